@@ -1,0 +1,50 @@
+"""toolkeeper: the trusted runtime between a language model and the tools it may use.
+
+A model only proposes tool calls. toolkeeper decides which tools it may see, checks every
+proposed call (permissions, arguments, approvals, budgets), runs it, records it durably so that
+no side effect is ever repeated by a retry or a restart, and hands the result back.
+"""
+
+from .catalog.registry import Catalog, Tool
+from .connectors.base import Connector, ToolOutput, UpstreamUnavailable
+from .core.errors import ErrorCode, ToolError, ToolkeeperError
+from .core.retry import RetryPolicy
+from .core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFailed
+from .core.states import CallStatus
+from .core.values import CallContext, Effect, Principal, ToolCall, ToolResult, ToolSpec
+from .keeper import Keeper
+from .policy.budgets import Budgets
+from .policy.rules import allow, at_most, deny, domain_in, path_inside, require_approval
+
+__all__ = [
+    "ApprovalRequired",
+    "Budgets",
+    "CallContext",
+    "CallStatus",
+    "Catalog",
+    "Connector",
+    "Effect",
+    "ErrorCode",
+    "Keeper",
+    "OutcomeUnknown",
+    "Principal",
+    "RetryLater",
+    "RetryPolicy",
+    "Tool",
+    "ToolCall",
+    "ToolError",
+    "ToolFailed",
+    "ToolOutput",
+    "ToolResult",
+    "ToolSpec",
+    "ToolkeeperError",
+    "UpstreamUnavailable",
+    "allow",
+    "at_most",
+    "deny",
+    "domain_in",
+    "path_inside",
+    "require_approval",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,57 @@
+"""The `toolkeeper` command.
+
+Each sub-command lives in its own module of this package and exposes
+`register(subparsers) -> None`, which adds its parser and sets `func` (a callable taking the
+parsed `argparse.Namespace` and returning an exit code). Modules are imported lazily, so an
+optional extra that one command needs never slows down or breaks another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+__all__ = ["main"]
+
+# module name in this package → the top-level commands it registers
+_COMMANDS: dict[str, tuple[str, ...]] = {
+    "demo": ("demo",),
+    "approvals": ("approvals",),
+    "ledger": ("ledger",),
+    "bench": ("bench",),
+    "dialects": ("dialects",),
+    "eval": ("eval",),
+}
+
+
+def _parser(only: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolkeeper",
+        description="The trusted runtime between a language model and its tools.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module, commands in _COMMANDS.items():
+        if only is not None and only not in commands:
+            continue
+        importlib.import_module(f"{__name__}.{module}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in args_list if not a.startswith("-")), None)
+    known = {c for cs in _COMMANDS.values() for c in cs}
+    parser = _parser(first if first in known else None)
+    args = parser.parse_args(args_list)
+    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    return func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""The connector Protocol: how the executor asks a tool's source to run one attempt.
+
+What it is: the edge between the trusted pipeline and whatever performs the work (a Python
+function, an upstream MCP server, an HTTP operation, a program). A connector runs exactly one
+attempt with already validated arguments and passes `ctx.idempotency_key` on to whatever
+performs the effect. What it is not: a place for policy, retries, timeouts or bookkeeping;
+the executor does those, the same way for every connector.
+
+A connector returns the result data, or a `ToolOutput` to also report an effect reference. It
+raises a `ToolSignal` (`ToolFailed`, `RetryLater`, `ApprovalRequired`) to report a failure
+the model may see; `UpstreamUnavailable` when the source cannot be reached (nothing ran); and
+any other exception for an internal failure, which the model never sees in detail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..core.signals import ToolSignal
+from ..core.values import CallContext, ToolSpec
+
+__all__ = ["Connector", "ToolOutput", "UpstreamUnavailable"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolOutput:
+    """What a tool returns when it has more to say than its data."""
+
+    data: Any = None
+    """The result data shown to the model."""
+    effect_ref: str | None = None
+    """A reference to the side effect (an order id, a commit hash), kept in the ledger."""
+
+
+class UpstreamUnavailable(ToolSignal):
+    """The tool's source could not be reached before anything was sent: nothing ran."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@runtime_checkable
+class Connector(Protocol):
+    """Runs one attempt of a tool call."""
+
+    async def invoke(self, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        """Run the tool once with validated `arguments`; return data or a `ToolOutput`."""
+        ...

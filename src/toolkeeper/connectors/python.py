@@ -1,0 +1,41 @@
+"""Python functions as tools: sync and async callables behind the `Connector` Protocol.
+
+Async functions run on the event loop; sync ones in a worker thread
+(`anyio.to_thread.run_sync`), so a slow sync tool never blocks other calls. The `CallContext`
+is injected into the parameter annotated with it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio.to_thread
+
+from ..core.values import CallContext, ToolSpec
+from ..schema.from_callable import FunctionSchema, function_schema, to_jsonable
+from .base import ToolOutput
+
+__all__ = ["FunctionConnector"]
+
+
+class FunctionConnector:
+    """Runs a Python function with validated arguments."""
+
+    def __init__(self, func: Callable[..., Any], schema: FunctionSchema | None = None) -> None:
+        self.func = func
+        self.schema = schema if schema is not None else function_schema(func)
+
+    async def invoke(self, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        """Call the function once; JSON-ify what it returns."""
+        kwargs = self.schema.python_arguments(arguments)
+        if self.schema.context_param is not None:
+            kwargs[self.schema.context_param] = ctx
+        if self.schema.is_async:
+            value = await self.func(**kwargs)
+        else:
+            value = await anyio.to_thread.run_sync(functools.partial(self.func, **kwargs))
+        if isinstance(value, ToolOutput):
+            return ToolOutput(data=to_jsonable(value.data), effect_ref=value.effect_ref)
+        return to_jsonable(value)

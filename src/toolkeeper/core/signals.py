@@ -1,0 +1,67 @@
+"""Signals a tool raises to ask the runtime for something. They are not failures.
+
+- `ApprovalRequired`: stop; ask a person to approve *these exact arguments*; the call ends as
+  AWAITING_APPROVAL with APPROVAL_REQUIRED and runs once approved. Raise it before any effect.
+- `RetryLater`: this attempt failed in a way worth retrying (a 429, a lock held). The runtime
+  retries only if the tool is read-only or idempotent; otherwise the call fails with
+  `retryable=True` so that the model or a person may propose it again.
+- `ToolFailed`: the tool ran and reports a failure that is safe to show to the model.
+- `OutcomeUnknown`: the request left, but no answer came back (a connection dropped mid-call).
+  A read-only or idempotent tool is retried; any other call ends UNKNOWN_OUTCOME and waits
+  for reconciliation, never for a blind replay.
+
+Any other exception becomes TOOL_ERROR with a generic message: internal details never reach
+the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["ApprovalRequired", "OutcomeUnknown", "RetryLater", "ToolFailed", "ToolSignal"]
+
+
+class ToolSignal(Exception):
+    """Base class of what a tool raises on purpose."""
+
+
+class ApprovalRequired(ToolSignal):
+    """Ask for a person's approval of this exact call before it runs."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RetryLater(ToolSignal):
+    """This attempt failed transiently; `after` seconds is a sensible wait, when known."""
+
+    def __init__(self, reason: str, *, after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.after = after
+
+
+class ToolFailed(ToolSignal):
+    """The tool reports a failure whose message is safe to show to the model."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.details = dict(details or {})
+
+
+class OutcomeUnknown(ToolSignal):
+    """The request may have reached the tool, but whether it took effect is not known."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,214 @@
+"""The values every layer shares: tools, principals, calls, results and the context of a call.
+
+Frozen, keyword-only dataclasses with no behaviour beyond small derived properties. This module
+does no I/O and imports nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .errors import ToolError
+from .states import CallStatus
+
+__all__ = [
+    "ANONYMOUS",
+    "DEFAULT_INPUT_SCHEMA",
+    "CallContext",
+    "Effect",
+    "Principal",
+    "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+]
+
+DEFAULT_INPUT_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": False,
+}
+
+
+class Effect(StrEnum):
+    """What running a tool may change outside."""
+
+    READ_ONLY = "read_only"
+    """Changes nothing; safe to run again."""
+    WRITE = "write"
+    """Changes something that can be changed back."""
+    DESTRUCTIVE = "destructive"
+    """Changes something that cannot be taken back (publish, pay, delete)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Principal:
+    """Who a call acts for."""
+
+    id: str
+    """A stable identity: a user, a service account, an agent."""
+    tenant: str = "default"
+    """The tenant whose tools and data the principal may reach."""
+    environment: str = "default"
+    """The environment the call runs in (`dev`, `prod`, ...)."""
+    grants: frozenset[str] = frozenset()
+    """Permission patterns held, such as `orders:*` or `files:write`; `*` grants everything."""
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    """Free-form facts that rules may read (roles, limits, a display name)."""
+
+
+ANONYMOUS = Principal(id="anonymous")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSpec:
+    """A tool's contract: what the model may see, and the trusted facts the runtime relies on.
+
+    Model-visible: `name`, `title`, `description`, `input_schema`, `output_schema`,
+    `examples`, and `effect` / `idempotent` as hints. Everything else is runtime-only and is
+    never exported to a model.
+    """
+
+    name: str
+    """Stable, namespaced, verb-object: `orders.get_detail`."""
+    description: str = ""
+    """When to use it, when not, and its side effects."""
+    input_schema: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_INPUT_SCHEMA))
+    """JSON Schema (2020-12) of the arguments object."""
+    output_schema: Mapping[str, Any] | None = None
+    """JSON Schema (2020-12) of the result data, when known."""
+    title: str | None = None
+    """A short human-readable name."""
+    effect: Effect = Effect.WRITE
+    """What a run may change. Undeclared tools are assumed to write."""
+    idempotent: bool = False
+    """Whether running the same call twice has the effect of running it once."""
+    permissions: tuple[str, ...] = ()
+    """Permissions a principal must hold to call it, e.g. `orders:read`."""
+    tags: tuple[str, ...] = ()
+    """Free-form labels used by search and filters."""
+    aliases: tuple[str, ...] = ()
+    """Other names users and models know it by (searchable, not callable)."""
+    examples: tuple[Mapping[str, Any], ...] = ()
+    """Example argument objects."""
+    version: str = "1"
+    """Changes whenever the contract changes; approvals and validators are bound to it."""
+    timeout: float = 30.0
+    """Seconds one attempt may run before it is stopped."""
+    environments: frozenset[str] | None = None
+    """Environments the tool exists in; None means every environment."""
+    tenants: frozenset[str] | None = None
+    """Tenants the tool exists for; None means every tenant."""
+    source: str = "local"
+    """Which connector or upstream server provides it."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Runtime-only extras from the tool's source (e.g. MCP annotations as received)."""
+
+    @property
+    def has_side_effects(self) -> bool:
+        """True unless the tool is read-only."""
+        return self.effect is not Effect.READ_ONLY
+
+    @property
+    def retry_safe(self) -> bool:
+        """A failed attempt may be retried only for read-only or idempotent tools."""
+        return self.effect is Effect.READ_ONLY or self.idempotent
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """One invocation a model proposed."""
+
+    call_id: str
+    """The id the model (or the dialect, when the vendor gives none) assigned to the call."""
+    name: str
+    """The tool the model asked for."""
+    arguments: Mapping[str, Any] | str = field(default_factory=dict)
+    """Parsed arguments, or the raw JSON text exactly as the model produced it."""
+    task_id: str = "default"
+    """The task (conversation, run, job) the call belongs to; dedupe is per task."""
+    principal: Principal | None = None
+    """Who the call acts for; the executor's default principal when None."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Where the call came from (dialect, raw id, ...); never used for decisions."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResult:
+    """One observation: what came back from a call, or why nothing did."""
+
+    call_id: str
+    """The call this result answers."""
+    tool: str
+    """The tool name as called."""
+    status: CallStatus
+    """Where the call ended (or waits, for AWAITING_APPROVAL)."""
+    data: Any = None
+    """The tool's output when it succeeded."""
+    error: ToolError | None = None
+    """Why there is no data; None on success."""
+    version: str | None = None
+    """The tool version that ran or refused."""
+    source: str | None = None
+    """The connector or upstream that ran it."""
+    attempt: int = 0
+    """How many attempts ran (0 when nothing ran)."""
+    started_at: float | None = None
+    """Wall-clock time (epoch seconds) the first attempt started."""
+    finished_at: float | None = None
+    """Wall-clock time (epoch seconds) the call ended."""
+    effect_ref: str | None = None
+    """A reference to the side effect, as reported by the tool (an order id, a commit)."""
+    approval_id: str | None = None
+    """The approval that this call needs or used."""
+    replayed: bool = False
+    """True when the result came from the ledger instead of a new run."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Extra facts about the result (coerced arguments, a large-result reference, ...)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the call succeeded."""
+        return self.status is CallStatus.SUCCEEDED
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to end, when the call ran."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallContext:
+    """What a running tool may know about its call. Injected into a parameter of this type."""
+
+    call_id: str
+    """The call being run."""
+    task_id: str
+    """The task it belongs to."""
+    tool: str
+    """The tool's name."""
+    version: str
+    """The tool's version."""
+    principal: Principal
+    """Who the call acts for."""
+    attempt: int
+    """1 for the first attempt, 2 for the first retry, ..."""
+    deadline: float
+    """`time.monotonic()` value after which the attempt is cancelled."""
+    idempotency_key: str
+    """Runtime-owned key, stable across retries and restarts of this call: pass it on to the
+    service that performs the effect so that it can deduplicate too."""
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    """The validated arguments (defaults applied)."""
+    approval_id: str | None = None
+    """The approval this call runs under, when a person approved it: a tool that raises
+    `ApprovalRequired` should not ask again when this is set."""
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (never negative)."""
+        return max(0.0, self.deadline - time.monotonic())

@@ -1,0 +1,148 @@
+"""The executor: one visible pipeline of gates, then run and record; and parallel batches.
+
+```
+dedupe → lookup → authorize → validate → rules → approval → budget → run (ledger RUNNING →
+execute → retry → record)
+```
+Every refusal comes back as a `ToolResult` with a stable code; `execute` never raises for bad
+input, and a call never stays RUNNING because of one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from ..core.errors import CallRefused, ErrorCode, ToolError
+from ..core.states import CallStatus
+from ..core.values import ToolCall, ToolResult
+from . import gates
+from .gates import Gate
+from .run import LostRace, record_refusal, run_call
+from .runtime import Runtime
+from .state import CallState
+
+__all__ = ["Executor", "build_pipeline"]
+
+_log = logging.getLogger("toolkeeper")
+_MAX_REENTRIES = 5
+
+
+def build_pipeline() -> tuple[Gate, ...]:
+    """The gates every call passes, in DESIGN.md's order."""
+    return (
+        gates.dedupe,
+        gates.lookup,
+        gates.authorize,
+        gates.validate,
+        gates.rules,
+        gates.approval,
+        gates.budget,
+    )
+
+
+class Executor:
+    """Runs proposed calls through the pipeline."""
+
+    def __init__(self, runtime: Runtime, pipeline: Sequence[Gate] | None = None) -> None:
+        self.runtime = runtime
+        self.pipeline = tuple(pipeline) if pipeline is not None else build_pipeline()
+        self._locks: dict[str, anyio.Lock] = {}
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Check, run and record one call; always returns a result."""
+        st = CallState(call=call, principal=call.principal or self.runtime.principal)
+        while True:
+            try:
+                return await self._pipeline(st)
+            except LostRace:
+                if st.reentries >= _MAX_REENTRIES:
+                    return _internal(call, "the call kept changing under concurrent updates")
+                st = CallState(call=call, principal=st.principal, reentries=st.reentries + 1)
+            except CallRefused as refused:
+                try:
+                    return await record_refusal(self.runtime, st, refused.error)
+                except LostRace:
+                    st = CallState(call=call, principal=st.principal, reentries=st.reentries + 1)
+                except Exception:
+                    _log.exception("recording a refusal failed")
+                    return _refused(call, refused.error)
+            except Exception:
+                _log.exception("internal error executing %s", call.name)
+                return _internal(call, "an internal error stopped the call")
+
+    async def _pipeline(self, st: CallState) -> ToolResult:
+        for gate in self.pipeline:
+            result = await gate(self.runtime, st)
+            if result is not None:
+                return result  # type: ignore[no-any-return]
+        return await run_call(self.runtime, st)
+
+    async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        """Run independent calls concurrently; calls that write a same resource one at a time.
+
+        Results come back in the order of `calls`; a failure of one call never affects
+        another's result.
+        """
+        results: list[ToolResult | None] = [None] * len(calls)
+
+        async def one(index: int, call: ToolCall) -> None:
+            keys = self._resources(call)
+            locks = [self._locks.setdefault(k, anyio.Lock()) for k in keys]
+            for lock in locks:
+                await lock.acquire()
+            try:
+                results[index] = await self.execute(call)
+            finally:
+                for lock in reversed(locks):
+                    lock.release()
+
+        async with anyio.create_task_group() as tg:
+            for index, call in enumerate(calls):
+                tg.start_soon(one, index, call)
+        return [
+            r if r is not None else _internal(c, "no result")
+            for r, c in zip(results, calls, strict=True)
+        ]
+
+    def _resources(self, call: ToolCall) -> list[str]:
+        """Sorted resource keys a call writes (sorted, so locks are always taken in order)."""
+        tool = self.runtime.catalog.get(call.name)
+        if tool is None or not tool.spec.has_side_effects:
+            return []
+        if tool.writes is None:
+            return [f"tool:{tool.spec.name}"]
+        arguments: Any = call.arguments
+        if isinstance(arguments, str):
+            import json
+
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                return []
+        if not isinstance(arguments, dict):
+            return []
+        try:
+            named = tool.writes(arguments)
+        except Exception:
+            return [f"tool:{tool.spec.name}"]
+        if named is None:
+            return []
+        keys = [named] if isinstance(named, str) else list(named)
+        return sorted({f"resource:{k}" for k in keys})
+
+
+def _refused(call: ToolCall, error: ToolError) -> ToolResult:
+    return ToolResult(call_id=call.call_id, tool=call.name, status=CallStatus.REJECTED, error=error)
+
+
+def _internal(call: ToolCall, message: str) -> ToolResult:
+    return ToolResult(
+        call_id=call.call_id,
+        tool=call.name,
+        status=CallStatus.FAILED,
+        error=ToolError.of(ErrorCode.INTERNAL_ERROR, message),
+    )

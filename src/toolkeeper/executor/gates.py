@@ -1,0 +1,328 @@
+"""The gates a call passes before it may run, in the order DESIGN.md fixes:
+
+1 dedupe → 2 lookup → 3 authorize → 4 validate → 5 business rules → 6 approval → 7 budget.
+
+Each gate is `async (rt, st) -> ToolResult | None`: None lets the call go on, a result ends the
+pipeline early (a replay, an approval request), and `CallRefused` refuses the call. Steps 8-11
+(ledger, execute, retry, record) are in `run.py`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from ..core.errors import CallRefused, ErrorCode, ToolError
+from ..core.states import CallStatus
+from ..core.values import Effect
+from ..ledger.base import is_abandoned
+from ..observe.redact import redact
+from ..policy.approvals import ApprovalCheck, Binding
+from ..policy.budgets import COUNTED_STATUSES
+from ..policy.grants import may_use, missing_permissions
+from ..policy.rules import Decision, RuleInput, Verdict
+from ..schema.canonical import canonical_json, digest
+from ..schema.validate import apply_defaults
+from .records import approval_pending_result, mark_unknown, replay
+from .runtime import Runtime
+from .state import CallState
+
+__all__ = [
+    "Gate",
+    "approval",
+    "authorize",
+    "budget",
+    "dedupe",
+    "lookup",
+    "rules",
+    "validate",
+]
+
+Gate = Callable[[Runtime, CallState], Awaitable[Any]]
+
+
+def _refuse(code: ErrorCode, message: str, **details: Any) -> CallRefused:
+    return CallRefused(ToolError.of(code, message, details=details))
+
+
+def _parse(rt: Runtime, st: CallState) -> None:
+    raw = st.call.arguments
+    if isinstance(raw, str):
+        size = len(raw.encode("utf-8", "surrogatepass"))
+        if size > rt.max_argument_bytes:
+            raise _refuse(
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"arguments are {size} bytes; the limit is {rt.max_argument_bytes}",
+                limit=rt.max_argument_bytes,
+            )
+        try:
+            parsed = json.loads(raw) if raw.strip() else {}
+        except (ValueError, RecursionError) as exc:
+            st.parse_error = f"arguments are not valid JSON: {exc}"
+            st.request_digest = "raw:" + hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()
+            return
+    else:
+        parsed = raw
+    try:
+        text = canonical_json(parsed)
+    except (TypeError, ValueError, RecursionError) as exc:
+        st.parse_error = f"arguments are not JSON data: {exc}"
+        st.request_digest = "raw:" + hashlib.sha256(repr(raw).encode()).hexdigest()
+        return
+    if not isinstance(raw, str) and len(text) > rt.max_argument_bytes:
+        raise _refuse(
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"arguments exceed the limit of {rt.max_argument_bytes} bytes",
+            limit=rt.max_argument_bytes,
+        )
+    st.request_digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if isinstance(parsed, dict):
+        st.arguments = parsed
+    else:
+        st.parse_error = f"arguments must be a JSON object, not {type(parsed).__name__}"
+
+
+async def _await_outcome(rt: Runtime, st: CallState) -> Any:
+    """Another process runs this call: wait for its end, take it over if it was abandoned."""
+    store = rt.store()
+    record = st.record
+    delay = 0.005
+    while record is not None and record.status is CallStatus.RUNNING:
+        now = rt.clock()
+        if is_abandoned(record, now=now):
+            if record.effect == Effect.READ_ONLY or record.idempotent:
+                st.takeover = True
+                return None
+            # The ledger's compare-and-set decides who records the unknown outcome.
+            await mark_unknown(store, record)
+        elif record.deadline is not None and now > record.deadline + 5.0:
+            raise _refuse(
+                ErrorCode.CALL_IN_PROGRESS,
+                "this call is still running in another process; try again later",
+            )
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 0.2)
+        record = await store.get_call(st.call.task_id, st.call.call_id)
+    if record is None:
+        raise _refuse(ErrorCode.INTERNAL_ERROR, "the call record disappeared")
+    return replay(record)
+
+
+async def dedupe(rt: Runtime, st: CallState) -> Any:
+    """1. The same call id with the same arguments returns the recorded result."""
+    _parse(rt, st)
+    record = await rt.store().get_call(st.call.task_id, st.call.call_id)
+    if record is None:
+        return None
+    st.record = record
+    if record.status is CallStatus.REJECTED:
+        return None  # a refusal ran nothing: evaluate the proposal afresh
+    if record.digest != st.request_digest or record.tool != st.call.name:
+        raise _refuse(
+            ErrorCode.CALL_ID_CONFLICT,
+            f"call id {st.call.call_id!r} was already used for a different call; use a new call id",
+        )
+    if record.status is CallStatus.AWAITING_APPROVAL:
+        return None
+    if record.status is CallStatus.RUNNING:
+        return await _await_outcome(rt, st)
+    if record.status.terminal:
+        return replay(record)
+    return None
+
+
+async def lookup(rt: Runtime, st: CallState) -> Any:
+    """2. The tool must exist."""
+    tool = rt.catalog.get(st.call.name)
+    if tool is None:
+        visible = [t.spec.name for t in rt.catalog if may_use(st.principal, t.spec)]
+        close = difflib.get_close_matches(st.call.name, visible, n=3, cutoff=0.6)
+        raise _refuse(
+            ErrorCode.UNKNOWN_TOOL,
+            f"there is no tool named {st.call.name!r}",
+            **({"did_you_mean": close} if close else {}),
+        )
+    st.tool = tool
+    return None
+
+
+async def authorize(rt: Runtime, st: CallState) -> Any:
+    """3. The principal must be granted the tool, in its tenant and environment."""
+    assert st.tool is not None
+    spec = st.tool.spec
+    if may_use(st.principal, spec):
+        return None
+    in_scope = (spec.tenants is None or st.principal.tenant in spec.tenants) and (
+        spec.environments is None or st.principal.environment in spec.environments
+    )
+    if not in_scope:
+        raise _refuse(ErrorCode.PERMISSION_DENIED, f"{spec.name!r} is not available here")
+    raise _refuse(
+        ErrorCode.PERMISSION_DENIED,
+        f"not permitted to call {spec.name!r}",
+        missing_permissions=missing_permissions(st.principal, spec),
+    )
+
+
+async def validate(rt: Runtime, st: CallState) -> Any:
+    """4. The arguments must parse to an object that matches the input schema."""
+    assert st.tool is not None
+    if st.parse_error is not None or st.arguments is None:
+        message = st.parse_error or "arguments must be a JSON object"
+        raise _refuse(
+            ErrorCode.INVALID_ARGUMENTS,
+            message,
+            violations=[{"pointer": "", "keyword": "json", "message": message}],
+        )
+    prepared = rt.prepared(st.tool)
+    st.prepared = prepared
+    violations = prepared.validator.violations(st.arguments)
+    if violations:
+        raise _refuse(
+            ErrorCode.INVALID_ARGUMENTS,
+            "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:10]),
+            violations=[v.to_dict() for v in violations],
+        )
+    st.validated = (
+        apply_defaults(st.tool.spec.input_schema, st.arguments)
+        if prepared.has_defaults
+        else st.arguments
+    )
+    st.redacted = redact(st.validated, prepared.sensitive)
+    return None
+
+
+async def rules(rt: Runtime, st: CallState) -> Any:
+    """5. Business rules; destructive tools need approval unless a rule waives it."""
+    assert st.tool is not None and st.validated is not None
+    checks = (*st.tool.rules, *rt.rules)
+    if checks:
+        inp = RuleInput(
+            spec=st.tool.spec, arguments=st.validated, principal=st.principal, call=st.call
+        )
+        for rule in checks:
+            decision: Decision | None = rule(inp)
+            if inspect.isawaitable(decision):
+                decision = await decision
+            if decision is None:
+                continue
+            if decision.verdict is Verdict.DENY:
+                details: dict[str, Any] = {"rule": getattr(rule, "__name__", "rule")}
+                if decision.pointer is not None:
+                    details["violations"] = [
+                        {"pointer": decision.pointer, "keyword": "rule", "message": decision.reason}
+                    ]
+                raise CallRefused(ToolError.of(decision.code, decision.reason, details=details))
+            if decision.verdict is Verdict.REQUIRE_APPROVAL and st.approval_reason is None:
+                st.approval_reason = decision.reason
+            if decision.verdict is Verdict.ALLOW and decision.skip_approval:
+                st.skip_approval = True
+    if (
+        st.tool.spec.effect is Effect.DESTRUCTIVE
+        and st.approval_reason is None
+        and not st.skip_approval
+    ):
+        st.approval_reason = f"{st.tool.spec.name} is destructive"
+    return None
+
+
+def _binding(st: CallState) -> Binding:
+    assert st.tool is not None and st.validated is not None
+    return Binding(
+        task_id=st.call.task_id,
+        call_id=st.call.call_id,
+        tool=st.tool.spec.name,
+        version=st.tool.spec.version,
+        principal_id=st.principal.id,
+        digest=digest(st.validated),
+    )
+
+
+async def approval(rt: Runtime, st: CallState) -> Any:
+    """6. An approval bound to these exact validated arguments, when one is needed."""
+    record = st.record
+    waiting = record is not None and record.status is CallStatus.AWAITING_APPROVAL
+    if waiting and record is not None and record.approval_id:
+        found = await rt.approvals.get(record.approval_id)
+        if found is None:
+            raise _refuse(ErrorCode.INTERNAL_ERROR, "the approval request disappeared")
+        check = rt.approvals.check(found, _binding(st))
+        if check is ApprovalCheck.GRANTED:
+            st.approval = found
+            return None
+        if check is ApprovalCheck.PENDING:
+            return approval_pending_result(st, found)
+        if check is ApprovalCheck.DENIED:
+            raise _refuse(
+                ErrorCode.APPROVAL_DENIED,
+                f"a person denied this call: {found.note or 'no reason given'}",
+                approval_id=found.id,
+            )
+        if check is ApprovalCheck.EXPIRED:
+            raise _refuse(
+                ErrorCode.APPROVAL_EXPIRED,
+                "the approval request expired; propose the call again to ask anew",
+                approval_id=found.id,
+            )
+        raise _refuse(
+            ErrorCode.PERMISSION_DENIED,
+            "the approval was given for other arguments, tool version or principal",
+            approval_id=found.id,
+        )
+    if st.approval_reason is None:
+        return None
+    requested = await rt.approvals.request(
+        _binding(st), arguments=st.redacted, reason=st.approval_reason
+    )
+    from .run import hold_for_approval
+
+    return await hold_for_approval(rt, st, requested)
+
+
+async def budget(rt: Runtime, st: CallState) -> Any:
+    """7. Call budgets per task and tool, and the principal's rate limit."""
+    limits = rt.budgets
+    if limits is None:
+        return None
+    assert st.tool is not None
+    store = rt.store()
+    task = st.call.task_id
+    if limits.max_calls_per_task is not None:
+        used = await store.count_calls(task, statuses=COUNTED_STATUSES)
+        if used >= limits.max_calls_per_task:
+            raise _refuse(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"this task has used its budget of {limits.max_calls_per_task} calls",
+                budget="calls_per_task",
+                limit=limits.max_calls_per_task,
+            )
+    tool_limit = limits.tool_limit(st.tool.spec.name)
+    if tool_limit is not None:
+        used = await store.count_calls(task, tool=st.tool.spec.name, statuses=COUNTED_STATUSES)
+        if used >= tool_limit:
+            raise _refuse(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"this task has used its budget of {tool_limit} calls of {st.tool.spec.name}",
+                budget="calls_per_tool_per_task",
+                limit=tool_limit,
+            )
+    if limits.calls_per_minute is not None and rt.limiter is not None:
+        wait = await rt.limiter.acquire(
+            st.principal.id, per_minute=limits.calls_per_minute, burst=limits.burst
+        )
+        if wait is not None:
+            raise CallRefused(
+                ToolError.of(
+                    ErrorCode.RATE_LIMITED,
+                    f"rate limit reached; retry in {wait:.1f} s",
+                    retry_after=round(wait, 3),
+                    details={"limit_per_minute": limits.calls_per_minute},
+                )
+            )
+    return None

@@ -1,0 +1,143 @@
+"""Ledger records and audit events in, `ToolResult`s out: the translations the pipeline needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.errors import ErrorCode, StoreError, ToolError
+from ..core.states import CallStatus
+from ..core.values import Effect, ToolResult
+from ..ledger.base import (
+    ApprovalRecord,
+    CallRecord,
+    LedgerStore,
+    StaleState,
+    current_owner,
+)
+from ..observe.audit import AuditEvent
+from .runtime import Runtime, idempotency_key
+from .state import CallState
+
+__all__ = [
+    "UNKNOWN_OUTCOME_ERROR",
+    "approval_pending_result",
+    "audit",
+    "mark_unknown",
+    "new_record",
+    "replay",
+]
+
+UNKNOWN_OUTCOME_ERROR = ToolError.of(
+    ErrorCode.UNKNOWN_OUTCOME,
+    "the call may or may not have taken effect; it will not be repeated automatically. "
+    "A person or the tool's status check must reconcile it",
+)
+
+
+def replay(record: CallRecord) -> ToolResult:
+    """The recorded result of a call, marked as replayed."""
+    started = next((t for s, t in record.history if s is CallStatus.RUNNING), None)
+    return ToolResult(
+        call_id=record.call_id,
+        tool=record.tool,
+        status=record.status,
+        data=record.result,
+        error=ToolError.from_dict(record.error) if record.error else None,
+        version=record.version or None,
+        attempt=record.attempt,
+        started_at=started,
+        finished_at=record.updated_at,
+        effect_ref=record.effect_ref,
+        approval_id=record.approval_id,
+        replayed=True,
+    )
+
+
+def approval_pending_result(st: CallState, approval: ApprovalRecord) -> ToolResult:
+    """What the model sees while a call waits for a person."""
+    error = ToolError.of(
+        ErrorCode.APPROVAL_REQUIRED,
+        f"this call needs a person's approval ({approval.reason}). Ask the user to approve "
+        f"request {approval.id} (toolkeeper approvals approve {approval.id}), then propose "
+        "the same call again with the same call id",
+        details={"approval_id": approval.id, "reason": approval.reason},
+    )
+    return ToolResult(
+        call_id=st.call.call_id,
+        tool=st.call.name,
+        status=CallStatus.AWAITING_APPROVAL,
+        error=error,
+        version=approval.version,
+        approval_id=approval.id,
+    )
+
+
+def new_record(rt: Runtime, st: CallState, status: CallStatus, **fields: Any) -> CallRecord:
+    """A first ledger record for the call in `status`."""
+    spec = st.tool.spec if st.tool is not None else None
+    return CallRecord(
+        task_id=st.call.task_id,
+        call_id=st.call.call_id,
+        tool=st.call.name,
+        version=spec.version if spec is not None else "",
+        digest=st.request_digest,
+        arguments=st.redacted,
+        principal_id=st.principal.id,
+        tenant=st.principal.tenant,
+        status=status,
+        effect=spec.effect.value if spec is not None else Effect.WRITE.value,
+        idempotent=spec.idempotent if spec is not None else False,
+        idempotency_key=idempotency_key(st.call.task_id, st.call.call_id),
+        owner=current_owner(),
+        **fields,
+    )
+
+
+def audit(
+    rt: Runtime,
+    st: CallState,
+    status: CallStatus,
+    *,
+    previous: CallStatus | None = None,
+    attempt: int = 0,
+    error: ToolError | None = None,
+    approval_id: str | None = None,
+    first: bool = False,
+    **extra: Any,
+) -> None:
+    """Emit the audit event of one persisted state change."""
+    rt.emit(
+        AuditEvent(
+            at=rt.clock(),
+            task_id=st.call.task_id,
+            call_id=st.call.call_id,
+            tool=st.call.name,
+            version=st.tool.spec.version if st.tool is not None else None,
+            principal_id=st.principal.id,
+            tenant=st.principal.tenant,
+            status=status.value,
+            previous=previous.value if previous is not None else None,
+            attempt=attempt,
+            error_code=error.code.value if error is not None else None,
+            message=error.message if error is not None else None,
+            approval_id=approval_id,
+            arguments=st.redacted if first else None,
+            extra=extra,
+        )
+    )
+
+
+async def mark_unknown(store: LedgerStore, record: CallRecord) -> None:
+    """Record that an abandoned call's outcome is unknown, unless another process did."""
+    try:
+        await store.transition(
+            record.task_id,
+            record.call_id,
+            expected=CallStatus.RUNNING,
+            target=CallStatus.UNKNOWN_OUTCOME,
+            changes={"error": UNKNOWN_OUTCOME_ERROR.to_dict()},
+        )
+    except StaleState:
+        pass
+    except KeyError as exc:  # pragma: no cover - records are never deleted
+        raise StoreError("call record vanished") from exc

@@ -1,0 +1,383 @@
+"""Steps 8-11 of the pipeline: write RUNNING durably, execute under a timeout, retry only
+when that is safe, and record the end.
+
+A call with side effects is written RUNNING (committed) *before* its connector is invoked; a
+read-only call is written once, when it ends. A failed attempt is retried only if its error is
+retryable AND the tool is read-only or idempotent (or nothing was sent at all). A call whose
+effect may or may not have happened ends UNKNOWN_OUTCOME and is never replayed blindly.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ..connectors.base import ToolOutput, UpstreamUnavailable
+from ..core.errors import ErrorCode, ToolError
+from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFailed
+from ..core.states import CallStatus
+from ..core.values import CallContext, ToolResult
+from ..ledger.base import ApprovalRecord, StaleState, current_owner
+from ..policy.approvals import Binding
+from ..schema.canonical import digest
+from .records import UNKNOWN_OUTCOME_ERROR, approval_pending_result, audit, new_record, replay
+from .runtime import Runtime, idempotency_key
+from .state import CallState
+
+__all__ = ["LostRace", "hold_for_approval", "record_refusal", "run_call"]
+
+
+class LostRace(Exception):
+    """Another process changed the call's record first; the pipeline starts over."""
+
+
+@dataclass(slots=True)
+class _Outcome:
+    status: CallStatus
+    data: Any = None
+    effect_ref: str | None = None
+    error: ToolError | None = None
+    nothing_sent: bool = False
+    """The failure happened before the request left: a retry cannot repeat an effect."""
+    unknown: bool = False
+    """The request may have taken effect."""
+    approval_reason: str | None = None
+
+
+async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
+    assert st.tool is not None and st.validated is not None
+    spec = st.tool.spec
+    try:
+        with anyio.fail_after(spec.timeout):
+            value = await st.tool.connector.invoke(spec, st.validated, ctx)
+    except TimeoutError:
+        return _Outcome(
+            status=CallStatus.TIMED_OUT,
+            error=ToolError.of(
+                ErrorCode.TIMEOUT,
+                f"{spec.name} did not finish within {spec.timeout:g} s",
+                details={"timeout": spec.timeout},
+            ),
+            unknown=True,
+        )
+    except ToolFailed as exc:
+        error = ToolError.of(
+            ErrorCode.TOOL_ERROR, exc.message, retryable=exc.retryable, details=exc.details
+        )
+        return _Outcome(status=CallStatus.FAILED, error=error)
+    except RetryLater as exc:
+        error = ToolError.of(
+            ErrorCode.TOOL_ERROR, exc.reason, retryable=True, retry_after=exc.after
+        )
+        return _Outcome(status=CallStatus.FAILED, error=error)
+    except UpstreamUnavailable as exc:
+        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, exc.reason)
+        return _Outcome(status=CallStatus.FAILED, error=error, nothing_sent=True)
+    except OutcomeUnknown as exc:
+        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, exc.reason, retryable=True)
+        return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
+    except ApprovalRequired as exc:
+        if ctx.approval_id is not None:
+            error = ToolError.of(ErrorCode.TOOL_ERROR, "the tool asked for approval again")
+            return _Outcome(status=CallStatus.FAILED, error=error)
+        return _Outcome(status=CallStatus.AWAITING_APPROVAL, approval_reason=exc.reason)
+    except Exception as exc:
+        error = ToolError.of(
+            ErrorCode.TOOL_ERROR,
+            f"{spec.name} failed with an internal error",
+            details={"exception": type(exc).__name__},
+        )
+        return _Outcome(status=CallStatus.FAILED, error=error)
+    if isinstance(value, ToolOutput):
+        return _Outcome(status=CallStatus.SUCCEEDED, data=value.data, effect_ref=value.effect_ref)
+    return _Outcome(status=CallStatus.SUCCEEDED, data=value)
+
+
+def _final(st: CallState, outcome: _Outcome) -> _Outcome:
+    """An unknown outcome of a tool that may not be repeated is UNKNOWN_OUTCOME."""
+    assert st.tool is not None
+    if outcome.unknown and not st.tool.spec.retry_safe:
+        details = {"cause": outcome.error.code.value} if outcome.error else {}
+        error = ToolError.of(
+            ErrorCode.UNKNOWN_OUTCOME, UNKNOWN_OUTCOME_ERROR.message, details=details
+        )
+        return _Outcome(status=CallStatus.UNKNOWN_OUTCOME, error=error)
+    return outcome
+
+
+def _may_retry(rt: Runtime, st: CallState, outcome: _Outcome, attempt: int) -> bool:
+    assert st.tool is not None
+    if outcome.error is None or not (outcome.nothing_sent or st.tool.spec.retry_safe):
+        return False
+    return (st.tool.retry or rt.retry).should_retry(outcome.error, attempt)
+
+
+async def hold_for_approval(rt: Runtime, st: CallState, approval: ApprovalRecord) -> ToolResult:
+    """Persist the call as AWAITING_APPROVAL and tell the model how to get it approved."""
+    store = rt.store()
+    previous = st.record.status if st.record is not None else None
+    if st.record is None:
+        _, created = await store.claim_call(
+            new_record(rt, st, CallStatus.AWAITING_APPROVAL, approval_id=approval.id)
+        )
+        if not created:
+            raise LostRace
+    else:
+        try:
+            await store.transition(
+                st.call.task_id,
+                st.call.call_id,
+                expected=st.record.status,
+                target=CallStatus.AWAITING_APPROVAL,
+                changes=_identity_changes(st) | {"approval_id": approval.id},
+            )
+        except StaleState as exc:
+            raise LostRace from exc
+    result = approval_pending_result(st, approval)
+    audit(
+        rt,
+        st,
+        CallStatus.AWAITING_APPROVAL,
+        previous=previous,
+        error=result.error,
+        approval_id=approval.id,
+        first=previous is None,
+    )
+    return result
+
+
+def _identity_changes(st: CallState) -> dict[str, Any]:
+    """What a re-evaluated proposal may change in an existing record."""
+    assert st.tool is not None
+    return {
+        "digest": st.request_digest,
+        "arguments": st.redacted,
+        "version": st.tool.spec.version,
+        "effect": st.tool.spec.effect.value,
+        "idempotent": st.tool.spec.idempotent,
+        "owner": current_owner(),
+    }
+
+
+async def run_call(rt: Runtime, st: CallState) -> ToolResult:
+    """Run an authorized call to its end and record it."""
+    assert st.tool is not None and st.validated is not None
+    spec = st.tool.spec
+    store = rt.store()
+    approval_id = st.approval.id if st.approval is not None else None
+    attempt = (st.record.attempt if st.record is not None and st.takeover else 0) + 1
+    started_at = rt.clock()
+    persisted: CallStatus | None = None
+    if spec.has_side_effects:
+        deadline = started_at + spec.timeout
+        if st.record is None:
+            _, created = await store.claim_call(
+                new_record(
+                    rt,
+                    st,
+                    CallStatus.RUNNING,
+                    attempt=attempt,
+                    deadline=deadline,
+                    approval_id=approval_id,
+                )
+            )
+            if not created:
+                raise LostRace
+            audit(rt, st, CallStatus.RUNNING, attempt=attempt, first=True)
+        else:
+            changes = _identity_changes(st) | {
+                "attempt": attempt,
+                "deadline": deadline,
+                "approval_id": approval_id,
+            }
+            try:
+                await store.transition(
+                    st.call.task_id,
+                    st.call.call_id,
+                    expected=st.record.status,
+                    target=CallStatus.RUNNING,
+                    changes=changes,
+                )
+            except StaleState as exc:
+                raise LostRace from exc
+            audit(rt, st, CallStatus.RUNNING, previous=st.record.status, attempt=attempt)
+        persisted = CallStatus.RUNNING
+    deadline_mono = time.monotonic() + spec.timeout
+    try:
+        while True:
+            ctx = CallContext(
+                call_id=st.call.call_id,
+                task_id=st.call.task_id,
+                tool=spec.name,
+                version=spec.version,
+                principal=st.principal,
+                attempt=attempt,
+                deadline=deadline_mono,
+                idempotency_key=idempotency_key(st.call.task_id, st.call.call_id),
+                arguments=st.validated,
+                approval_id=approval_id,
+            )
+            outcome = await _attempt(rt, st, ctx)
+            if outcome.status is CallStatus.AWAITING_APPROVAL:
+                return await _tool_asked_approval(rt, st, outcome, persisted)
+            if outcome.status is CallStatus.SUCCEEDED or not _may_retry(rt, st, outcome, attempt):
+                break
+            policy = st.tool.retry or rt.retry
+            wait = policy.delay(attempt)
+            if outcome.error is not None and outcome.error.retry_after is not None:
+                wait = max(wait, outcome.error.retry_after)
+            await (rt.sleep or anyio.sleep)(wait)
+            attempt += 1
+            deadline_mono = time.monotonic() + spec.timeout
+            if persisted is not None:
+                await store.transition(
+                    st.call.task_id,
+                    st.call.call_id,
+                    expected=CallStatus.RUNNING,
+                    target=CallStatus.RUNNING,
+                    changes={"attempt": attempt, "deadline": rt.clock() + spec.timeout},
+                )
+                audit(rt, st, CallStatus.RUNNING, previous=CallStatus.RUNNING, attempt=attempt)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            cancelled = _Outcome(
+                status=CallStatus.CANCELLED,
+                error=ToolError.of(ErrorCode.CANCELLED, "the call was cancelled"),
+                unknown=persisted is not None,
+            )
+            await _record_end(rt, st, _final(st, cancelled), attempt, started_at, persisted)
+        raise
+    return await _record_end(rt, st, _final(st, outcome), attempt, started_at, persisted)
+
+
+async def _tool_asked_approval(
+    rt: Runtime, st: CallState, outcome: _Outcome, persisted: CallStatus | None
+) -> ToolResult:
+    assert st.tool is not None and st.validated is not None
+    binding = Binding(
+        task_id=st.call.task_id,
+        call_id=st.call.call_id,
+        tool=st.tool.spec.name,
+        version=st.tool.spec.version,
+        principal_id=st.principal.id,
+        digest=digest(st.validated),
+    )
+    requested = await rt.approvals.request(
+        binding, arguments=st.redacted, reason=outcome.approval_reason or "the tool asked"
+    )
+    if persisted is not None:
+        st.record = await rt.store().get_call(st.call.task_id, st.call.call_id)
+    return await hold_for_approval(rt, st, requested)
+
+
+async def _record_end(
+    rt: Runtime,
+    st: CallState,
+    outcome: _Outcome,
+    attempt: int,
+    started_at: float,
+    persisted: CallStatus | None,
+) -> ToolResult:
+    assert st.tool is not None
+    store = rt.store()
+    error_dict = outcome.error.to_dict() if outcome.error is not None else None
+    approval_id = st.approval.id if st.approval is not None else None
+    previous = persisted or (st.record.status if st.record is not None else None)
+    if previous is None:
+        stored, created = await store.claim_call(
+            new_record(
+                rt,
+                st,
+                outcome.status,
+                attempt=attempt,
+                result=outcome.data,
+                error=error_dict,
+                effect_ref=outcome.effect_ref,
+                approval_id=approval_id,
+            )
+        )
+        if not created:
+            return replay(stored)
+    else:
+        changes: dict[str, Any] = {
+            "attempt": attempt,
+            "result": outcome.data,
+            "error": error_dict,
+            "effect_ref": outcome.effect_ref,
+        }
+        if persisted is None:
+            changes |= _identity_changes(st) | {"approval_id": approval_id}
+        try:
+            await store.transition(
+                st.call.task_id,
+                st.call.call_id,
+                expected=previous,
+                target=outcome.status,
+                changes=changes,
+            )
+        except StaleState as exc:
+            raise LostRace from exc
+    finished_at = rt.clock()
+    audit(
+        rt,
+        st,
+        outcome.status,
+        previous=previous,
+        attempt=attempt,
+        error=outcome.error,
+        approval_id=approval_id,
+        first=previous is None,
+        duration=round(finished_at - started_at, 6),
+    )
+    return ToolResult(
+        call_id=st.call.call_id,
+        tool=st.tool.spec.name,
+        status=outcome.status,
+        data=outcome.data,
+        error=outcome.error,
+        version=st.tool.spec.version,
+        source=st.tool.spec.source,
+        attempt=attempt,
+        started_at=started_at,
+        finished_at=finished_at,
+        effect_ref=outcome.effect_ref,
+        approval_id=approval_id,
+    )
+
+
+async def record_refusal(rt: Runtime, st: CallState, error: ToolError) -> ToolResult:
+    """Record a refused call as REJECTED (nothing ran) and return the refusal."""
+    store = rt.store()
+    if error.code not in (ErrorCode.CALL_ID_CONFLICT, ErrorCode.CALL_IN_PROGRESS):
+        previous = st.record.status if st.record is not None else None
+        try:
+            if st.record is None:
+                _, created = await store.claim_call(
+                    new_record(rt, st, CallStatus.REJECTED, error=error.to_dict())
+                )
+                if not created:
+                    raise LostRace
+            else:
+                changes: dict[str, Any] = {"error": error.to_dict(), "digest": st.request_digest}
+                if st.redacted:
+                    changes["arguments"] = st.redacted
+                await store.transition(
+                    st.call.task_id,
+                    st.call.call_id,
+                    expected=st.record.status,
+                    target=CallStatus.REJECTED,
+                    changes=changes,
+                )
+        except StaleState as exc:
+            raise LostRace from exc
+        audit(rt, st, CallStatus.REJECTED, previous=previous, error=error, first=previous is None)
+    return ToolResult(
+        call_id=st.call.call_id,
+        tool=st.call.name,
+        status=CallStatus.REJECTED,
+        error=error,
+        version=st.tool.spec.version if st.tool is not None else None,
+    )

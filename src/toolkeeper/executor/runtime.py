@@ -1,0 +1,106 @@
+"""What the pipeline's steps share: the catalog, the ledger, policy and the audit sink."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..catalog.registry import Catalog, CatalogEvent, Tool
+from ..core.retry import RetryPolicy
+from ..core.values import Principal
+from ..ledger.base import LedgerStore
+from ..observe.audit import AuditEvent, AuditSink
+from ..observe.redact import sensitive_pointers
+from ..policy.approvals import Approvals
+from ..policy.budgets import Budgets, RateLimiter
+from ..schema.validate import compile_validator
+from .state import Prepared
+
+__all__ = ["DEFAULT_MAX_ARGUMENT_BYTES", "Runtime", "idempotency_key"]
+
+DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
+
+_log = logging.getLogger("toolkeeper")
+
+
+def idempotency_key(task_id: str, call_id: str) -> str:
+    """The runtime-owned key of a call: derived from its identity, so it is the same on every
+    attempt, after every restart, and in every process."""
+    raw = f"{task_id}\x00{call_id}".encode()
+    return "tk_" + hashlib.sha256(raw).hexdigest()[:32]
+
+
+def _has_defaults(node: Any, depth: int = 0) -> bool:
+    if depth > 32:
+        return False
+    if isinstance(node, dict):
+        if "default" in node:
+            return True
+        return any(_has_defaults(v, depth + 1) for v in node.values())
+    if isinstance(node, list):
+        return any(_has_defaults(v, depth + 1) for v in node)
+    return False
+
+
+@dataclass(kw_only=True, slots=True)
+class Runtime:
+    """The dependencies of every pipeline step (built once by `Keeper`)."""
+
+    catalog: Catalog
+    """Tools by name."""
+    store: Callable[[], LedgerStore]
+    """The open ledger store."""
+    approvals: Approvals
+    """Approval requests and checks."""
+    audit: AuditSink
+    """Where audit events go."""
+    principal: Principal
+    """The principal of calls that name none."""
+    retry: RetryPolicy
+    """Retry policy of tools that declare none."""
+    rules: Sequence[Any] = ()
+    """Rules checked for every call after the tool's own."""
+    budgets: Budgets | None = None
+    """Call budgets and rate limits."""
+    limiter: RateLimiter | None = None
+    """Rate limiter for `budgets.calls_per_minute`."""
+    max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+    """Argument payloads larger than this are refused."""
+    clock: Callable[[], float] = time.time
+    """Wall clock (epoch seconds)."""
+    sleep: Callable[[float], Any] | None = None
+    """Waits between retries (anyio.sleep unless a test clock replaces it)."""
+    _prepared: dict[int, tuple[Tool, Prepared]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.catalog.subscribe(self._forget)
+
+    def _forget(self, event: CatalogEvent) -> None:
+        for tool in (event.tool, event.previous):
+            if tool is not None:
+                self._prepared.pop(id(tool), None)
+
+    def prepared(self, tool: Tool) -> Prepared:
+        """The cached validator and redaction facts of one tool version."""
+        hit = self._prepared.get(id(tool))
+        if hit is not None and hit[0] is tool:
+            return hit[1]
+        schema = tool.spec.input_schema
+        prepared = Prepared(
+            validator=compile_validator(schema),
+            has_defaults=_has_defaults(dict(schema)),
+            sensitive=sensitive_pointers(schema, tool.sensitive),
+        )
+        self._prepared[id(tool)] = (tool, prepared)
+        return prepared
+
+    def emit(self, event: AuditEvent) -> None:
+        """Send an audit event; a failing sink never fails a call."""
+        try:
+            self.audit.emit(event)
+        except Exception:  # auditing must not break the call it records
+            _log.exception("audit sink failed")

@@ -1,0 +1,60 @@
+"""The working state of one call while it passes the pipeline (internal, mutable)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..catalog.registry import Tool
+from ..core.values import Principal, ToolCall
+from ..ledger.base import ApprovalRecord, CallRecord
+
+__all__ = ["CallState", "Prepared"]
+
+
+@dataclass(slots=True)
+class Prepared:
+    """What the pipeline derives once per tool (version) and caches."""
+
+    validator: Any
+    """The compiled input validator."""
+    has_defaults: bool
+    """Whether the input schema declares defaults to fill in."""
+    sensitive: frozenset[str]
+    """JSON pointers of arguments to redact."""
+
+
+@dataclass(slots=True)
+class CallState:
+    """One call in flight. Gates read and fill it in pipeline order."""
+
+    call: ToolCall
+    """The call as proposed."""
+    principal: Principal
+    """Who it acts for (the call's, or the executor's default)."""
+    reentries: int = 0
+    """How often the pipeline restarted after losing a race to another process."""
+    arguments: dict[str, Any] | None = None
+    """Parsed arguments, when they parsed to an object."""
+    parse_error: str | None = None
+    """Why the arguments did not parse, when they did not."""
+    request_digest: str = ""
+    """Digest of the arguments as proposed; what dedupe compares."""
+    tool: Tool | None = None
+    """The tool, once looked up."""
+    prepared: Prepared | None = None
+    """The tool's cached validator and redaction pointers."""
+    validated: dict[str, Any] | None = None
+    """Validated arguments with defaults applied."""
+    redacted: dict[str, Any] = field(default_factory=dict)
+    """The arguments as they may be stored."""
+    approval_reason: str | None = None
+    """Why the call needs approval, when it does."""
+    skip_approval: bool = False
+    """A rule waived the default approval of a destructive tool."""
+    record: CallRecord | None = None
+    """The ledger record of this call, when one exists."""
+    approval: ApprovalRecord | None = None
+    """The granted approval the call runs under."""
+    takeover: bool = False
+    """The call was found RUNNING and abandoned, and is safe to run again."""

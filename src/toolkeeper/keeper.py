@@ -1,0 +1,362 @@
+"""`Keeper`: the facade a user holds — tools, the ledger, policy and the executor together.
+
+```python
+keeper = Keeper(ledger="sqlite:///./toolkeeper.db")
+
+@keeper.tool(effect="read_only")
+async def get_order(order_id: str) -> dict: ...
+
+async with keeper:
+    result = await keeper.execute(ToolCall(call_id="c1", name="get_order",
+                                           arguments='{"order_id": "42"}'))
+```
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar, overload
+
+import anyio
+import anyio.from_thread
+
+from .catalog.registry import Catalog, Reconciler, ResourceKey, Tool
+from .connectors.python import FunctionConnector
+from .core.errors import ConfigurationError
+from .core.retry import RetryPolicy
+from .core.states import CallStatus
+from .core.values import CallContext, Effect, Principal, ToolCall, ToolResult, ToolSpec
+from .executor.executor import Executor
+from .executor.records import replay
+from .executor.runtime import DEFAULT_MAX_ARGUMENT_BYTES, Runtime, idempotency_key
+from .ledger.base import CallRecord, LedgerStore, StaleState
+from .ledger.memory import MemoryStore
+from .observe.audit import AuditSink, JsonlAuditSink, MemoryAuditSink
+from .policy.approvals import Approvals
+from .policy.budgets import Budgets, MemoryRateLimiter, RateLimiter
+from .schema.from_callable import function_schema
+
+__all__ = ["DEFAULT_LEDGER", "Keeper", "KeeperState"]
+
+DEFAULT_LEDGER = "sqlite:///./toolkeeper.db"
+LOCAL_PRINCIPAL = Principal(id="local", grants=frozenset({"*"}))
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class KeeperState(enum.Enum):
+    """Lifecycle of a `Keeper`."""
+
+    NEW = "new"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+def _open_store(ledger: LedgerStore | str) -> LedgerStore:
+    if not isinstance(ledger, str):
+        return ledger
+    if ledger == "memory://":
+        return MemoryStore()
+    from .ledger.factory import open_store
+
+    return open_store(ledger)
+
+
+def _default_audit(ledger: LedgerStore | str) -> AuditSink:
+    if isinstance(ledger, str) and ledger.startswith("sqlite:///"):
+        db = Path(ledger.removeprefix("sqlite:///"))
+        return JsonlAuditSink(db.with_name(db.stem + ".audit.jsonl"))
+    return MemoryAuditSink()
+
+
+class Keeper:
+    """Tools, policy, ledger and executor for one application.
+
+    Args:
+        ledger: A `LedgerStore`, or a URL: `sqlite:///path.db` (default `./toolkeeper.db`),
+            `postgresql://...`, or `memory://`.
+        principal: Who calls act for when a `ToolCall` names nobody. Defaults to a local
+            principal holding every grant (`*`): an embedded application acting for itself.
+        audit: Where audit events go; defaults to a JSON lines file beside a SQLite ledger
+            (`toolkeeper.audit.jsonl`), else an in-memory sink (`keeper.audit.events`).
+        retry: Retry policy for tools that declare none.
+        rules: Business rules checked for every call, after the tool's own.
+        budgets: Call budgets and rate limits.
+        rate_limiter: Shared rate limiter (defaults to one in this process).
+        approval_ttl: Seconds an approval request stays valid (None: forever).
+        max_argument_bytes: Larger argument payloads are refused.
+        clock: Wall clock (epoch seconds); tests pass a fake one.
+        sleep: Waits between retries (defaults to `anyio.sleep`); tests pass a fake one.
+    """
+
+    def __init__(
+        self,
+        *,
+        ledger: LedgerStore | str = DEFAULT_LEDGER,
+        principal: Principal | None = None,
+        audit: AuditSink | None = None,
+        retry: RetryPolicy | None = None,
+        rules: Sequence[Any] = (),
+        budgets: Budgets | None = None,
+        rate_limiter: RateLimiter | None = None,
+        approval_ttl: float | None = 24 * 3600.0,
+        max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+    ) -> None:
+        self.catalog = Catalog()
+        self.store: LedgerStore = _open_store(ledger)
+        self.audit: AuditSink = audit if audit is not None else _default_audit(ledger)
+        self.state = KeeperState.NEW
+        self.approvals = Approvals(lambda: self.store, ttl=approval_ttl, clock=clock)
+        self.runtime = Runtime(
+            catalog=self.catalog,
+            store=lambda: self.store,
+            approvals=self.approvals,
+            audit=self.audit,
+            principal=principal or LOCAL_PRINCIPAL,
+            retry=retry or RetryPolicy(),
+            rules=tuple(rules),
+            budgets=budgets,
+            limiter=rate_limiter or (MemoryRateLimiter() if budgets else None),
+            max_argument_bytes=max_argument_bytes,
+            clock=clock,
+            sleep=sleep,
+        )
+        self.executor = Executor(self.runtime)
+        self._portal_cm: Any = None
+        self._portal: anyio.from_thread.BlockingPortal | None = None
+
+    # -- tools -----------------------------------------------------------------------------
+
+    @overload
+    def tool(self, func: F, /) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        func: None = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        effect: Effect | str = Effect.WRITE,
+        idempotent: bool = False,
+        permissions: Iterable[str] = (),
+        tags: Iterable[str] = (),
+        aliases: Iterable[str] = (),
+        examples: Iterable[Mapping[str, Any]] = (),
+        version: str = "1",
+        timeout: float = 30.0,
+        environments: Iterable[str] | None = None,
+        tenants: Iterable[str] | None = None,
+        rules: Iterable[Any] = (),
+        writes: ResourceKey | None = None,
+        reconcile: Reconciler | None = None,
+        retry: RetryPolicy | None = None,
+        title: str | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def tool(self, func: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
+        """Register a Python function (sync or async) as a tool.
+
+        The input schema comes from the type hints and the Google-style docstring; the output
+        schema from the return annotation. Options are `ToolSpec` fields plus `rules`,
+        `writes` (resources a call writes, for parallel batches), `reconcile` (looks up an
+        unknown outcome by idempotency key) and `retry`. Undeclared tools are assumed to write.
+
+        Returns:
+            The function itself, unchanged.
+        """
+
+        def register(fn: F) -> F:
+            self.add_function(fn, **options)
+            return fn
+
+        return register(func) if func is not None else register
+
+    def add_function(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        effect: Effect | str = Effect.WRITE,
+        idempotent: bool = False,
+        permissions: Iterable[str] = (),
+        tags: Iterable[str] = (),
+        aliases: Iterable[str] = (),
+        examples: Iterable[Mapping[str, Any]] = (),
+        version: str = "1",
+        timeout: float = 30.0,
+        environments: Iterable[str] | None = None,
+        tenants: Iterable[str] | None = None,
+        rules: Iterable[Any] = (),
+        writes: ResourceKey | None = None,
+        reconcile: Reconciler | None = None,
+        retry: RetryPolicy | None = None,
+        title: str | None = None,
+    ) -> Tool:
+        """Register a Python function as a tool (the non-decorator form of `tool`)."""
+        schema = function_schema(func)
+        if timeout <= 0:
+            raise ConfigurationError("timeout must be positive")
+        spec = ToolSpec(
+            name=name or func.__name__,
+            title=title,
+            description=description if description is not None else schema.description,
+            input_schema=schema.input_schema,
+            output_schema=schema.output_schema,
+            effect=Effect(effect),
+            idempotent=idempotent,
+            permissions=tuple(permissions),
+            tags=tuple(tags),
+            aliases=tuple(aliases),
+            examples=tuple(dict(e) for e in examples),
+            version=version,
+            timeout=timeout,
+            environments=frozenset(environments) if environments is not None else None,
+            tenants=frozenset(tenants) if tenants is not None else None,
+            source="python",
+        )
+        tool = Tool(
+            spec=spec,
+            connector=FunctionConnector(func, schema),
+            rules=tuple(rules),
+            reconcile=reconcile,
+            writes=writes,
+            retry=retry,
+        )
+        self.catalog.add(tool)
+        return tool
+
+    def add(self, tool: Tool) -> None:
+        """Register a tool built elsewhere (an upstream MCP tool, an HTTP operation...)."""
+        self.catalog.add(tool)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the ledger and mark calls abandoned by dead processes. Idempotent."""
+        if self.state is KeeperState.OPEN:
+            return
+        if self.state is KeeperState.CLOSED:
+            raise ConfigurationError("this Keeper is closed")
+        await self.store.open()
+        from .ledger.recovery import recover_abandoned
+
+        await recover_abandoned(self.store, now=self.runtime.clock())
+        self.state = KeeperState.OPEN
+
+    async def aclose(self) -> None:
+        """Close the ledger and the audit sink. Idempotent."""
+        if self.state is KeeperState.CLOSED:
+            return
+        self.state = KeeperState.CLOSED
+        await self.store.aclose()
+        self.audit.close()
+
+    async def __aenter__(self) -> Keeper:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Check, run and record one proposed call. Never raises for bad input."""
+        if self.state is not KeeperState.OPEN:
+            await self.open()
+        return await self.executor.execute(call)
+
+    async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        """Run several calls concurrently (writes to a same resource one at a time)."""
+        if self.state is not KeeperState.OPEN:
+            await self.open()
+        return await self.executor.execute_many(calls)
+
+    def execute_sync(self, call: ToolCall) -> ToolResult:
+        """`execute` for scripts without an event loop. Call `close_sync()` when done."""
+        return self._blocking().call(self.execute, call)
+
+    def close_sync(self) -> None:
+        """Close what `execute_sync` opened. Idempotent."""
+        if self._portal is not None:
+            self._portal.call(self.aclose)
+            self._portal_cm.__exit__(None, None, None)
+            self._portal = None
+            self._portal_cm = None
+
+    def _blocking(self) -> anyio.from_thread.BlockingPortal:
+        if self._portal is None:
+            self._portal_cm = anyio.from_thread.start_blocking_portal()
+            self._portal = self._portal_cm.__enter__()
+        return self._portal
+
+    # -- after the fact --------------------------------------------------------------------
+
+    async def unknown(self) -> list[CallRecord]:
+        """Calls whose outcome nobody knows yet: what a person or `reconcile()` must decide."""
+        return await self.store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME])
+
+    async def reconcile(self) -> list[ToolResult]:
+        """Ask each UNKNOWN_OUTCOME call's tool what really happened, by idempotency key.
+
+        A tool's `reconcile(ctx)` returns a `ToolResult` (SUCCEEDED or FAILED) or None (still
+        unknown). Calls are never executed again here.
+
+        Returns:
+            The results of the calls that were settled.
+        """
+        settled: list[ToolResult] = []
+        for record in await self.unknown():
+            tool = self.catalog.get(record.tool)
+            if tool is None or tool.reconcile is None:
+                continue
+            ctx = CallContext(
+                call_id=record.call_id,
+                task_id=record.task_id,
+                tool=record.tool,
+                version=record.version,
+                principal=Principal(id=record.principal_id, tenant=record.tenant),
+                attempt=record.attempt,
+                deadline=time.monotonic() + tool.spec.timeout,
+                idempotency_key=idempotency_key(record.task_id, record.call_id),
+                arguments=record.arguments,
+                approval_id=record.approval_id,
+            )
+            found = tool.reconcile(ctx)
+            if hasattr(found, "__await__"):
+                found = await found
+            if not isinstance(found, ToolResult) or found.status not in (
+                CallStatus.SUCCEEDED,
+                CallStatus.FAILED,
+            ):
+                continue
+            try:
+                updated = await self.store.transition(
+                    record.task_id,
+                    record.call_id,
+                    expected=CallStatus.UNKNOWN_OUTCOME,
+                    target=found.status,
+                    changes={
+                        "result": found.data,
+                        "error": found.error.to_dict() if found.error else None,
+                        "effect_ref": found.effect_ref,
+                    },
+                )
+            except StaleState:
+                continue
+            settled.append(replay(updated))
+        return settled

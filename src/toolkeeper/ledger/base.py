@@ -1,0 +1,278 @@
+"""The ledger store Protocol: the durable record of every call and every approval.
+
+What it is: the one place that says whether a call ran, is running, or ended, written *before*
+a side effect starts and after it ends, and the place approvals live so that they survive
+restarts. Stores enforce the call state machine (`IllegalTransition`) and give compare-and-set
+transitions so that across processes exactly one claimant runs a call.
+
+What it is not: a cache of tool results for other calls, or a queue. Implementations:
+`MemoryStore` (tests, scripts), `SQLiteStore` (the embedded default), `PostgresStore`
+(several processes or hosts). One contract suite (`tests/ledger/contract.py`) runs unchanged
+against all of them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from ..core.errors import ToolkeeperError
+from ..core.states import CallStatus
+
+__all__ = [
+    "ApprovalRecord",
+    "ApprovalStatus",
+    "CallRecord",
+    "LedgerStore",
+    "StaleState",
+    "current_owner",
+    "is_abandoned",
+]
+
+
+class StaleState(ToolkeeperError):
+    """A compare-and-set transition found the call in another state than expected.
+
+    Another process moved the call first; re-read it and follow what it did.
+    """
+
+    def __init__(self, expected: CallStatus, actual: CallStatus | None) -> None:
+        super().__init__(f"expected {expected}, found {actual}")
+        self.expected = expected
+        self.actual = actual
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallRecord:
+    """One call as the ledger knows it. Keyed by (`task_id`, `call_id`)."""
+
+    task_id: str
+    """The task the call belongs to."""
+    call_id: str
+    """The call's id within the task."""
+    tool: str
+    """Tool name."""
+    version: str
+    """Tool version."""
+    digest: str
+    """SHA-256 of the canonical validated arguments (defaults applied); '' if they never
+    validated."""
+    arguments: Mapping[str, Any]
+    """The arguments with sensitive fields redacted."""
+    principal_id: str
+    """Who the call acts for."""
+    tenant: str
+    """The principal's tenant."""
+    status: CallStatus
+    """Current state."""
+    effect: str
+    """The tool's declared effect (`read_only`, `write`, `destructive`) when the call began."""
+    idempotent: bool
+    """Whether the tool was declared idempotent when the call began."""
+    idempotency_key: str
+    """Runtime-owned key handed to the tool; stable across retries and restarts."""
+    attempt: int = 0
+    """Attempts started so far."""
+    approval_id: str | None = None
+    """The approval this call waits for or used."""
+    effect_ref: str | None = None
+    """A reference to the side effect, as reported by the tool."""
+    result: Any = None
+    """The result data (stores may keep large results apart and load them back)."""
+    result_ref: str | None = None
+    """SHA-256 of the JSON result when the store keeps it apart (it is over the store's size
+    threshold); set by durable stores on write, None when the result is kept inline."""
+    error: Mapping[str, Any] | None = None
+    """The `ToolError.to_dict()` of a refusal or failure."""
+    owner: str = ""
+    """`host:pid` of the process that last claimed the call."""
+    deadline: float | None = None
+    """Wall-clock time (epoch seconds) by which the running attempt must end."""
+    created_at: float = 0.0
+    """When the record was first written (epoch seconds)."""
+    updated_at: float = 0.0
+    """When it last changed (epoch seconds)."""
+    history: tuple[tuple[CallStatus, float], ...] = ()
+    """Every persisted state with the time it was entered, oldest first."""
+
+
+class ApprovalStatus(StrEnum):
+    """Where an approval request stands."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalRecord:
+    """A request for a person to approve one exact call: tool, version, principal, call, and
+    the digest of the validated arguments. An approval grants that digest and nothing else."""
+
+    id: str
+    """Approval id, shown to people (`toolkeeper approvals approve ID`)."""
+    task_id: str
+    """Task of the call."""
+    call_id: str
+    """The call waiting for it."""
+    tool: str
+    """Tool name."""
+    version: str
+    """Tool version the approval is bound to."""
+    principal_id: str
+    """Who the call acts for."""
+    digest: str
+    """SHA-256 of the canonical validated arguments; the dispatch recomputes and compares it."""
+    arguments: Mapping[str, Any]
+    """The arguments (sensitive fields redacted) for the person deciding."""
+    reason: str
+    """Why approval is required."""
+    status: ApprovalStatus = ApprovalStatus.PENDING
+    """Pending, approved, denied or expired."""
+    created_at: float = 0.0
+    """When it was requested (epoch seconds)."""
+    expires_at: float | None = None
+    """After this time (epoch seconds) a pending or approved request no longer counts."""
+    decided_by: str | None = None
+    """Who approved or denied it."""
+    decided_at: float | None = None
+    """When it was decided (epoch seconds)."""
+    note: str | None = None
+    """The decider's note or reason for a denial."""
+
+    def expired(self, now: float) -> bool:
+        """True when the request is past its expiry."""
+        return self.expires_at is not None and now >= self.expires_at
+
+
+@runtime_checkable
+class LedgerStore(Protocol):
+    """Durable storage of call records and approvals. All methods are safe to call from many
+    tasks, and (for shared backends) from many processes at once."""
+
+    async def open(self) -> None:
+        """Create or migrate the schema. Idempotent."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections. Idempotent."""
+        ...
+
+    async def get_call(self, task_id: str, call_id: str) -> CallRecord | None:
+        """The record of a call, or None."""
+        ...
+
+    async def claim_call(self, record: CallRecord) -> tuple[CallRecord, bool]:
+        """Insert `record` unless a record with its key exists.
+
+        Returns the stored record and True when this call inserted it, or the existing record
+        and False. Exactly one of several concurrent claimants gets True.
+        """
+        ...
+
+    async def transition(
+        self,
+        task_id: str,
+        call_id: str,
+        *,
+        expected: CallStatus,
+        target: CallStatus,
+        changes: Mapping[str, Any] | None = None,
+    ) -> CallRecord:
+        """Move a call from `expected` to `target`, applying `changes` (field name → value of
+        `CallRecord`, except the key, `status` and `history`) atomically.
+
+        Raises:
+            IllegalTransition: the state machine does not allow `expected -> target`.
+            StaleState: the call is not (or no longer) in `expected`.
+            KeyError: no such call.
+        """
+        ...
+
+    async def list_calls(
+        self,
+        *,
+        statuses: Sequence[CallStatus] | None = None,
+        task_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[CallRecord]:
+        """Calls filtered by state and task, oldest first."""
+        ...
+
+    async def count_calls(
+        self,
+        task_id: str,
+        *,
+        tool: str | None = None,
+        statuses: Sequence[CallStatus] | None = None,
+    ) -> int:
+        """How many calls of a task (and tool) are in the given states."""
+        ...
+
+    async def create_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Store a new approval request."""
+        ...
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """One approval request, or None."""
+        ...
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        status: ApprovalStatus,
+        by: str | None,
+        note: str | None,
+        at: float,
+    ) -> ApprovalRecord:
+        """Approve, deny or expire a *pending* request.
+
+        Raises:
+            KeyError: no such approval.
+            ValueError: the request is no longer pending.
+        """
+        ...
+
+    async def list_approvals(
+        self, *, status: ApprovalStatus | None = None, limit: int = 1000
+    ) -> list[ApprovalRecord]:
+        """Approval requests, oldest first."""
+        ...
+
+
+def current_owner() -> str:
+    """`host:pid` of this process, written on every claim."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_abandoned(record: CallRecord, *, now: float, grace: float = 5.0) -> bool:
+    """Whether a RUNNING record has no live process behind it any more.
+
+    A record claimed by a process on this host is abandoned as soon as that process is gone;
+    one claimed elsewhere only once its deadline (plus `grace`) has passed.
+    """
+    if record.status is not CallStatus.RUNNING:
+        return False
+    host, _, pid = record.owner.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        if int(pid) == os.getpid():
+            return False
+        if not _pid_alive(int(pid)):
+            return True
+    return record.deadline is not None and now > record.deadline + grace

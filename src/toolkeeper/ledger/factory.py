@@ -1,0 +1,52 @@
+"""Pick a ledger store from a URL, as given on a command line or in `TOOLKEEPER_LEDGER`."""
+
+from __future__ import annotations
+
+from ..core.errors import ConfigurationError
+from .base import LedgerStore
+from .memory import MemoryStore
+from .sqlite import SQLiteStore
+
+__all__ = ["DEFAULT_LEDGER_URL", "open_store"]
+
+DEFAULT_LEDGER_URL = "sqlite:///./toolkeeper.db"
+"""The embedded default: a SQLite file in the working directory."""
+
+_SQLITE = "sqlite://"
+
+
+def open_store(url: str) -> LedgerStore:
+    """A store for `url`, not yet opened: `await store.open()` (or `async with`) next.
+
+    Accepted forms:
+
+    - `memory://`: a `MemoryStore` (nothing survives the process);
+    - `sqlite:///relative/path.db`, `sqlite:////absolute/path.db`, `sqlite:///:memory:`;
+    - a plain file path (`toolkeeper.db`, `/var/lib/toolkeeper/ledger.db`): SQLite;
+    - `postgresql://...` or `postgres://...`: a `PostgresStore` (needs the `postgres` extra).
+
+    Raises:
+        ConfigurationError: the URL names no supported store.
+        ImportError: a PostgreSQL URL without psycopg installed.
+    """
+    if url == "memory://":
+        return MemoryStore()
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStore
+
+        return PostgresStore(url)
+    if url.startswith(_SQLITE):
+        rest = url[len(_SQLITE) :]
+        path = rest[1:] if rest.startswith("/") else ""
+        if not path:
+            raise ConfigurationError(
+                f"a SQLite ledger URL needs a path: sqlite:///relative.db or "
+                f"sqlite:////absolute.db, not {url!r}"
+            )
+        return SQLiteStore(path)
+    if "://" in url or not url.strip():
+        raise ConfigurationError(
+            f"unsupported ledger URL {url!r}: use memory://, sqlite:///path.db, "
+            "a file path, or postgresql://..."
+        )
+    return SQLiteStore(url)

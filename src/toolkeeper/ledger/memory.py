@@ -1,0 +1,188 @@
+"""An in-memory ledger store: the reference semantics of `LedgerStore`, and the test double.
+
+Nothing survives the process. Use `SQLiteStore` for anything that must.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..core.errors import IllegalTransition
+from ..core.states import CallStatus, can_transition
+from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
+
+__all__ = ["MemoryStore", "apply_transition", "check_transition", "stamp_new"]
+
+# Fields a transition never takes from `changes`: the key, and what the store derives.
+_KEY_FIELDS = frozenset({"task_id", "call_id", "status", "history", "updated_at", "result_ref"})
+_FIELDS = frozenset(f.name for f in dataclasses.fields(CallRecord))
+
+
+def check_transition(
+    expected: CallStatus, target: CallStatus, changes: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Validate a transition request before any record is read; shared by every store.
+
+    Returns:
+        The changes as a new dict.
+
+    Raises:
+        IllegalTransition: the state machine does not allow `expected -> target`.
+        ValueError: `changes` names a field a transition cannot change, or an unknown field.
+    """
+    if not can_transition(expected, target):
+        raise IllegalTransition(expected, target)
+    checked = dict(changes or {})
+    bad = _KEY_FIELDS.intersection(checked)
+    if bad:
+        raise ValueError(f"a transition cannot change {sorted(bad)}")
+    unknown = checked.keys() - _FIELDS
+    if unknown:
+        raise ValueError(f"a call record has no fields {sorted(unknown)}")
+    return checked
+
+
+def apply_transition(
+    record: CallRecord,
+    *,
+    expected: CallStatus,
+    target: CallStatus,
+    changes: Mapping[str, Any] | None,
+    now: float,
+) -> CallRecord:
+    """The record after a compare-and-set transition: the reference semantics.
+
+    Raises:
+        IllegalTransition: the state machine does not allow it.
+        StaleState: `record` is not in `expected`.
+        ValueError: `changes` names a key field or an unknown field.
+    """
+    checked = check_transition(expected, target, changes)
+    if record.status is not expected:
+        raise StaleState(expected, record.status)
+    return dataclasses.replace(
+        record,
+        **checked,
+        status=target,
+        updated_at=now,
+        history=(*record.history, (target, now)),
+    )
+
+
+def stamp_new(record: CallRecord, now: float) -> CallRecord:
+    """A record as first written: timestamps and the first history entry."""
+    return dataclasses.replace(
+        record, created_at=now, updated_at=now, history=((record.status, now),)
+    )
+
+
+class MemoryStore:
+    """Calls and approvals in dictionaries. Safe within one event loop."""
+
+    def __init__(self) -> None:
+        self._calls: dict[tuple[str, str], CallRecord] = {}
+        self._approvals: dict[str, ApprovalRecord] = {}
+
+    async def open(self) -> None:
+        """Nothing to create."""
+
+    async def aclose(self) -> None:
+        """Nothing to release; the records stay readable."""
+
+    async def get_call(self, task_id: str, call_id: str) -> CallRecord | None:
+        return self._calls.get((task_id, call_id))
+
+    async def claim_call(self, record: CallRecord) -> tuple[CallRecord, bool]:
+        key = (record.task_id, record.call_id)
+        existing = self._calls.get(key)
+        if existing is not None:
+            return existing, False
+        stored = stamp_new(record, time.time())
+        self._calls[key] = stored
+        return stored, True
+
+    async def transition(
+        self,
+        task_id: str,
+        call_id: str,
+        *,
+        expected: CallStatus,
+        target: CallStatus,
+        changes: Mapping[str, Any] | None = None,
+    ) -> CallRecord:
+        key = (task_id, call_id)
+        record = self._calls[key]
+        updated = apply_transition(
+            record, expected=expected, target=target, changes=changes, now=time.time()
+        )
+        self._calls[key] = updated
+        return updated
+
+    async def list_calls(
+        self,
+        *,
+        statuses: Sequence[CallStatus] | None = None,
+        task_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[CallRecord]:
+        wanted = set(statuses) if statuses is not None else None
+        rows = [
+            r
+            for r in self._calls.values()
+            if (wanted is None or r.status in wanted) and (task_id is None or r.task_id == task_id)
+        ]
+        rows.sort(key=lambda r: r.created_at)
+        return rows[:limit]
+
+    async def count_calls(
+        self,
+        task_id: str,
+        *,
+        tool: str | None = None,
+        statuses: Sequence[CallStatus] | None = None,
+    ) -> int:
+        wanted = set(statuses) if statuses is not None else None
+        return sum(
+            1
+            for r in self._calls.values()
+            if r.task_id == task_id
+            and (tool is None or r.tool == tool)
+            and (wanted is None or r.status in wanted)
+        )
+
+    async def create_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        if record.id in self._approvals:
+            raise ValueError(f"approval {record.id} exists")
+        self._approvals[record.id] = record
+        return record
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        return self._approvals.get(approval_id)
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        status: ApprovalStatus,
+        by: str | None,
+        note: str | None,
+        at: float,
+    ) -> ApprovalRecord:
+        record = self._approvals[approval_id]
+        if record.status is not ApprovalStatus.PENDING:
+            raise ValueError(f"approval {approval_id} is {record.status}, not pending")
+        decided = dataclasses.replace(
+            record, status=status, decided_by=by, note=note, decided_at=at
+        )
+        self._approvals[approval_id] = decided
+        return decided
+
+    async def list_approvals(
+        self, *, status: ApprovalStatus | None = None, limit: int = 1000
+    ) -> list[ApprovalRecord]:
+        rows = [r for r in self._approvals.values() if status is None or r.status is status]
+        rows.sort(key=lambda r: r.created_at)
+        return rows[:limit]

@@ -1,0 +1,128 @@
+"""Versioned schema migrations of the SQL ledger stores.
+
+Each `Migration` is a numbered list of statements that both SQLite and PostgreSQL accept.
+A store's `open()` creates `schema_version`, reads which versions it holds, and applies the
+missing steps in order, each recorded in `schema_version` in the same transaction, under a
+lock (SQLite `BEGIN IMMEDIATE`, a PostgreSQL advisory lock) so that two processes opening one
+database at once apply every step exactly once. A database written by a newer toolkeeper (a
+version above `LATEST`) is refused rather than guessed at.
+
+Add a step by appending a `Migration` with the next number; never edit a released one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..core.errors import StoreError
+
+__all__ = [
+    "INSERT_VERSION",
+    "LATEST",
+    "MIGRATIONS",
+    "SCHEMA_VERSION_DDL",
+    "SELECT_VERSIONS",
+    "Migration",
+    "missing",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Migration:
+    """One step of the schema."""
+
+    version: int
+    """Its number; steps apply in increasing order."""
+    name: str
+    """What it does, for people reading `schema_version`."""
+    statements: tuple[str, ...]
+    """SQL statements, valid on SQLite and PostgreSQL, with no placeholders."""
+
+
+SCHEMA_VERSION_DDL = (
+    "CREATE TABLE IF NOT EXISTS schema_version ("
+    " version INTEGER PRIMARY KEY,"
+    " name TEXT NOT NULL,"
+    " applied_at DOUBLE PRECISION NOT NULL)"
+)
+SELECT_VERSIONS = "SELECT version FROM schema_version"
+INSERT_VERSION = "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)"
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        version=1,
+        name="calls, results stored apart, approvals",
+        statements=(
+            """CREATE TABLE calls (
+                task_id TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                version TEXT NOT NULL,
+                digest TEXT NOT NULL,
+                arguments TEXT NOT NULL,
+                principal_id TEXT NOT NULL,
+                tenant TEXT NOT NULL,
+                status TEXT NOT NULL,
+                effect TEXT NOT NULL,
+                idempotent INTEGER NOT NULL,
+                idempotency_key TEXT NOT NULL,
+                attempt INTEGER NOT NULL,
+                approval_id TEXT,
+                effect_ref TEXT,
+                result TEXT,
+                result_ref TEXT,
+                error TEXT,
+                owner TEXT NOT NULL,
+                deadline DOUBLE PRECISION,
+                created_at DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                history TEXT NOT NULL,
+                PRIMARY KEY (task_id, call_id))""",
+            # Most calls end SUCCEEDED and are looked up by key (the primary key also serves
+            # a task's calls); the index holds only the others, which lists by state need.
+            "CREATE INDEX calls_unsettled ON calls (status, created_at)"
+            " WHERE status <> 'SUCCEEDED'",
+            """CREATE TABLE results (
+                sha256 TEXT PRIMARY KEY,
+                data TEXT NOT NULL,
+                size BIGINT NOT NULL)""",
+            """CREATE TABLE approvals (
+                id TEXT PRIMARY KEY,
+                task_id TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                version TEXT NOT NULL,
+                principal_id TEXT NOT NULL,
+                digest TEXT NOT NULL,
+                arguments TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                status TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                expires_at DOUBLE PRECISION,
+                decided_by TEXT,
+                decided_at DOUBLE PRECISION,
+                note TEXT)""",
+            "CREATE INDEX approvals_by_status ON approvals (status, created_at)",
+        ),
+    ),
+)
+
+LATEST = MIGRATIONS[-1].version
+"""The schema version this toolkeeper writes."""
+
+
+def missing(applied: Iterable[int]) -> list[Migration]:
+    """The steps not yet in `applied`, in order.
+
+    Raises:
+        StoreError: the database holds a version newer than this toolkeeper knows.
+    """
+    done = set(applied)
+    newer = {v for v in done if v > LATEST}
+    if newer:
+        raise StoreError(
+            f"the ledger schema is at version {max(newer)}, newer than this toolkeeper "
+            f"supports ({LATEST}); upgrade toolkeeper"
+        )
+    return [m for m in MIGRATIONS if m.version not in done]

@@ -1,0 +1,303 @@
+"""The PostgreSQL ledger store: for several processes or hosts sharing one ledger.
+
+What it is: `LedgerStore` on psycopg 3 (async) with a small connection pool. Exactly-once
+holds across processes through the database itself: a claim is `INSERT ... ON CONFLICT DO
+NOTHING` on the (task_id, call_id) primary key, a transition is a compare-and-set `UPDATE ...
+WHERE status = expected AND rev = read revision` (the row lock makes concurrent writers take
+turns, and all but one find the guard false), and an approval is decided only while `pending`.
+Every statement runs in autocommit: no transaction is held open across a round trip.
+
+What it is not: a connection manager for the rest of the application; it owns its pool.
+Needs the `postgres` extra: `pip install "toolkeeper[postgres]"`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, Self
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        'PostgresStore needs psycopg and psycopg-pool: pip install "toolkeeper[postgres]"'
+    ) from exc
+
+from ..core.errors import ConfigurationError, StoreError
+from ..core.states import CallStatus
+from . import _sql as q
+from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
+from .memory import check_transition, stamp_new
+from .migrations import INSERT_VERSION, SCHEMA_VERSION_DDL, SELECT_VERSIONS, missing
+
+__all__ = ["PostgresStore"]
+
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+_SELECT_CALL = q.for_psycopg(q.SELECT_CALL)
+_INSERT_CALL = q.for_psycopg(q.INSERT_CALL)
+_INSERT_RESULT = q.for_psycopg(q.INSERT_RESULT)
+_SELECT_STATUS = q.for_psycopg(q.SELECT_STATUS)
+_SELECT_RESULT = q.for_psycopg(q.SELECT_RESULT)
+_INSERT_APPROVAL = q.for_psycopg(q.INSERT_APPROVAL)
+_SELECT_APPROVAL = q.for_psycopg(q.SELECT_APPROVAL)
+_DECIDE_APPROVAL = q.for_psycopg(q.DECIDE_APPROVAL)
+_INSERT_VERSION = q.for_psycopg(INSERT_VERSION)
+
+Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+
+
+def _lock_key(schema: str) -> int:
+    digest = hashlib.sha256(f"toolkeeper.ledger:{schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class PostgresStore:
+    """`LedgerStore` in a PostgreSQL database.
+
+    Args:
+        url: A libpq connection string or URL (`postgresql://user@host:5432/db`).
+        schema: The schema holding the tables, created when missing; the server's
+            `search_path` default (usually `public`) when None. Lets several ledgers share one
+            database.
+        min_size: Connections the pool keeps open.
+        max_size: Most connections the pool opens (concurrent operations beyond it wait).
+        timeout: Seconds to wait for a connection before failing with `StoreError`.
+
+    Raises:
+        ConfigurationError: `schema` is not a plain lower-case SQL identifier.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 10.0,
+    ) -> None:
+        if schema is not None and not _IDENTIFIER.fullmatch(schema):
+            raise ConfigurationError(f"not a plain SQL schema name: {schema!r}")
+        self.url = url
+        self.schema = schema
+        self._timeout = timeout
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if schema is not None:
+            kwargs["options"] = f"-c search_path={schema}"
+        self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            url,
+            kwargs=kwargs,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+        )
+        self._state = q.Lifecycle.NEW
+
+    def __repr__(self) -> str:
+        where = f", schema={self.schema!r}" if self.schema else ""
+        return f"PostgresStore({self._pool.conninfo!r}{where})"
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and apply missing migrations. Idempotent.
+
+        Raises:
+            StoreError: the server is unreachable or refuses, or the store was closed.
+        """
+        if self._state is q.Lifecycle.OPEN:
+            return
+        if self._state is q.Lifecycle.CLOSED:
+            raise StoreError("the ledger store is closed")
+        try:
+            await self._pool.open(wait=True, timeout=self._timeout)
+        except psycopg.Error as exc:
+            await self._pool.close()
+            raise StoreError(f"cannot connect to the PostgreSQL ledger: {exc}") from exc
+        self._state = q.Lifecycle.OPEN
+        try:
+            async with self._conn() as conn:
+                await self._migrate(conn)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def _migrate(self, conn: Conn) -> None:
+        async with conn.transaction():
+            # One lock per schema: two processes opening at once take turns.
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.schema or ""),))
+            if self.schema is not None:
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+            await conn.execute(SCHEMA_VERSION_DDL)
+            cur = await conn.execute(SELECT_VERSIONS)
+            applied = [row[0] for row in await cur.fetchall()]
+            for step in missing(applied):
+                for statement in step.statements:
+                    await conn.execute(statement)
+                await conn.execute(_INSERT_VERSION, (step.version, step.name, time.time()))
+
+    async def aclose(self) -> None:
+        """Close the pool. Idempotent."""
+        self._state = q.Lifecycle.CLOSED
+        await self._pool.close()
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Conn]:
+        if self._state is not q.Lifecycle.OPEN:
+            raise StoreError(f"the ledger store is {self._state}, not open")
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL ledger error: {exc}") from exc
+
+    async def _fetch_call(self, conn: Conn, key: tuple[str, str]) -> CallRecord | None:
+        cur = await conn.execute(_SELECT_CALL, key)
+        row = await cur.fetchone()
+        return None if row is None else q.call_from_row(row, row[-1])
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def get_call(self, task_id: str, call_id: str) -> CallRecord | None:
+        async with self._conn() as conn:
+            return await self._fetch_call(conn, (task_id, call_id))
+
+    async def claim_call(self, record: CallRecord) -> tuple[CallRecord, bool]:
+        new = q.call_row(stamp_new(record, time.time()))
+        key = (record.task_id, record.call_id)
+        async with self._conn() as conn:
+            if new.apart is not None:
+                await conn.execute(_INSERT_RESULT, q.result_params(new.apart))
+            cur = await conn.execute(_INSERT_CALL, new.values)
+            if cur.rowcount == 1:
+                return new.record, True
+            existing = await self._fetch_call(conn, key)
+        if existing is None:  # pragma: no cover - records are never deleted
+            raise StoreError(f"call {key} conflicted but cannot be read")
+        return existing, False
+
+    async def transition(
+        self,
+        task_id: str,
+        call_id: str,
+        *,
+        expected: CallStatus,
+        target: CallStatus,
+        changes: Mapping[str, Any] | None = None,
+    ) -> CallRecord:
+        key = (task_id, call_id)
+        update = q.transition_update(
+            key,
+            expected=expected,
+            target=target,
+            changes=check_transition(expected, target, changes),
+            now=time.time(),
+        )
+        async with self._conn() as conn:
+            if update.apart is not None:
+                await conn.execute(_INSERT_RESULT, q.result_params(update.apart))
+            cur = await conn.execute(q.for_psycopg(update.sql), update.params)
+            row = await cur.fetchone()
+            if row is None:
+                cur = await conn.execute(_SELECT_STATUS, key)
+                status = await cur.fetchone()
+                if status is None:
+                    raise KeyError(key)
+                raise StaleState(expected, CallStatus(status[0]))
+            apart = update.apart[1] if update.apart is not None else None
+            if apart is None and row[q.RESULT_REF] is not None:
+                cur = await conn.execute(_SELECT_RESULT, (row[q.RESULT_REF],))
+                found = await cur.fetchone()
+                apart = None if found is None else found[0]
+        return q.call_from_row(row, apart)
+
+    async def list_calls(
+        self,
+        *,
+        statuses: Sequence[CallStatus] | None = None,
+        task_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[CallRecord]:
+        sql, params = q.list_calls_query(statuses, task_id, limit)
+        async with self._conn() as conn:
+            cur = await conn.execute(q.for_psycopg(sql), params)
+            return [q.call_from_row(row, row[-1]) for row in await cur.fetchall()]
+
+    async def count_calls(
+        self,
+        task_id: str,
+        *,
+        tool: str | None = None,
+        statuses: Sequence[CallStatus] | None = None,
+    ) -> int:
+        sql, params = q.count_calls_query(task_id, tool, statuses)
+        async with self._conn() as conn:
+            cur = await conn.execute(q.for_psycopg(sql), params)
+            row = await cur.fetchone()
+        return 0 if row is None else int(row[0])
+
+    # -- approvals -------------------------------------------------------------------------
+
+    async def create_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        async with self._conn() as conn:
+            try:
+                await conn.execute(_INSERT_APPROVAL, q.approval_row(record))
+            except pg_errors.UniqueViolation as exc:
+                raise ValueError(f"approval {record.id} exists") from exc
+        return record
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        async with self._conn() as conn:
+            cur = await conn.execute(_SELECT_APPROVAL, (approval_id,))
+            row = await cur.fetchone()
+        return None if row is None else q.approval_from_row(row)
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        status: ApprovalStatus,
+        by: str | None,
+        note: str | None,
+        at: float,
+    ) -> ApprovalRecord:
+        async with self._conn() as conn:
+            cur = await conn.execute(_DECIDE_APPROVAL, (status.value, by, note, at, approval_id))
+            row = await cur.fetchone()
+            if row is not None:
+                return q.approval_from_row(row)
+            cur = await conn.execute(_SELECT_APPROVAL, (approval_id,))
+            row = await cur.fetchone()
+        if row is None:
+            raise KeyError(approval_id)
+        current = q.approval_from_row(row)
+        raise ValueError(f"approval {approval_id} is {current.status}, not pending")
+
+    async def list_approvals(
+        self, *, status: ApprovalStatus | None = None, limit: int = 1000
+    ) -> list[ApprovalRecord]:
+        sql, params = q.list_approvals_query(status, limit)
+        async with self._conn() as conn:
+            cur = await conn.execute(q.for_psycopg(sql), params)
+            return [q.approval_from_row(row) for row in await cur.fetchall()]

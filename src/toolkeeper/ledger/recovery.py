@@ -1,0 +1,62 @@
+"""Crash recovery: calls left RUNNING by a process that is gone.
+
+A call is written RUNNING before its side effect starts. If the process that claimed it dies
+before writing the end, nobody knows whether the effect happened. Such a call of a tool that
+is not idempotent becomes UNKNOWN_OUTCOME, to be reconciled (by the tool's own status check,
+or by a person: `toolkeeper ledger unknown`) and never blindly replayed. A call of an
+idempotent tool stays RUNNING: running it again is safe, and the executor takes it over when
+the call is proposed again.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..core.errors import ErrorCode, ToolError
+from ..core.states import CallStatus
+from .base import CallRecord, LedgerStore, StaleState, is_abandoned
+
+__all__ = ["UNKNOWN_OUTCOME_ERROR", "recover_abandoned"]
+
+UNKNOWN_OUTCOME_ERROR = ToolError.of(
+    ErrorCode.UNKNOWN_OUTCOME,
+    "The call was interrupted while it ran, so it is not known whether it took effect. "
+    "It will not be run again automatically; its outcome is being checked.",
+    retryable=False,
+)
+"""The error recorded on a call found abandoned."""
+
+_SCAN_LIMIT = 1_000_000
+
+
+async def recover_abandoned(store: LedgerStore, *, now: float | None = None) -> list[CallRecord]:
+    """Mark the abandoned RUNNING calls of non-idempotent tools UNKNOWN_OUTCOME.
+
+    Safe to run in several processes at once: each change is a compare-and-set, and a call
+    another process moved first is skipped.
+
+    Args:
+        store: An open ledger store.
+        now: The current wall-clock time (epoch seconds); `time.time()` when None.
+
+    Returns:
+        The records this call changed, as stored.
+    """
+    now = time.time() if now is None else now
+    changed: list[CallRecord] = []
+    for record in await store.list_calls(statuses=[CallStatus.RUNNING], limit=_SCAN_LIMIT):
+        if record.idempotent or not is_abandoned(record, now=now):
+            continue
+        try:
+            changed.append(
+                await store.transition(
+                    record.task_id,
+                    record.call_id,
+                    expected=CallStatus.RUNNING,
+                    target=CallStatus.UNKNOWN_OUTCOME,
+                    changes={"error": UNKNOWN_OUTCOME_ERROR.to_dict()},
+                )
+            )
+        except StaleState:
+            continue
+    return changed

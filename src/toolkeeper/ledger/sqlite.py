@@ -1,0 +1,313 @@
+"""The SQLite ledger store: the embedded default, one file (`./toolkeeper.db`), no server.
+
+What it is: `LedgerStore` on the standard library's `sqlite3`, in WAL mode with
+`synchronous=NORMAL` (a commit survives a crash of the process; a power loss may lose the
+last commits, never corrupt the file). Several processes may share one file: claims and
+transitions are compare-and-set statements, so exactly one process wins each.
+
+What it is not: a store for several hosts (use `PostgresStore`), or safe on a network file
+system.
+
+How it runs blocking work: every ledger operation is a few statements on a local file that
+take tens of microseconds, far less than a hop to a worker thread (50-100 us). So a store
+first runs an operation directly on the event loop thread, on a connection with no busy
+timeout. Only when the file is locked by another writer (`SQLITE_BUSY`) does it run the
+operation again in a worker thread, on a second connection that waits up to `busy_timeout`,
+so the event loop never waits for another process. A WAL checkpoint (every ~1000 pages)
+does run on the loop and may take a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import anyio.to_thread
+
+from ..core.errors import StoreError
+from ..core.states import CallStatus
+from . import _sql as q
+from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
+from .memory import check_transition, stamp_new
+from .migrations import INSERT_VERSION, SCHEMA_VERSION_DDL, SELECT_VERSIONS, missing
+
+__all__ = ["SQLiteStore"]
+
+T = TypeVar("T")
+
+_BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_IN_MEMORY = frozenset({":memory:", ""})
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _BUSY
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(SCHEMA_VERSION_DDL)
+        applied = [row[0] for row in conn.execute(SELECT_VERSIONS)]
+        for step in missing(applied):
+            for statement in step.statements:
+                conn.execute(statement)
+            conn.execute(INSERT_VERSION, (step.version, step.name, time.time()))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+class SQLiteStore:
+    """`LedgerStore` in one SQLite file.
+
+    Use one instance per event loop; open it before use (or use it as an async context
+    manager).
+
+    Args:
+        path: The database file; created, with its directory, when missing. `":memory:"`
+            gives a private in-memory database (nothing survives, nothing is shared).
+        busy_timeout: Seconds an operation waits for another process's write lock before it
+            fails with `StoreError`.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str] = "toolkeeper.db", *, busy_timeout: float = 10.0
+    ):
+        self.path = os.fspath(path)
+        self.busy_timeout = busy_timeout
+        self._state = q.Lifecycle.NEW
+        self._fast: sqlite3.Connection | None = None
+        self._slow: sqlite3.Connection | None = None
+        self._slow_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the file, switch it to WAL and apply missing migrations. Idempotent.
+
+        Raises:
+            StoreError: the file cannot be opened or migrated, or the store was closed.
+        """
+        if self._state is q.Lifecycle.OPEN:
+            return
+        if self._state is q.Lifecycle.CLOSED:
+            raise StoreError("the ledger store is closed")
+        try:
+            await anyio.to_thread.run_sync(self._connect)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the SQLite ledger {self.path}: {exc}") from exc
+        self._state = q.Lifecycle.OPEN
+
+    def _connection(self, timeout: float) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def _connect(self) -> None:
+        if self.path not in _IN_MEMORY:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        slow = self._connection(self.busy_timeout)
+        try:
+            slow.execute("PRAGMA journal_mode=WAL")
+            _migrate(slow)
+            fast = slow if self.path in _IN_MEMORY else self._connection(0.0)
+        except BaseException:
+            slow.close()
+            raise
+        self._slow, self._fast = slow, fast
+
+    async def aclose(self) -> None:
+        """Close the connections. Idempotent."""
+        self._state = q.Lifecycle.CLOSED
+        fast, slow, self._fast, self._slow = self._fast, self._slow, None, None
+        for conn in {id(c): c for c in (fast, slow) if c is not None}.values():
+            with self._slow_lock:
+                conn.close()
+
+    async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `op` on the loop thread; if the file is locked, again in a worker thread.
+
+        `op` must be safe to run twice: a busy error may interrupt it after a statement.
+        """
+        fast, slow = self._fast, self._slow
+        if fast is None or slow is None:
+            raise StoreError(f"the ledger store is {self._state}, not open")
+        try:
+            return op(fast)
+        except sqlite3.Error as exc:
+            if not _is_busy(exc):
+                raise StoreError(f"SQLite ledger error: {exc}") from exc
+
+        def locked() -> T:
+            with self._slow_lock:
+                return op(slow)
+
+        try:
+            return await anyio.to_thread.run_sync(locked)
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite ledger error: {exc}") from exc
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def get_call(self, task_id: str, call_id: str) -> CallRecord | None:
+        def op(conn: sqlite3.Connection) -> CallRecord | None:
+            row = conn.execute(q.SELECT_CALL, (task_id, call_id)).fetchone()
+            return None if row is None else q.call_from_row(row, row[-1])
+
+        return await self._run(op)
+
+    async def claim_call(self, record: CallRecord) -> tuple[CallRecord, bool]:
+        new = q.call_row(stamp_new(record, time.time()))
+        key = (record.task_id, record.call_id)
+
+        def op(conn: sqlite3.Connection) -> tuple[CallRecord, bool]:
+            if new.apart is not None:
+                conn.execute(q.INSERT_RESULT, q.result_params(new.apart))
+            if conn.execute(q.INSERT_CALL, new.values).rowcount == 1:
+                return new.record, True
+            row = conn.execute(q.SELECT_CALL, key).fetchone()
+            return q.call_from_row(row, row[-1]), False
+
+        return await self._run(op)
+
+    async def transition(
+        self,
+        task_id: str,
+        call_id: str,
+        *,
+        expected: CallStatus,
+        target: CallStatus,
+        changes: Mapping[str, Any] | None = None,
+    ) -> CallRecord:
+        key = (task_id, call_id)
+        update = q.transition_update(
+            key,
+            expected=expected,
+            target=target,
+            changes=check_transition(expected, target, changes),
+            now=time.time(),
+        )
+
+        def op(conn: sqlite3.Connection) -> CallRecord:
+            if update.apart is not None:
+                conn.execute(q.INSERT_RESULT, q.result_params(update.apart))
+            rows = conn.execute(update.sql, update.params).fetchall()
+            if not rows:
+                status = conn.execute(q.SELECT_STATUS, key).fetchone()
+                if status is None:
+                    raise KeyError(key)
+                raise StaleState(expected, CallStatus(status[0]))
+            row = rows[0]
+            apart = update.apart[1] if update.apart is not None else None
+            if apart is None and row[q.RESULT_REF] is not None:
+                apart = conn.execute(q.SELECT_RESULT, (row[q.RESULT_REF],)).fetchone()[0]
+            return q.call_from_row(row, apart)
+
+        return await self._run(op)
+
+    async def list_calls(
+        self,
+        *,
+        statuses: Sequence[CallStatus] | None = None,
+        task_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[CallRecord]:
+        sql, params = q.list_calls_query(statuses, task_id, limit)
+
+        def op(conn: sqlite3.Connection) -> list[CallRecord]:
+            return [q.call_from_row(row, row[-1]) for row in conn.execute(sql, params)]
+
+        return await self._run(op)
+
+    async def count_calls(
+        self,
+        task_id: str,
+        *,
+        tool: str | None = None,
+        statuses: Sequence[CallStatus] | None = None,
+    ) -> int:
+        sql, params = q.count_calls_query(task_id, tool, statuses)
+
+        def op(conn: sqlite3.Connection) -> int:
+            return int(conn.execute(sql, params).fetchone()[0])
+
+        return await self._run(op)
+
+    # -- approvals -------------------------------------------------------------------------
+
+    async def create_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        params = q.approval_row(record)
+
+        def op(conn: sqlite3.Connection) -> ApprovalRecord:
+            try:
+                conn.execute(q.INSERT_APPROVAL, params)
+            except sqlite3.IntegrityError as exc:
+                raise ValueError(f"approval {record.id} exists") from exc
+            return record
+
+        return await self._run(op)
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        def op(conn: sqlite3.Connection) -> ApprovalRecord | None:
+            row = conn.execute(q.SELECT_APPROVAL, (approval_id,)).fetchone()
+            return None if row is None else q.approval_from_row(row)
+
+        return await self._run(op)
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        status: ApprovalStatus,
+        by: str | None,
+        note: str | None,
+        at: float,
+    ) -> ApprovalRecord:
+        params = (status.value, by, note, at, approval_id)
+
+        def op(conn: sqlite3.Connection) -> ApprovalRecord:
+            rows = conn.execute(q.DECIDE_APPROVAL, params).fetchall()
+            if rows:
+                return q.approval_from_row(rows[0])
+            row = conn.execute(q.SELECT_APPROVAL, (approval_id,)).fetchone()
+            if row is None:
+                raise KeyError(approval_id)
+            current = q.approval_from_row(row)
+            raise ValueError(f"approval {approval_id} is {current.status}, not pending")
+
+        return await self._run(op)
+
+    async def list_approvals(
+        self, *, status: ApprovalStatus | None = None, limit: int = 1000
+    ) -> list[ApprovalRecord]:
+        sql, params = q.list_approvals_query(status, limit)
+
+        def op(conn: sqlite3.Connection) -> list[ApprovalRecord]:
+            return [q.approval_from_row(row) for row in conn.execute(sql, params)]
+
+        return await self._run(op)

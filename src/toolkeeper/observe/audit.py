@@ -1,0 +1,133 @@
+"""Audit events: one structured event per persisted state change of a call.
+
+Sinks are pluggable (`AuditSink`): a JSON lines file by default, an in-memory list for tests.
+Events carry redacted arguments only, and error codes with their model-safe messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol, runtime_checkable
+
+__all__ = ["AuditEvent", "AuditSink", "JsonlAuditSink", "MemoryAuditSink", "NullAuditSink"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AuditEvent:
+    """One state change of one call."""
+
+    at: float
+    """Wall-clock time (epoch seconds)."""
+    task_id: str
+    """Task of the call."""
+    call_id: str
+    """The call."""
+    tool: str
+    """Tool name as called."""
+    version: str | None
+    """Tool version, when the tool is known."""
+    principal_id: str
+    """Who the call acts for."""
+    tenant: str
+    """The principal's tenant."""
+    status: str
+    """The state entered."""
+    previous: str | None = None
+    """The state left, when there was a persisted one."""
+    attempt: int = 0
+    """Attempt number."""
+    error_code: str | None = None
+    """Code of a refusal or failure."""
+    message: str | None = None
+    """Model-safe message of a refusal or failure."""
+    approval_id: str | None = None
+    """Approval involved."""
+    arguments: Mapping[str, Any] | None = None
+    """Redacted arguments (on the first event of a call)."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Anything else worth keeping (duration, effect_ref, digest)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, without empty fields."""
+        return {k: v for k, v in asdict(self).items() if v not in (None, {}, ())}
+
+
+@runtime_checkable
+class AuditSink(Protocol):
+    """Receives audit events. `emit` must be quick and must not raise."""
+
+    def emit(self, event: AuditEvent) -> None:
+        """Record one event."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release. Idempotent."""
+        ...
+
+
+class NullAuditSink:
+    """Drops every event."""
+
+    def emit(self, event: AuditEvent) -> None:
+        """Drop it."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class MemoryAuditSink:
+    """Keeps events in a list (`events`); the test double."""
+
+    def __init__(self) -> None:
+        self.events: list[AuditEvent] = []
+
+    def emit(self, event: AuditEvent) -> None:
+        """Append it."""
+        self.events.append(event)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class JsonlAuditSink:
+    """Appends one JSON object per line to a file; flushes every `flush_every` events and on
+    close (the ledger, not this file, is the record that must survive a crash)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, flush_every: int = 64) -> None:
+        self.path = Path(path)
+        self._flush_every = flush_every
+        self._file: IO[str] | None = None
+        self._pending = 0
+        self._lock = threading.Lock()
+
+    def emit(self, event: AuditEvent) -> None:
+        """Write one line."""
+        line = json.dumps(event.to_dict(), default=str, ensure_ascii=False, separators=(",", ":"))
+        with self._lock:
+            if self._file is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = self.path.open("a", encoding="utf-8")
+            self._file.write(line + "\n")
+            self._pending += 1
+            if self._pending >= self._flush_every:
+                self._file.flush()
+                self._pending = 0
+
+    def flush(self) -> None:
+        """Write buffered lines to the file."""
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+                self._pending = 0
+
+    def close(self) -> None:
+        """Flush and close the file. Idempotent."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None

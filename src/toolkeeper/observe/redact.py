@@ -1,0 +1,84 @@
+"""Redaction of sensitive arguments before they are stored or logged.
+
+A field is sensitive when its schema says `writeOnly: true` or `x-sensitive: true`, or when a
+tool lists its JSON pointer as sensitive. Redacted values become `"[REDACTED]"`; digests are
+computed before redaction, so dedupe and approvals still see the real arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from ..schema.canonical import canonical_json
+
+__all__ = ["REDACTED", "redact", "sensitive_pointers"]
+
+REDACTED = "[REDACTED]"
+
+
+def _walk(
+    node: Any, root: Mapping[str, Any], path: tuple[str, ...], out: set[str], depth: int
+) -> None:
+    if not isinstance(node, Mapping) or depth > 16:
+        return
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        _walk(target, root, path, out, depth + 1)
+    if path and (node.get("writeOnly") is True or node.get("x-sensitive") is True):
+        out.add("/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in path))
+        return
+    for key in ("anyOf", "oneOf", "allOf"):
+        for sub in node.get(key) or ():
+            _walk(sub, root, path, out, depth + 1)
+    props = node.get("properties")
+    if isinstance(props, Mapping):
+        for name, sub in props.items():
+            _walk(sub, root, (*path, str(name)), out, depth + 1)
+
+
+@lru_cache(maxsize=1024)
+def _pointers(schema_key: str) -> frozenset[str]:
+    import json
+
+    schema = json.loads(schema_key)
+    out: set[str] = set()
+    _walk(schema, schema, (), out, 0)
+    return frozenset(out)
+
+
+def sensitive_pointers(schema: Mapping[str, Any], extra: Iterable[str] = ()) -> frozenset[str]:
+    """JSON pointers of the object properties that must never be stored in the clear."""
+    return _pointers(canonical_json(schema)) | frozenset(extra)
+
+
+def _unescape(part: str) -> str:
+    return part.replace("~1", "/").replace("~0", "~")
+
+
+def redact(arguments: Mapping[str, Any], pointers: Iterable[str]) -> dict[str, Any]:
+    """A copy of `arguments` with the value at every pointer replaced by `REDACTED`."""
+    pointers = list(pointers)
+    if not pointers:
+        return dict(arguments)
+    out: dict[str, Any] = _copy(arguments)
+    for pointer in pointers:
+        parts = [_unescape(p) for p in pointer.split("/")[1:]]
+        node: Any = out
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and parts and parts[-1] in node:
+            node[parts[-1]] = REDACTED
+    return out
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value

@@ -1,0 +1,155 @@
+"""Approvals bound to one exact call.
+
+An approval request records the tool name and version, the principal, the task and call ids,
+and the SHA-256 of the canonical *validated arguments with defaults applied*. Approving grants
+that digest and nothing else: at dispatch the digest is recomputed from the arguments about
+to run and must match, so an approval for call A can never run call B. Requests expire, can be
+denied with a reason, and live in the ledger store, so they survive restarts.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ..ledger.base import ApprovalRecord, ApprovalStatus, LedgerStore
+
+__all__ = ["ApprovalCheck", "Approvals", "Binding"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Binding:
+    """What an approval is bound to."""
+
+    task_id: str
+    """Task of the call."""
+    call_id: str
+    """The call."""
+    tool: str
+    """Tool name."""
+    version: str
+    """Tool version."""
+    principal_id: str
+    """Who the call acts for."""
+    digest: str
+    """SHA-256 of the canonical validated arguments with defaults applied."""
+
+
+class ApprovalCheck(StrEnum):
+    """The state of an approval as seen by a call about to run."""
+
+    GRANTED = "granted"
+    PENDING = "pending"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    MISMATCH = "mismatch"
+    """The approval exists but was given for different arguments, tool, version or principal."""
+
+
+class Approvals:
+    """Requests, decisions and checks of approvals, on top of a ledger store."""
+
+    def __init__(
+        self,
+        store: Callable[[], LedgerStore],
+        *,
+        ttl: float | None = 24 * 3600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._ttl = ttl
+        self._clock = clock
+
+    async def request(
+        self, binding: Binding, *, arguments: Mapping[str, Any], reason: str
+    ) -> ApprovalRecord:
+        """Store a new pending request for exactly this call."""
+        now = self._clock()
+        record = ApprovalRecord(
+            id="apr_" + secrets.token_hex(8),
+            task_id=binding.task_id,
+            call_id=binding.call_id,
+            tool=binding.tool,
+            version=binding.version,
+            principal_id=binding.principal_id,
+            digest=binding.digest,
+            arguments=dict(arguments),
+            reason=reason,
+            created_at=now,
+            expires_at=None if self._ttl is None else now + self._ttl,
+        )
+        return await self._store().create_approval(record)
+
+    async def get(self, approval_id: str) -> ApprovalRecord | None:
+        """One request, or None."""
+        return await self._store().get_approval(approval_id)
+
+    async def pending(self) -> list[ApprovalRecord]:
+        """Requests waiting for a decision (expired ones are marked expired and left out)."""
+        now = self._clock()
+        out = []
+        for record in await self._store().list_approvals(status=ApprovalStatus.PENDING):
+            if record.expired(now):
+                await self._decide(record.id, ApprovalStatus.EXPIRED, None, "expired")
+            else:
+                out.append(record)
+        return out
+
+    async def approve(
+        self, approval_id: str, *, by: str, note: str | None = None
+    ) -> ApprovalRecord:
+        """Grant a pending request.
+
+        Raises:
+            KeyError: no such request.
+            ValueError: it is not pending any more, or has expired.
+        """
+        return await self._decide(approval_id, ApprovalStatus.APPROVED, by, note)
+
+    async def deny(self, approval_id: str, *, by: str, reason: str) -> ApprovalRecord:
+        """Refuse a pending request; the call ends APPROVAL_DENIED with `reason`.
+
+        Raises:
+            KeyError: no such request.
+            ValueError: it is not pending any more.
+        """
+        return await self._decide(approval_id, ApprovalStatus.DENIED, by, reason)
+
+    async def _decide(
+        self, approval_id: str, status: ApprovalStatus, by: str | None, note: str | None
+    ) -> ApprovalRecord:
+        store = self._store()
+        record = await store.get_approval(approval_id)
+        if record is None:
+            raise KeyError(approval_id)
+        now = self._clock()
+        if status is not ApprovalStatus.EXPIRED and record.expired(now):
+            if record.status is ApprovalStatus.PENDING:
+                await store.decide_approval(
+                    approval_id, status=ApprovalStatus.EXPIRED, by=None, note="expired", at=now
+                )
+            raise ValueError(f"approval {approval_id} has expired")
+        return await store.decide_approval(approval_id, status=status, by=by, note=note, at=now)
+
+    def check(self, record: ApprovalRecord, binding: Binding) -> ApprovalCheck:
+        """Whether `record` lets the call described by `binding` run now."""
+        if (
+            record.digest != binding.digest
+            or record.tool != binding.tool
+            or record.version != binding.version
+            or record.principal_id != binding.principal_id
+            or record.call_id != binding.call_id
+            or record.task_id != binding.task_id
+        ):
+            return ApprovalCheck.MISMATCH
+        if record.status is ApprovalStatus.DENIED:
+            return ApprovalCheck.DENIED
+        if record.status is ApprovalStatus.EXPIRED or record.expired(self._clock()):
+            return ApprovalCheck.EXPIRED
+        if record.status is ApprovalStatus.APPROVED:
+            return ApprovalCheck.GRANTED
+        return ApprovalCheck.PENDING

@@ -1,0 +1,77 @@
+"""Budgets and rate limits, enforced before a call runs.
+
+- Call budgets count the calls of a task that ran or run (from the ledger, so they hold across
+  restarts and processes): at most N per task, at most M per tool per task. Exceeding one is
+  BUDGET_EXCEEDED: retrying the same task will not help.
+- Rate limits are token buckets per principal (calls per minute, with a burst). Exceeding one
+  is RATE_LIMITED with `retry_after`: the same call can succeed later. The in-process limiter
+  is the default; a shared one (Redis) implements the same `RateLimiter` Protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..core.states import CallStatus
+
+__all__ = ["COUNTED_STATUSES", "Budgets", "MemoryRateLimiter", "RateLimiter"]
+
+COUNTED_STATUSES: tuple[CallStatus, ...] = (
+    CallStatus.RUNNING,
+    CallStatus.SUCCEEDED,
+    CallStatus.FAILED,
+    CallStatus.TIMED_OUT,
+    CallStatus.CANCELLED,
+    CallStatus.UNKNOWN_OUTCOME,
+)
+"""States of calls that count against a budget: those that started running."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Budgets:
+    """Limits on how much a task and a principal may call."""
+
+    max_calls_per_task: int | None = None
+    """Calls one task may run in all."""
+    max_calls_per_tool_per_task: int | None = None
+    """Calls one task may run of any one tool."""
+    per_tool: Mapping[str, int] = field(default_factory=dict)
+    """Per-tool overrides of `max_calls_per_tool_per_task`, by tool name."""
+    calls_per_minute: float | None = None
+    """Sustained calls per minute one principal may make."""
+    burst: int = 10
+    """Calls a principal may make at once before the per-minute rate applies."""
+
+    def tool_limit(self, tool: str) -> int | None:
+        """The per-task limit for one tool."""
+        return self.per_tool.get(tool, self.max_calls_per_tool_per_task)
+
+
+class RateLimiter(Protocol):
+    """Takes one token from a bucket, or says how long until one is free."""
+
+    async def acquire(self, key: str, *, per_minute: float, burst: int) -> float | None:
+        """Take a token for `key`; None when taken, else seconds until a token is free."""
+        ...
+
+
+class MemoryRateLimiter:
+    """Token buckets in this process."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    async def acquire(self, key: str, *, per_minute: float, burst: int) -> float | None:
+        rate = per_minute / 60.0
+        now = self._clock()
+        tokens, last = self._buckets.get(key, (float(burst), now))
+        tokens = min(float(burst), tokens + (now - last) * rate)
+        if tokens >= 1.0:
+            self._buckets[key] = (tokens - 1.0, now)
+            return None
+        self._buckets[key] = (tokens, now)
+        return (1.0 - tokens) / rate if rate > 0 else float("inf")

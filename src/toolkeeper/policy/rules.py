@@ -1,0 +1,142 @@
+"""Business rules: plain callables that look at one validated call and decide.
+
+A rule takes a `RuleInput` and returns a `Decision` (or None, meaning no objection), or an
+awaitable of one. Rules run after validation, in order: tool rules first, then the keeper's
+global rules. The first denial wins; any `require_approval` makes the call need approval;
+`allow(skip_approval=True)` from a rule waives the default approval of a destructive tool.
+
+Ready-made rules for the common cases: `path_inside`, `domain_in`, `at_most`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..core.errors import ErrorCode
+from ..core.values import Principal, ToolCall, ToolSpec
+
+__all__ = [
+    "Decision",
+    "Rule",
+    "RuleInput",
+    "Verdict",
+    "allow",
+    "at_most",
+    "deny",
+    "domain_in",
+    "path_inside",
+    "require_approval",
+]
+
+
+class Verdict(StrEnum):
+    """What a rule concluded."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    REQUIRE_APPROVAL = "require_approval"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Decision:
+    """A rule's answer."""
+
+    verdict: Verdict
+    """Allow, deny, or require a person's approval."""
+    reason: str = ""
+    """Why; shown to the model on a denial and to the approver on an approval request."""
+    code: ErrorCode = ErrorCode.PERMISSION_DENIED
+    """For a denial: PERMISSION_DENIED, or INVALID_ARGUMENTS when the arguments are at fault."""
+    pointer: str | None = None
+    """For a denial about one argument: its JSON pointer."""
+    skip_approval: bool = False
+    """For an allow: waive the approval a destructive tool needs by default."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RuleInput:
+    """Everything a rule may look at."""
+
+    spec: ToolSpec
+    """The tool called."""
+    arguments: Mapping[str, Any]
+    """Validated arguments with defaults applied."""
+    principal: Principal
+    """Who the call acts for."""
+    call: ToolCall
+    """The call as proposed."""
+
+
+Rule = Callable[[RuleInput], "Decision | Awaitable[Decision | None] | None"]
+
+
+def allow(*, skip_approval: bool = False, reason: str = "") -> Decision:
+    """No objection; with `skip_approval`, also waive a destructive tool's default approval."""
+    return Decision(verdict=Verdict.ALLOW, skip_approval=skip_approval, reason=reason)
+
+
+def deny(
+    reason: str, *, code: ErrorCode = ErrorCode.PERMISSION_DENIED, pointer: str | None = None
+) -> Decision:
+    """Refuse the call with a reason the model can act on."""
+    return Decision(verdict=Verdict.DENY, reason=reason, code=code, pointer=pointer)
+
+
+def require_approval(reason: str) -> Decision:
+    """Let the call run only once a person approves these exact arguments."""
+    return Decision(verdict=Verdict.REQUIRE_APPROVAL, reason=reason)
+
+
+def path_inside(param: str, root: str | os.PathLike[str]) -> Rule:
+    """Deny unless argument `param` names a path inside `root` (after resolving `..` and
+    symbolic links; relative paths are taken relative to `root`)."""
+    base = Path(root).resolve()
+
+    def rule(inp: RuleInput) -> Decision | None:
+        value = inp.arguments.get(param)
+        if value is None:
+            return None
+        target = Path(str(value))
+        resolved = (target if target.is_absolute() else base / target).resolve()
+        if resolved == base or base in resolved.parents:
+            return None
+        return deny(f"{param} must be inside the sandbox directory", pointer=f"/{param}")
+
+    return rule
+
+
+def domain_in(param: str, domains: Iterable[str]) -> Rule:
+    """Deny unless argument `param` is a URL whose host is one of `domains` or a subdomain."""
+    allowed = tuple(d.lower().lstrip(".") for d in domains)
+
+    def rule(inp: RuleInput) -> Decision | None:
+        value = inp.arguments.get(param)
+        if value is None:
+            return None
+        host = (urlsplit(str(value)).hostname or "").lower()
+        if any(host == d or host.endswith("." + d) for d in allowed):
+            return None
+        return deny(f"{param} must be on an allowed domain", pointer=f"/{param}")
+
+    return rule
+
+
+def at_most(param: str, cap: float, *, approve_above: bool = False) -> Rule:
+    """Deny (or, with `approve_above`, require approval) when numeric argument `param`
+    exceeds `cap`."""
+
+    def rule(inp: RuleInput) -> Decision | None:
+        value = inp.arguments.get(param)
+        if not isinstance(value, int | float) or value <= cap:
+            return None
+        if approve_above:
+            return require_approval(f"{param}={value} is above {cap}")
+        return deny(f"{param} must be at most {cap}", pointer=f"/{param}")
+
+    return rule

@@ -1,0 +1,82 @@
+"""Canonical JSON and the digests that bind approvals and dedupe to exact arguments.
+
+The canonical form follows RFC 8785 (JSON Canonicalization Scheme) for the values JSON
+arguments hold: object keys sorted by their UTF-16 code units, no insignificant whitespace,
+strings escaped minimally, and numbers normalized so that `1`, `1.0` and `1e0` are one value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["argument_digest", "canonical_json", "digest"]
+
+
+def _number(value: int | float) -> str:
+    if isinstance(value, bool):  # pragma: no cover - handled by the caller
+        raise TypeError("bool is not a number")
+    if isinstance(value, int):
+        return str(value)
+    if not math.isfinite(value):
+        raise ValueError("NaN and infinities have no JSON form")
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    text = repr(value)
+    if "e" in text or "E" in text:
+        mantissa, exponent = text.lower().split("e")
+        exp = int(exponent)
+        return f"{mantissa}e{'+' if exp > 0 else '-'}{abs(exp)}"
+    return text
+
+
+def _encode(value: Any, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        out.append(json.dumps(value, ensure_ascii=False))
+    elif isinstance(value, int | float):
+        out.append(_number(value))
+    elif isinstance(value, Mapping):
+        out.append("{")
+        keys = sorted(value, key=lambda k: str(k).encode("utf-16-be"))
+        for i, key in enumerate(keys):
+            if i:
+                out.append(",")
+            out.append(json.dumps(str(key), ensure_ascii=False))
+            out.append(":")
+            _encode(value[key], out)
+        out.append("}")
+    elif isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _encode(item, out)
+        out.append("]")
+    else:
+        raise TypeError(f"{type(value).__name__} has no canonical JSON form")
+
+
+def canonical_json(value: Any) -> str:
+    """The RFC 8785 style canonical JSON text of a JSON-compatible value."""
+    out: list[str] = []
+    _encode(value, out)
+    return "".join(out)
+
+
+def digest(value: Any) -> str:
+    """SHA-256 (hex) of the canonical JSON of `value`."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def argument_digest(arguments: Mapping[str, Any]) -> str:
+    """The digest of a call's validated arguments; what dedupe compares."""
+    return digest(arguments)

@@ -1,0 +1,194 @@
+"""JSON Schema (2020-12) from Python signatures, via pydantic.
+
+The input schema of a tool comes from its parameters' type hints (Annotated / `Field`
+descriptions, defaults, Literal and Enum, nested models, Optional), parameter descriptions
+from a Google-style docstring, and the output schema from the return annotation. Objects are
+closed (`additionalProperties: false`) unless asked otherwise. A parameter annotated with
+`CallContext` is injected by the runtime and never appears in the schema.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+import pydantic
+import pydantic_core
+from pydantic import BaseModel, ConfigDict
+from pydantic.fields import FieldInfo
+
+from ..core.errors import ConfigurationError
+from ..core.values import CallContext
+from .docstrings import parse_docstring
+
+__all__ = ["FunctionSchema", "function_schema", "to_jsonable"]
+
+_PRIMITIVES: frozenset[Any] = frozenset({str, int, float, bool, type(None), Any})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FunctionSchema:
+    """How to call a Python function as a tool."""
+
+    description: str
+    """The docstring without its argument section."""
+    input_schema: dict[str, Any]
+    """JSON Schema of the arguments object."""
+    output_schema: dict[str, Any] | None
+    """JSON Schema of the return value, when annotated."""
+    context_param: str | None
+    """The parameter that receives the `CallContext`, if any."""
+    model: type[BaseModel] | None
+    """Converts validated JSON arguments into Python values; None when they are plain JSON."""
+    is_async: bool
+    """Whether calling the function returns an awaitable."""
+
+    def python_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Validated JSON arguments → the keyword arguments the function takes."""
+        if self.model is None:
+            return dict(arguments)
+        parsed = self.model.model_validate(arguments)
+        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+
+
+def _is_plain(annotation: Any) -> bool:
+    if annotation in _PRIMITIVES:
+        return True
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return True
+    if origin is typing.Annotated:
+        return _is_plain(get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return all(_is_plain(a) for a in get_args(annotation))
+    if origin in (list, dict, tuple) or annotation in (list, dict):
+        return all(_is_plain(a) for a in get_args(annotation) if a is not Ellipsis)
+    return False
+
+
+def _is_context(annotation: Any) -> bool:
+    if get_origin(annotation) is typing.Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (typing.Union, types.UnionType):
+        return CallContext in get_args(annotation)
+    return annotation is CallContext
+
+
+def _has_description(annotation: Any) -> bool:
+    if get_origin(annotation) is not typing.Annotated:
+        return False
+    return any(isinstance(meta, FieldInfo) and meta.description for meta in annotation.__metadata__)
+
+
+def _close_objects(node: Any) -> None:
+    """Give every object schema with properties `additionalProperties: false` unless set."""
+    if isinstance(node, dict):
+        if "properties" in node and node.get("type") == "object":
+            node.setdefault("additionalProperties", False)
+        for value in node.values():
+            _close_objects(value)
+    elif isinstance(node, list):
+        for value in node:
+            _close_objects(value)
+
+
+def _strip_titles(node: Any) -> Any:
+    """pydantic adds a `title` to every schema; a model gains nothing from them."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                out[key] = {k: _strip_titles(v) for k, v in value.items()}
+            elif key == "title" and isinstance(value, str):
+                continue
+            else:
+                out[key] = _strip_titles(value)
+        return out
+    if isinstance(node, list):
+        return [_strip_titles(v) for v in node]
+    return node
+
+
+def function_schema(
+    func: Callable[..., Any], *, additional_properties: bool = False
+) -> FunctionSchema:
+    """Derive the tool contract of a Python function.
+
+    Raises:
+        ConfigurationError: a parameter has no usable type, or is `*args` / `**kwargs`.
+    """
+    try:
+        hints = get_type_hints(func, include_extras=True)
+    except Exception as exc:
+        raise ConfigurationError(f"cannot resolve type hints of {func!r}: {exc}") from exc
+    doc = parse_docstring(func.__doc__)
+    signature = inspect.signature(func)
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    plain = True
+    for name, param in signature.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ConfigurationError(f"{func.__qualname__}: *args/**kwargs cannot be tool inputs")
+        annotation = hints.get(name, Any)
+        if _is_context(annotation):
+            context_param = name
+            continue
+        plain = plain and _is_plain(annotation)
+        default = ... if param.default is param.empty else param.default
+        described = doc.params.get(name) if not _has_description(annotation) else None
+        if isinstance(default, FieldInfo):
+            info = default
+            if info.description is None and described:
+                info = FieldInfo.merge_field_infos(info, description=described)
+        else:
+            info = (
+                pydantic.Field(default=default, description=described)
+                if described
+                else pydantic.Field(default=default)
+            )
+        fields[name] = (annotation, info)
+    extra: Literal["allow", "forbid"] = "allow" if additional_properties else "forbid"
+    model = pydantic.create_model(
+        f"{func.__name__}_arguments",
+        __config__=ConfigDict(extra=extra, arbitrary_types_allowed=False),
+        **fields,
+    )
+    input_schema = _strip_titles(model.model_json_schema())
+    input_schema.pop("title", None)
+    input_schema.setdefault("properties", {})
+    input_schema["additionalProperties"] = additional_properties
+    if not additional_properties:
+        _close_objects(input_schema)
+    output_schema: dict[str, Any] | None = None
+    ret = hints.get("return", inspect.Signature.empty)
+    if ret not in (inspect.Signature.empty, None, type(None), Any):
+        try:
+            output_schema = _strip_titles(
+                pydantic.TypeAdapter(ret).json_schema(mode="serialization")
+            )
+        except pydantic.PydanticUserError:
+            output_schema = None
+    is_async = inspect.iscoroutinefunction(func)
+    return FunctionSchema(
+        description=doc.description,
+        input_schema=input_schema,
+        output_schema=output_schema,
+        context_param=context_param,
+        model=None if plain else model,
+        is_async=is_async,
+    )
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def to_jsonable(value: Any) -> Any:
+    """A tool's return value as JSON-compatible data (models, dataclasses, enums, dates...)."""
+    if isinstance(value, _JSON_SCALARS) and not isinstance(value, enum.Enum):
+        return value
+    return pydantic_core.to_jsonable_python(value)

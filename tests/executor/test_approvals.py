@@ -1,0 +1,162 @@
+"""Approvals are bound to the exact validated arguments, and survive restarts."""
+
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall, allow
+from toolkeeper.ledger.base import ApprovalStatus
+from toolkeeper.testing import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+
+def _publisher(keeper: Keeper, published: list[str]) -> None:
+    @keeper.tool(effect="destructive")
+    async def publish(text: str, channel: str = "blog") -> str:
+        published.append(f"{channel}:{text}")
+        return "published"
+
+
+async def test_destructive_call_waits_for_approval_then_runs_once(keeper: Keeper) -> None:
+    published: list[str] = []
+    _publisher(keeper, published)
+    call = ToolCall(call_id="p1", name="publish", arguments={"text": "hello"})
+    waiting = await keeper.execute(call)
+    assert waiting.status is CallStatus.AWAITING_APPROVAL
+    assert waiting.error is not None and waiting.error.code is ErrorCode.APPROVAL_REQUIRED
+    assert waiting.error.retryable
+    assert published == []
+    again = await keeper.execute(call)
+    assert again.approval_id == waiting.approval_id and published == []
+
+    [pending] = await keeper.approvals.pending()
+    assert pending.id == waiting.approval_id
+    assert pending.arguments == {"text": "hello", "channel": "blog"}
+    await keeper.approvals.approve(pending.id, by="alice", note="fine")
+
+    ran = await keeper.execute(call)
+    assert ran.ok and ran.approval_id == pending.id
+    replayed = await keeper.execute(call)
+    assert replayed.replayed and replayed.data == "published"
+    assert published == ["blog:hello"]
+
+
+async def test_an_approval_never_runs_different_arguments(keeper: Keeper) -> None:
+    published: list[str] = []
+    _publisher(keeper, published)
+    first = await keeper.execute(ToolCall(call_id="p1", name="publish", arguments={"text": "A"}))
+    assert first.approval_id is not None
+    await keeper.approvals.approve(first.approval_id, by="alice")
+
+    same_id = await keeper.execute(ToolCall(call_id="p1", name="publish", arguments={"text": "B"}))
+    assert same_id.error is not None and same_id.error.code is ErrorCode.CALL_ID_CONFLICT
+    new_id = await keeper.execute(ToolCall(call_id="p2", name="publish", arguments={"text": "B"}))
+    assert new_id.status is CallStatus.AWAITING_APPROVAL
+    assert new_id.approval_id != first.approval_id
+    assert published == []
+
+
+async def test_defaults_are_part_of_what_is_approved(keeper: Keeper) -> None:
+    published: list[str] = []
+    _publisher(keeper, published)
+    explicit = await keeper.execute(
+        ToolCall(call_id="p1", name="publish", arguments={"text": "A", "channel": "blog"})
+    )
+    implicit = await keeper.execute(ToolCall(call_id="p2", name="publish", arguments={"text": "A"}))
+    assert explicit.approval_id and implicit.approval_id
+    a = await keeper.approvals.get(explicit.approval_id)
+    b = await keeper.approvals.get(implicit.approval_id)
+    assert a is not None and b is not None and a.digest == b.digest
+
+
+async def test_denied_approval_ends_the_call_with_the_reason(keeper: Keeper) -> None:
+    published: list[str] = []
+    _publisher(keeper, published)
+    call = ToolCall(call_id="p1", name="publish", arguments={"text": "A"})
+    waiting = await keeper.execute(call)
+    assert waiting.approval_id is not None
+    await keeper.approvals.deny(waiting.approval_id, by="alice", reason="not on Fridays")
+    result = await keeper.execute(call)
+    assert result.error is not None and result.error.code is ErrorCode.APPROVAL_DENIED
+    assert "not on Fridays" in result.error.message
+    assert published == []
+
+
+async def test_expired_approval_does_not_run(keeper: Keeper, clock: FakeClock) -> None:
+    published: list[str] = []
+    _publisher(keeper, published)
+    call = ToolCall(call_id="p1", name="publish", arguments={"text": "A"})
+    waiting = await keeper.execute(call)
+    assert waiting.approval_id is not None
+    await keeper.approvals.approve(waiting.approval_id, by="alice")
+    clock.advance(25 * 3600)
+    result = await keeper.execute(call)
+    assert result.error is not None and result.error.code is ErrorCode.APPROVAL_EXPIRED
+    assert published == []
+
+
+async def test_approving_an_expired_request_is_refused(keeper: Keeper, clock: FakeClock) -> None:
+    _publisher(keeper, [])
+    waiting = await keeper.execute(ToolCall(call_id="p1", name="publish", arguments={"text": "A"}))
+    assert waiting.approval_id is not None
+    clock.advance(25 * 3600)
+    with pytest.raises(ValueError, match="expired"):
+        await keeper.approvals.approve(waiting.approval_id, by="alice")
+    record = await keeper.approvals.get(waiting.approval_id)
+    assert record is not None and record.status is ApprovalStatus.EXPIRED
+
+
+async def test_approval_is_bound_to_the_principal(keeper: Keeper) -> None:
+    published: list[str] = []
+    _publisher(keeper, published)
+    alice = Principal(id="alice", grants=frozenset({"*"}))
+    mallory = Principal(id="mallory", grants=frozenset({"*"}))
+    waiting = await keeper.execute(
+        ToolCall(call_id="p1", name="publish", arguments={"text": "A"}, principal=alice)
+    )
+    assert waiting.approval_id is not None
+    await keeper.approvals.approve(waiting.approval_id, by="ops")
+    stolen = await keeper.execute(
+        ToolCall(call_id="p1", name="publish", arguments={"text": "A"}, principal=mallory)
+    )
+    assert stolen.error is not None and stolen.error.code is ErrorCode.PERMISSION_DENIED
+    assert published == []
+
+
+async def test_a_rule_can_waive_the_default_approval(keeper: Keeper) -> None:
+    published: list[str] = []
+
+    @keeper.tool(effect="destructive", rules=[lambda inp: allow(skip_approval=True)])
+    async def purge_tmp() -> str:
+        published.append("purged")
+        return "ok"
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="purge_tmp"))
+    assert result.ok and published == ["purged"]
+
+
+async def test_approvals_survive_a_restart(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    published: list[str] = []
+    call = ToolCall(call_id="p1", name="publish", arguments={"text": "A"})
+    first = Keeper(ledger=url)
+    _publisher(first, published)
+    async with first:
+        waiting = await first.execute(call)
+    assert waiting.approval_id is not None
+
+    second = Keeper(ledger=url)
+    _publisher(second, published)
+    async with second:
+        [pending] = await second.approvals.pending()
+        assert pending.id == waiting.approval_id
+        await second.approvals.approve(pending.id, by="alice")
+
+    third = Keeper(ledger=url)
+    _publisher(third, published)
+    async with third:
+        ran = await third.execute(call)
+        again = await third.execute(call)
+    assert ran.ok and again.replayed
+    assert published == ["blog:A"]

@@ -1,0 +1,159 @@
+"""Bad input never crashes a turn and never leaves a call RUNNING."""
+
+import pytest
+
+from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def orders(keeper: Keeper) -> Keeper:
+    @keeper.tool(effect="write", permissions=["orders:write"])
+    async def create_order(sku: str, quantity: int, note: str | None = None) -> dict[str, object]:
+        """Create an order.
+
+        Args:
+            sku: Stock keeping unit.
+            quantity: How many.
+            note: Free text for the warehouse.
+        """
+        return {"sku": sku, "quantity": quantity}
+
+    return keeper
+
+
+async def _nothing_running(keeper: Keeper) -> None:
+    assert await keeper.store.list_calls(statuses=[CallStatus.RUNNING]) == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "pointers"),
+    [
+        ('{"sku": "a", "quantity": 1', [""]),  # unparsable JSON
+        ("[1, 2]", [""]),  # not an object
+        ('{"sku": "a", "quantity": 1, "color": "red"}', ["/color"]),  # unknown field
+        ('{"sku": "a", "quantity": "one"}', ["/quantity"]),  # wrong type
+        ('{"sku": "a"}', ["/quantity"]),  # missing required
+        ({"quantity": "x", "extra": 1}, ["/quantity", "/extra", "/sku"]),  # several at once
+    ],
+)
+async def test_invalid_arguments_are_refused_with_a_pointer_to_each_fault(
+    orders: Keeper, arguments: object, pointers: list[str]
+) -> None:
+    result = await orders.execute(
+        ToolCall(call_id="c1", name="create_order", arguments=arguments)  # type: ignore[arg-type]
+    )
+    assert result.status is CallStatus.REJECTED
+    assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
+    found = sorted(v["pointer"] for v in result.error.details["violations"])
+    assert found == sorted(pointers)
+    await _nothing_running(orders)
+
+
+async def test_oversized_payload_is_refused_before_parsing(orders: Keeper) -> None:
+    huge = '{"sku": "' + "x" * (1 << 20) + '", "quantity": 1}'
+    result = await orders.execute(ToolCall(call_id="c1", name="create_order", arguments=huge))
+    assert result.error is not None and result.error.code is ErrorCode.PAYLOAD_TOO_LARGE
+    await _nothing_running(orders)
+
+
+async def test_oversized_parsed_payload_is_refused(orders: Keeper) -> None:
+    result = await orders.execute(
+        ToolCall(call_id="c1", name="create_order", arguments={"sku": "x" * (1 << 20)})
+    )
+    assert result.error is not None and result.error.code is ErrorCode.PAYLOAD_TOO_LARGE
+
+
+async def test_unknown_tool_is_refused_with_suggestions_the_principal_may_use(
+    orders: Keeper,
+) -> None:
+    result = await orders.execute(ToolCall(call_id="c1", name="create_ordr", arguments={}))
+    assert result.error is not None and result.error.code is ErrorCode.UNKNOWN_TOOL
+    assert result.error.details["did_you_mean"] == ["create_order"]
+    stranger = Principal(id="eve", grants=frozenset())
+    result = await orders.execute(
+        ToolCall(call_id="c2", name="create_ordr", arguments={}, principal=stranger)
+    )
+    assert result.error is not None and "did_you_mean" not in result.error.details
+
+
+async def test_replay_with_changed_arguments_is_a_call_id_conflict(orders: Keeper) -> None:
+    first = await orders.execute(
+        ToolCall(call_id="c1", name="create_order", arguments={"sku": "a", "quantity": 1})
+    )
+    assert first.ok
+    second = await orders.execute(
+        ToolCall(call_id="c1", name="create_order", arguments={"sku": "a", "quantity": 99})
+    )
+    assert second.error is not None and second.error.code is ErrorCode.CALL_ID_CONFLICT
+    record = await orders.store.get_call("default", "c1")
+    assert record is not None and record.status is CallStatus.SUCCEEDED
+
+
+async def test_a_refused_call_can_be_proposed_again_with_fixed_arguments(orders: Keeper) -> None:
+    bad = await orders.execute(
+        ToolCall(call_id="c1", name="create_order", arguments={"sku": "a", "quantity": "1"})
+    )
+    assert bad.status is CallStatus.REJECTED
+    good = await orders.execute(
+        ToolCall(call_id="c1", name="create_order", arguments={"sku": "a", "quantity": 1})
+    )
+    assert good.ok
+    record = await orders.store.get_call("default", "c1")
+    assert record is not None
+    assert [s for s, _ in record.history] == [
+        CallStatus.REJECTED,
+        CallStatus.RUNNING,
+        CallStatus.SUCCEEDED,
+    ]
+
+
+async def test_permission_is_checked_before_arguments(orders: Keeper) -> None:
+    reader = Principal(id="bob", grants=frozenset({"orders:read"}))
+    result = await orders.execute(
+        ToolCall(call_id="c1", name="create_order", arguments="{not json", principal=reader)
+    )
+    assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
+    assert result.error.details["missing_permissions"] == ["orders:write"]
+
+
+async def test_a_tool_outside_the_principals_tenant_is_denied_without_detail(
+    keeper: Keeper,
+) -> None:
+    @keeper.tool(effect="read_only", tenants=["acme"])
+    async def acme_report() -> str:
+        return "secret numbers"
+
+    other = Principal(id="eve", tenant="globex", grants=frozenset({"*"}))
+    result = await keeper.execute(ToolCall(call_id="c1", name="acme_report", principal=other))
+    assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
+    assert result.error.details == {}
+    assert "secret" not in result.error.message
+
+
+async def test_tool_exceptions_do_not_leak_their_message(keeper: Keeper) -> None:
+    @keeper.tool(effect="read_only")
+    async def leaky() -> str:
+        raise RuntimeError("password=hunter2 at /srv/app/secret.py line 3")
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="leaky"))
+    assert result.error is not None and result.error.code is ErrorCode.TOOL_ERROR
+    assert "hunter2" not in result.error.message
+    assert "hunter2" not in str(result.error.details)
+    await _nothing_running(keeper)
+
+
+async def test_a_write_tool_without_declared_permissions_needs_its_own_grant(
+    keeper: Keeper,
+) -> None:
+    @keeper.tool
+    async def delete_cache() -> None:
+        return None
+
+    nobody = Principal(id="eve", grants=frozenset({"orders:*"}))
+    denied = await keeper.execute(ToolCall(call_id="c1", name="delete_cache", principal=nobody))
+    assert denied.error is not None and denied.error.code is ErrorCode.PERMISSION_DENIED
+    holder = Principal(id="ops", grants=frozenset({"tool:delete_cache"}))
+    allowed = await keeper.execute(ToolCall(call_id="c2", name="delete_cache", principal=holder))
+    assert allowed.ok

@@ -1,0 +1,67 @@
+"""A process killed between its side effect and its terminal ledger write: after a restart the
+effect happened exactly once and the call is UNKNOWN_OUTCOME or reconciled, never re-run."""
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import CallStatus, ErrorCode
+
+from .crash_child import CALL, build
+
+pytestmark = pytest.mark.anyio
+
+
+def _crash(ledger: str, effects: Path) -> None:
+    child = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("crash_child.py")), ledger, str(effects)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+
+
+async def test_sigkill_after_the_effect_is_never_executed_again(tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    effects = tmp_path / "effects.txt"
+    effects.touch()
+    _crash(ledger, effects)
+    assert len(effects.read_text().splitlines()) == 1
+
+    async with build(ledger, effects, die=False) as keeper:
+        [unknown] = await keeper.unknown()
+        assert (unknown.task_id, unknown.call_id) == (CALL.task_id, CALL.call_id)
+
+        again = await keeper.execute(CALL)
+        assert again.status is CallStatus.UNKNOWN_OUTCOME
+        assert again.error is not None and again.error.code is ErrorCode.UNKNOWN_OUTCOME
+        assert len(effects.read_text().splitlines()) == 1
+
+        [settled] = await keeper.reconcile()
+        assert settled.status is CallStatus.SUCCEEDED
+        assert settled.effect_ref == "tx-5"
+        assert await keeper.unknown() == []
+
+        final = await keeper.execute(CALL)
+        assert final.ok and final.replayed and final.data == {"transfer": "tx-5"}
+    assert len(effects.read_text().splitlines()) == 1
+
+
+async def test_unknown_outcome_stays_when_the_tool_cannot_tell(tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    effects = tmp_path / "effects.txt"
+    effects.touch()
+    _crash(ledger, effects)
+    effects.write_text("")  # the downstream service lost track too
+
+    async with build(ledger, effects, die=False) as keeper:
+        assert await keeper.reconcile() == []
+        [still] = await keeper.unknown()
+        assert still.status is CallStatus.UNKNOWN_OUTCOME
+        result = await keeper.execute(CALL)
+        assert result.status is CallStatus.UNKNOWN_OUTCOME
+    assert effects.read_text() == ""

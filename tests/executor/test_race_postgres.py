@@ -1,0 +1,95 @@
+"""Eight processes racing to execute the same (task_id, call_id) on PostgreSQL execute it once."""
+
+import multiprocessing
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from toolkeeper import CallContext, Keeper, ToolCall
+
+from ..conftest import postgres_url
+
+pytestmark = pytest.mark.postgres
+
+
+def _server_available(url: str) -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@pytest.fixture
+def pg_schema() -> Any:
+    url = postgres_url()
+    if not _server_available(url):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is not reachable at {url}")
+        pytest.skip(f"PostgreSQL is not reachable at {url}")
+    import psycopg
+
+    schema = "race_" + uuid.uuid4().hex[:12]
+    yield url, schema
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def _racer(url: str, schema: str, effects: str, barrier: Any, out: Any) -> None:
+    from toolkeeper.ledger.postgres import PostgresStore
+
+    async def main() -> None:
+        keeper = Keeper(ledger=PostgresStore(url, schema=schema))
+
+        @keeper.tool(effect="write")
+        def ship(order: str, ctx: CallContext) -> str:
+            with open(effects, "a") as f:
+                f.write(f"{os.getpid()} {ctx.idempotency_key}\n")
+            return f"shipped {order}"
+
+        async with keeper:
+            await anyio.to_thread.run_sync(barrier.wait)
+            result = await keeper.execute(
+                ToolCall(call_id="c1", task_id="race", name="ship", arguments={"order": "o-1"})
+            )
+        out.put((result.status.value, result.data, result.replayed))
+
+    anyio.run(main)
+
+
+def test_eight_processes_execute_one_call_exactly_once(
+    pg_schema: tuple[str, str], tmp_path: Path
+) -> None:
+    url, schema = pg_schema
+    effects = tmp_path / "effects.txt"
+    effects.touch()
+
+    async def prepare() -> None:
+        from toolkeeper.ledger.postgres import PostgresStore
+
+        store = PostgresStore(url, schema=schema)
+        await store.open()
+        await store.aclose()
+
+    anyio.run(prepare)
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(8)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_racer, args=(url, schema, str(effects), barrier, out)) for _ in range(8)
+    ]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert len(effects.read_text().splitlines()) == 1
+    assert {(status, data) for status, data, _ in results} == {("SUCCEEDED", "shipped o-1")}
+    assert sum(1 for *_, replayed in results if not replayed) == 1

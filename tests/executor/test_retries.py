@@ -1,0 +1,166 @@
+"""Retries follow the declared effect; timeouts of unsafe tools end UNKNOWN_OUTCOME."""
+
+import anyio
+import pytest
+
+from toolkeeper import (
+    CallContext,
+    CallStatus,
+    ErrorCode,
+    Keeper,
+    OutcomeUnknown,
+    RetryLater,
+    RetryPolicy,
+    ToolCall,
+    ToolFailed,
+    UpstreamUnavailable,
+)
+from toolkeeper.testing import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_read_only_tool_is_retried_with_backoff(keeper: Keeper, clock: FakeClock) -> None:
+    attempts: list[int] = []
+
+    @keeper.tool(effect="read_only", retry=RetryPolicy(max_attempts=3, jitter=0.0))
+    async def fetch(ctx: CallContext) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt < 3:
+            raise RetryLater("busy")
+        return "data"
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="fetch"))
+    assert result.ok and result.attempt == 3
+    assert attempts == [1, 2, 3]
+    assert clock.slept == [0.2, 0.4]
+
+
+async def test_a_non_idempotent_write_is_never_retried(keeper: Keeper) -> None:
+    attempts: list[int] = []
+
+    @keeper.tool(effect="write")
+    async def charge(ctx: CallContext) -> str:
+        attempts.append(ctx.attempt)
+        raise RetryLater("payment service busy")
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="charge"))
+    assert result.status is CallStatus.FAILED
+    assert result.error is not None and result.error.retryable
+    assert attempts == [1]
+
+
+async def test_an_idempotent_write_is_retried_with_the_same_idempotency_key(
+    keeper: Keeper,
+) -> None:
+    keys: list[str] = []
+
+    @keeper.tool(effect="write", idempotent=True)
+    async def upsert(ctx: CallContext) -> str:
+        keys.append(ctx.idempotency_key)
+        if len(keys) == 1:
+            raise OutcomeUnknown("connection reset")
+        return "ok"
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="upsert"))
+    assert result.ok and result.attempt == 2
+    assert len(set(keys)) == 1
+    record = await keeper.store.get_call("default", "c1")
+    assert record is not None and record.idempotency_key == keys[0]
+    assert [s for s, _ in record.history] == [
+        CallStatus.RUNNING,
+        CallStatus.RUNNING,
+        CallStatus.SUCCEEDED,
+    ]
+
+
+async def test_nothing_sent_is_retried_even_for_a_non_idempotent_tool(keeper: Keeper) -> None:
+    attempts: list[int] = []
+
+    @keeper.tool(effect="write")
+    async def send(ctx: CallContext) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise UpstreamUnavailable("not connected")
+        return "sent"
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="send"))
+    assert result.ok and attempts == [1, 2]
+
+
+async def test_a_non_retryable_failure_is_not_retried(keeper: Keeper) -> None:
+    attempts: list[int] = []
+
+    @keeper.tool(effect="read_only")
+    async def lookup(ctx: CallContext) -> str:
+        attempts.append(ctx.attempt)
+        raise ToolFailed("no such customer", details={"customer": "42"})
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="lookup"))
+    assert result.error is not None and result.error.code is ErrorCode.TOOL_ERROR
+    assert result.error.message == "no such customer"
+    assert attempts == [1]
+
+
+async def test_a_timed_out_non_idempotent_write_ends_unknown_outcome(keeper: Keeper) -> None:
+    started = anyio.Event()
+
+    @keeper.tool(effect="write", timeout=0.05)
+    async def transfer() -> str:
+        started.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="transfer"))
+    assert started.is_set()
+    assert result.status is CallStatus.UNKNOWN_OUTCOME
+    assert result.error is not None and result.error.code is ErrorCode.UNKNOWN_OUTCOME
+    assert result.error.details == {"cause": "TIMEOUT"}
+    assert result.attempt == 1
+    [record] = await keeper.unknown()
+    assert record.call_id == "c1"
+
+
+async def test_a_timed_out_read_is_retried_then_ends_timed_out(keeper: Keeper) -> None:
+    attempts: list[int] = []
+
+    @keeper.tool(effect="read_only", timeout=0.02, retry=RetryPolicy(max_attempts=2))
+    async def slow(ctx: CallContext) -> str:
+        attempts.append(ctx.attempt)
+        await anyio.sleep_forever()
+        return "never"
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="slow"))
+    assert result.status is CallStatus.TIMED_OUT
+    assert result.error is not None and result.error.code is ErrorCode.TIMEOUT
+    assert attempts == [1, 2]
+
+
+async def test_a_cancelled_write_is_recorded_not_left_running(keeper: Keeper) -> None:
+    started = anyio.Event()
+
+    @keeper.tool(effect="write")
+    async def slow_write() -> str:
+        started.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(keeper.execute, ToolCall(call_id="c1", name="slow_write"))
+        await started.wait()
+        tg.cancel_scope.cancel()
+    record = await keeper.store.get_call("default", "c1")
+    assert record is not None and record.status is CallStatus.UNKNOWN_OUTCOME
+
+
+async def test_sync_tools_run_in_a_worker_thread(keeper: Keeper) -> None:
+    import threading
+
+    main = threading.get_ident()
+
+    @keeper.tool(effect="read_only")
+    def where() -> bool:
+        return threading.get_ident() != main
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="where"))
+    assert result.ok and result.data is True
