@@ -43,8 +43,8 @@ class CallStatus(StrEnum):
 _S = CallStatus
 _AFTER_RUN = frozenset({_S.SUCCEEDED, _S.FAILED, _S.TIMED_OUT, _S.CANCELLED, _S.UNKNOWN_OUTCOME})
 # A read-only call need not persist RUNNING, so every state that leads to RUNNING may also
-# lead straight to an end of a run.
-_TO_RUN = frozenset({_S.RUNNING}) | _AFTER_RUN
+# lead straight to how a read ends (a read never ends UNKNOWN_OUTCOME: it can be retried).
+_TO_RUN = frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.TIMED_OUT, _S.CANCELLED})
 
 TRANSITIONS: Mapping[CallStatus, frozenset[CallStatus]] = {
     _S.PROPOSED: frozenset({_S.VALIDATED, _S.AUTHORIZED, _S.AWAITING_APPROVAL, _S.REJECTED})

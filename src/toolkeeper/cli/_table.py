@@ -1,0 +1,24 @@
+"""A plain aligned text table for the command line (no third-party dependency)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["render_table"]
+
+
+def _cell(value: object, width: int = 60) -> str:
+    text = "" if value is None else str(value)
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Rows under headers, columns padded to their widest cell (cells cut at 60 chars)."""
+    cells = [[_cell(h) for h in headers], *[[_cell(v) for v in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,115 @@
+"""`toolkeeper approvals list|approve|deny`: decide what waits for a person."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import getpass
+import json
+import sys
+from typing import Any
+
+import anyio
+
+from ..ledger.base import ApprovalRecord
+from ..ledger.factory import open_store
+from ..policy.approvals import Approvals
+from ._common import add_ledger_option, ledger_url
+from ._table import render_table
+
+__all__ = ["register"]
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _as_dict(record: ApprovalRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "status": record.status.value,
+        "tool": record.tool,
+        "version": record.version,
+        "task_id": record.task_id,
+        "call_id": record.call_id,
+        "principal": record.principal_id,
+        "arguments": dict(record.arguments),
+        "digest": record.digest,
+        "reason": record.reason,
+        "created_at": record.created_at,
+        "expires_at": record.expires_at,
+        "decided_by": record.decided_by,
+        "note": record.note,
+    }
+
+
+async def _run(args: argparse.Namespace) -> int:
+    store = open_store(ledger_url(args))
+    await store.open()
+    try:
+        approvals = Approvals(lambda: store)
+        if args.action == "list":
+            if args.all:
+                records = await store.list_approvals()
+            else:
+                records = await approvals.pending()
+            if args.json:
+                print(json.dumps([_as_dict(r) for r in records], indent=2))
+            elif not records:
+                print("no approval requests are pending" if not args.all else "no approvals")
+            else:
+                rows = [
+                    [
+                        r.id,
+                        r.status.value,
+                        r.tool,
+                        r.principal_id,
+                        json.dumps(dict(r.arguments), sort_keys=True),
+                        r.reason,
+                        _when(r.expires_at),
+                    ]
+                    for r in records
+                ]
+                headers = ["ID", "STATUS", "TOOL", "PRINCIPAL", "ARGUMENTS", "REASON", "EXPIRES"]
+                print(render_table(headers, rows))
+            return 0
+        by = args.by or getpass.getuser()
+        try:
+            if args.action == "approve":
+                record = await approvals.approve(args.id, by=by, note=args.note)
+            else:
+                record = await approvals.deny(args.id, by=by, reason=args.reason)
+        except KeyError:
+            print(f"error: no approval request {args.id!r}", file=sys.stderr)
+            return 1
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        if args.json:
+            print(json.dumps(_as_dict(record), indent=2))
+        else:
+            print(f"{record.id} {record.status.value} by {by}: {record.tool} {record.call_id}")
+        return 0
+    finally:
+        await store.aclose()
+
+
+def register(subparsers: Any) -> None:
+    """Add `approvals` to the command line."""
+    parser = subparsers.add_parser("approvals", help="list, approve or deny approval requests")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="pending requests (or all with --all)")
+    listing.add_argument("--all", action="store_true", help="include decided requests")
+    approve = actions.add_parser("approve", help="grant one request")
+    approve.add_argument("id")
+    approve.add_argument("--note", default=None)
+    deny = actions.add_parser("deny", help="refuse one request")
+    deny.add_argument("id")
+    deny.add_argument("--reason", required=True)
+    for sub in (listing, approve, deny):
+        add_ledger_option(sub)
+        sub.add_argument("--json", action="store_true", help="machine-readable output")
+        sub.add_argument("--by", default=None, help="who decides (default: your user name)")
+        sub.set_defaults(func=lambda a: anyio.run(_run, a))

@@ -1,0 +1,33 @@
+"""`toolkeeper demo`: the research-assistant scenario on a fresh SQLite ledger."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+__all__ = ["register"]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..demo import run_demo
+
+    workdir = Path(args.dir) if args.dir else None
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        if (workdir / "toolkeeper.db").exists():
+            print(f"error: {workdir / 'toolkeeper.db'} exists; the demo needs a fresh ledger")
+            return 1
+    anyio.run(run_demo, workdir)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `demo` to the command line."""
+    parser = subparsers.add_parser("demo", help="run the end-to-end demo scenario")
+    parser.add_argument(
+        "--dir", default=None, help="keep the ledger and files here (default: a temp dir)"
+    )
+    parser.set_defaults(func=_run)

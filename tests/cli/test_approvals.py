@@ -1,0 +1,62 @@
+"""`toolkeeper approvals list|approve|deny` against a real SQLite ledger."""
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolkeeper import Keeper, ToolCall
+from toolkeeper.cli import main
+
+
+def _request(db: Path, call_id: str) -> str:
+    async def run() -> str:
+        keeper = Keeper(ledger=f"sqlite:///{db}")
+
+        @keeper.tool(effect="destructive")
+        async def drop_table(name: str) -> str:
+            return name
+
+        async with keeper:
+            result = await keeper.execute(
+                ToolCall(call_id=call_id, name="drop_table", arguments={"name": "users"})
+            )
+        assert result.approval_id is not None
+        return result.approval_id
+
+    return anyio.run(run)
+
+
+def test_a_person_lists_and_approves_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "l.db"
+    first = _request(db, "c1")
+    second = _request(db, "c2")
+    assert main(["approvals", "list", "--ledger", f"sqlite:///{db}", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in listed] == [first, second]
+    assert listed[0]["arguments"] == {"name": "users"}
+
+    assert main(["approvals", "approve", first, "--ledger", str(db), "--by", "ann"]) == 0
+    assert main(["approvals", "deny", second, "--ledger", str(db), "--reason", "no"]) == 0
+    capsys.readouterr()
+    assert main(["approvals", "list", "--ledger", str(db)]) == 0
+    assert "no approval requests are pending" in capsys.readouterr().out
+    assert main(["approvals", "list", "--all", "--ledger", str(db), "--json"]) == 0
+    decided = {r["id"]: (r["status"], r["decided_by"]) for r in json.loads(capsys.readouterr().out)}
+    assert decided[first] == ("approved", "ann")
+    assert decided[second][0] == "denied"
+
+
+def test_deciding_twice_or_an_unknown_id_fails_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "l.db"
+    approval = _request(db, "c1")
+    assert main(["approvals", "approve", approval, "--ledger", str(db), "--by", "ann"]) == 0
+    assert main(["approvals", "deny", approval, "--ledger", str(db), "--reason", "x"]) == 1
+    assert "not pending" in capsys.readouterr().err
+    assert main(["approvals", "approve", "apr_missing", "--ledger", str(db)]) == 1
+    assert "no approval request" in capsys.readouterr().err

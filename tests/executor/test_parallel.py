@@ -1,0 +1,77 @@
+"""Parallel batches: independent calls overlap, writes to one resource never do."""
+
+import anyio
+import pytest
+
+from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_independent_reads_run_concurrently(keeper: Keeper) -> None:
+    both_inside = anyio.Event()
+    inside = 0
+
+    @keeper.tool(effect="read_only")
+    async def read(key: str) -> str:
+        nonlocal inside
+        inside += 1
+        if inside == 2:
+            both_inside.set()
+        with anyio.fail_after(5):
+            await both_inside.wait()
+        return key
+
+    results = await keeper.execute_many(
+        [ToolCall(call_id=f"c{i}", name="read", arguments={"key": str(i)}) for i in range(2)]
+    )
+    assert [r.data for r in results] == ["0", "1"]
+
+
+async def test_writes_to_the_same_resource_are_serialized(keeper: Keeper) -> None:
+    active: dict[str, int] = {}
+    overlaps: list[str] = []
+    order: list[str] = []
+
+    @keeper.tool(effect="write", writes=lambda args: f"file:{args['path']}")
+    async def write(path: str, text: str) -> str:
+        active[path] = active.get(path, 0) + 1
+        if active[path] > 1:
+            overlaps.append(path)
+        order.append(text)
+        for _ in range(5):
+            await anyio.lowlevel.checkpoint()
+        active[path] -= 1
+        return text
+
+    calls = [
+        ToolCall(call_id="a", name="write", arguments={"path": "x", "text": "1"}),
+        ToolCall(call_id="b", name="write", arguments={"path": "x", "text": "2"}),
+        ToolCall(call_id="c", name="write", arguments={"path": "y", "text": "3"}),
+    ]
+    results = await keeper.execute_many(calls)
+    assert all(r.ok for r in results)
+    assert overlaps == []
+
+
+async def test_a_failure_in_a_batch_is_recorded_for_that_call_only(keeper: Keeper) -> None:
+    @keeper.tool(effect="read_only")
+    async def maybe(fail: bool) -> str:
+        if fail:
+            raise RuntimeError("boom")
+        return "fine"
+
+    results = await keeper.execute_many(
+        [
+            ToolCall(call_id="ok", name="maybe", arguments={"fail": False}),
+            ToolCall(call_id="bad", name="maybe", arguments={"fail": True}),
+            ToolCall(call_id="nope", name="missing", arguments={}),
+        ]
+    )
+    assert [r.status for r in results] == [
+        CallStatus.SUCCEEDED,
+        CallStatus.FAILED,
+        CallStatus.REJECTED,
+    ]
+    assert results[1].error is not None and results[1].error.code is ErrorCode.TOOL_ERROR
+    assert results[2].error is not None and results[2].error.code is ErrorCode.UNKNOWN_TOOL

@@ -1,0 +1,65 @@
+import pytest
+
+from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, ToolCall
+from toolkeeper.policy.budgets import MemoryRateLimiter
+from toolkeeper.testing import FakeClock, MemoryStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_task_and_tool_budgets_are_enforced_before_running() -> None:
+    ran: list[int] = []
+    keeper = Keeper(
+        ledger=MemoryStore(),
+        budgets=Budgets(max_calls_per_task=3, max_calls_per_tool_per_task=2),
+    )
+
+    @keeper.tool(effect="read_only")
+    async def ping(n: int) -> int:
+        ran.append(n)
+        return n
+
+    @keeper.tool(effect="read_only")
+    async def pong() -> str:
+        return "pong"
+
+    async with keeper:
+        r = [
+            await keeper.execute(ToolCall(call_id=f"c{i}", name="ping", arguments={"n": i}))
+            for i in range(3)
+        ]
+        assert [x.status for x in r] == [CallStatus.SUCCEEDED] * 2 + [CallStatus.REJECTED]
+        assert r[2].error is not None and r[2].error.code is ErrorCode.BUDGET_EXCEEDED
+        assert r[2].error.details["budget"] == "calls_per_tool_per_task"
+        assert (await keeper.execute(ToolCall(call_id="p1", name="pong"))).ok
+        over = await keeper.execute(ToolCall(call_id="p2", name="pong"))
+        assert over.error is not None and over.error.details["budget"] == "calls_per_task"
+        other_task = await keeper.execute(
+            ToolCall(call_id="c9", name="ping", arguments={"n": 9}, task_id="t2")
+        )
+        assert other_task.ok
+    assert ran == [0, 1, 9]
+
+
+async def test_rate_limit_says_when_to_retry() -> None:
+    clock = FakeClock()
+    limiter = MemoryRateLimiter(clock=clock)
+    keeper = Keeper(
+        ledger=MemoryStore(),
+        budgets=Budgets(calls_per_minute=60, burst=2),
+        rate_limiter=limiter,
+    )
+
+    @keeper.tool(effect="read_only")
+    async def ping() -> str:
+        return "pong"
+
+    async with keeper:
+        assert (await keeper.execute(ToolCall(call_id="1", name="ping"))).ok
+        assert (await keeper.execute(ToolCall(call_id="2", name="ping"))).ok
+        limited = await keeper.execute(ToolCall(call_id="3", name="ping"))
+        assert limited.error is not None and limited.error.code is ErrorCode.RATE_LIMITED
+        assert limited.error.retryable and limited.error.retry_after == pytest.approx(1.0)
+        clock.advance(1.0)
+        again = await keeper.execute(ToolCall(call_id="3", name="ping"))
+        assert again.ok

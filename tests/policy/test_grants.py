@@ -1,0 +1,39 @@
+import pytest
+
+from toolkeeper import Effect, Principal, ToolSpec
+from toolkeeper.policy.grants import grant_matches, may_use, required_permissions
+
+
+@pytest.mark.parametrize(
+    ("grant", "permission", "expected"),
+    [
+        ("*", "orders:write", True),
+        ("orders:*", "orders:write", True),
+        ("orders:*", "orders:items:write", True),
+        ("orders:*", "ordersx:write", False),
+        ("orders:read", "orders:write", False),
+        ("orders:read", "orders:read", True),
+        ("Orders:read", "orders:read", False),
+    ],
+)
+def test_grant_patterns(grant: str, permission: str, expected: bool) -> None:
+    assert grant_matches(grant, permission) is expected
+
+
+def test_a_tool_exists_only_in_its_tenants_and_environments() -> None:
+    spec = ToolSpec(
+        name="t",
+        effect=Effect.READ_ONLY,
+        tenants=frozenset({"acme"}),
+        environments=frozenset({"prod"}),
+    )
+    assert may_use(Principal(id="a", tenant="acme", environment="prod"), spec)
+    assert not may_use(Principal(id="a", tenant="globex", environment="prod"), spec)
+    assert not may_use(Principal(id="a", tenant="acme", environment="dev"), spec)
+
+
+def test_writes_without_declared_permissions_need_a_grant_of_their_own() -> None:
+    assert required_permissions(ToolSpec(name="t", effect=Effect.READ_ONLY)) == ()
+    assert required_permissions(ToolSpec(name="t", effect=Effect.WRITE)) == ("tool:t",)
+    spec = ToolSpec(name="t", effect=Effect.DESTRUCTIVE, permissions=("db:drop",))
+    assert required_permissions(spec) == ("db:drop",)

@@ -1,0 +1,33 @@
+import pytest
+
+from toolkeeper.schema.canonical import canonical_json, digest
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ({"b": 1, "a": 2}, '{"a":2,"b":1}'),
+        ({"n": 1.0}, '{"n":1}'),
+        ({"n": 1e30}, '{"n":1e+30}'),
+        ({"n": 1e-7}, '{"n":1e-7}'),
+        ({"n": 0.1}, '{"n":0.1}'),
+        ({"n": -0.0}, '{"n":0}'),
+        ({"s": 'é\n"x"'}, '{"s":"é\\n\\"x\\""}'),
+        ([True, False, None], "[true,false,null]"),
+        ({"\u20ac": 1, "\U0001f600": 2, "a": 3}, '{"a":3,"€":1,"😀":2}'),
+    ],
+)
+def test_canonical_form_follows_rfc_8785(value: object, text: str) -> None:
+    assert canonical_json(value) == text
+
+
+def test_equal_meaning_gives_equal_digests() -> None:
+    assert digest({"a": 1, "b": [1.0, 2]}) == digest({"b": [1, 2.0], "a": 1})
+    assert digest({"a": 1}) != digest({"a": 2})
+
+
+def test_values_without_a_json_form_are_refused() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        canonical_json(float("nan"))
+    with pytest.raises(TypeError):
+        canonical_json({"a": object()})
