@@ -1,6 +1,10 @@
-import pytest
+import json
 
-from toolkeeper.schema.canonical import canonical_json, digest
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolkeeper.schema.canonical import _encode, canonical_json, digest
 
 
 @pytest.mark.parametrize(
@@ -31,3 +35,24 @@ def test_values_without_a_json_form_are_refused() -> None:
         canonical_json(float("nan"))
     with pytest.raises(TypeError):
         canonical_json({"a": object()})
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_the_fast_path_writes_what_the_full_encoder_writes(value: object) -> None:
+    out: list[str] = []
+    _encode(value, out)
+    assert canonical_json(value) == "".join(out)
+    assert json.loads(canonical_json(value)) == value

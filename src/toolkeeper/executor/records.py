@@ -75,6 +75,7 @@ def approval_pending_result(st: CallState, approval: ApprovalRecord) -> ToolResu
 def new_record(rt: Runtime, st: CallState, status: CallStatus, **fields: Any) -> CallRecord:
     """A first ledger record for the call in `status`."""
     spec = st.tool.spec if st.tool is not None else None
+    now = rt.clock()
     return CallRecord(
         task_id=st.call.task_id,
         call_id=st.call.call_id,
@@ -89,6 +90,9 @@ def new_record(rt: Runtime, st: CallState, status: CallStatus, **fields: Any) ->
         idempotent=spec.idempotent if spec is not None else False,
         idempotency_key=idempotency_key(st.call.task_id, st.call.call_id),
         owner=current_owner(),
+        created_at=now,
+        updated_at=now,
+        history=((status, now),),
         **fields,
     )
 

@@ -246,9 +246,16 @@ class LedgerStore(Protocol):
         ...
 
 
+_OWNER: tuple[int, str] = (0, "")
+
+
 def current_owner() -> str:
     """`host:pid` of this process, written on every claim."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    global _OWNER
+    pid = os.getpid()
+    if _OWNER[0] != pid:  # computed once per process (a fork gets its own)
+        _OWNER = (pid, f"{socket.gethostname()}:{pid}")
+    return _OWNER[1]
 
 
 def _pid_alive(pid: int) -> bool:

@@ -73,7 +73,10 @@ def apply_transition(
 
 
 def stamp_new(record: CallRecord, now: float) -> CallRecord:
-    """A record as first written: timestamps and the first history entry."""
+    """A record as first written: timestamps and the first history entry (kept as they are
+    when the caller stamped the record already)."""
+    if record.created_at and record.history:
+        return record
     return dataclasses.replace(
         record, created_at=now, updated_at=now, history=((record.status, now),)
     )

@@ -65,8 +65,27 @@ def _encode(value: Any, out: list[str]) -> None:
         raise TypeError(f"{type(value).__name__} has no canonical JSON form")
 
 
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether `json.dumps` already writes `value` canonically: no floats (which JSON and
+    Python print differently) and only ASCII keys (so code point order is UTF-16 order)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if depth > 64:
+        return False
+    if kind is dict:
+        return all(
+            type(k) is str and k.isascii() and _plain(v, depth + 1) for k, v in value.items()
+        )
+    if kind is list:
+        return all(_plain(v, depth + 1) for v in value)
+    return False
+
+
 def canonical_json(value: Any) -> str:
     """The RFC 8785 style canonical JSON text of a JSON-compatible value."""
+    if _plain(value):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     out: list[str] = []
     _encode(value, out)
     return "".join(out)
