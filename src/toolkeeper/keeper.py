@@ -38,6 +38,7 @@ from .ledger.memory import MemoryStore
 from .observe.audit import AuditSink, JsonlAuditSink, MemoryAuditSink
 from .policy.approvals import Approvals
 from .policy.budgets import Budgets, MemoryRateLimiter, RateLimiter
+from .policy.grants import may_use
 from .schema.from_callable import function_schema
 
 __all__ = ["DEFAULT_LEDGER", "Keeper", "KeeperState"]
@@ -237,6 +238,11 @@ class Keeper:
     def add(self, tool: Tool) -> None:
         """Register a tool built elsewhere (an upstream MCP tool, an HTTP operation...)."""
         self.catalog.add(tool)
+
+    def visible_tools(self, principal: Principal | None = None) -> list[ToolSpec]:
+        """The specs a principal may see and call (all others are never shown to it)."""
+        who = principal or self.runtime.principal
+        return [spec for spec in self.catalog.specs() if may_use(who, spec)]
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -157,3 +157,14 @@ async def test_a_write_tool_without_declared_permissions_needs_its_own_grant(
     holder = Principal(id="ops", grants=frozenset({"tool:delete_cache"}))
     allowed = await keeper.execute(ToolCall(call_id="c2", name="delete_cache", principal=holder))
     assert allowed.ok
+
+
+async def test_visible_tools_are_filtered_by_permission(orders: Keeper) -> None:
+    @orders.tool(effect="read_only")
+    async def ping() -> str:
+        return "pong"
+
+    reader = Principal(id="bob", grants=frozenset({"orders:read"}))
+    writer = Principal(id="ann", grants=frozenset({"orders:write"}))
+    assert [s.name for s in orders.visible_tools(reader)] == ["ping"]
+    assert [s.name for s in orders.visible_tools(writer)] == ["create_order", "ping"]

@@ -1,0 +1,64 @@
+"""A rate limiter shared by every gateway process: token buckets in Redis.
+
+One Lua script refills and takes a token atomically, so several processes (or hosts) that
+serve the same principal share one bucket. Needs the `redis` extra:
+`pip install "toolkeeper[redis]"`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    import redis.asyncio as aioredis
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        'the Redis rate limiter needs redis-py: pip install "toolkeeper[redis]"'
+    ) from exc
+
+__all__ = ["RedisRateLimiter"]
+
+# KEYS[1] bucket; ARGV: rate per second, burst, now (seconds, from Redis' own clock below)
+_TAKE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(b[1]) or burst
+local at = tonumber(b[2]) or now
+tokens = math.min(burst, tokens + (now - at) * rate)
+local wait = -1
+if tokens >= 1 then
+  tokens = tokens - 1
+else
+  wait = (1 - tokens) / rate
+end
+redis.call('HSET', KEYS[1], 'tokens', tokens, 'at', now)
+redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 1)
+return tostring(wait)
+"""
+
+
+class RedisRateLimiter:
+    """Token buckets in Redis, keyed `{prefix}{principal}`; Redis' clock is the only clock.
+
+    Args:
+        url: Redis URL, e.g. `redis://127.0.0.1:6379/0`.
+        prefix: Key prefix, so that several deployments can share one Redis.
+    """
+
+    def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str = "tk:rl:") -> None:
+        self._client: Any = aioredis.from_url(url)
+        self._script: Any = self._client.register_script(_TAKE)
+        self._prefix = prefix
+
+    async def acquire(self, key: str, *, per_minute: float, burst: int) -> float | None:
+        """Take a token for `key`; None when taken, else seconds until one is free."""
+        raw = await self._script(keys=[self._prefix + key], args=[per_minute / 60.0, burst])
+        wait = float(raw.decode() if isinstance(raw, bytes) else raw)
+        return None if wait < 0 else wait
+
+    async def aclose(self) -> None:
+        """Close the connection pool. Idempotent."""
+        await self._client.aclose()
