@@ -1,0 +1,163 @@
+"""`toolkeeper dialects convert`: tool definitions from one format to others, with loss reports.
+
+```
+toolkeeper dialects convert --from bfcl --to openai_chat tools.jsonl          # JSON lines out
+toolkeeper dialects convert --from mcp --to anthropic,gemini tools.json --json  # one report
+toolkeeper dialects convert --from bfcl --to all tools.jsonl --json
+toolkeeper dialects check-args --from bfcl tools.jsonl args.dev.jsonl [--coerce]
+```
+Input is a JSON document (one definition, a list, or an object with a `tools` list) or JSON
+lines (one definition per line); `-` reads stdin. Without `--json`, converted definitions go to
+stdout (JSON lines for JSON-lines input, else one JSON list) and the loss report to stderr.
+With `--json`, stdout gets one JSON document: per target format the definitions, each one's
+losses, and how many converted without loss. `--strict` fails (exit 1) on the first loss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import ConfigurationError
+from ..dialects import DIALECTS, IMPORTERS, Loss, LossError, get_dialect, get_importer
+from ..dialects.argcheck import check_arguments
+from ..dialects.report import prefixed
+
+__all__ = ["convert", "register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add `dialects convert`."""
+    parser = subparsers.add_parser("dialects", help="convert tool definitions between formats")
+    sub = parser.add_subparsers(dest="dialects_command", metavar="SUBCOMMAND", required=True)
+    conv = sub.add_parser("convert", help="convert tool definitions, reporting every loss")
+    conv.add_argument("--from", dest="source", required=True, choices=sorted(IMPORTERS))
+    conv.add_argument(
+        "--to",
+        dest="targets",
+        required=True,
+        help=f"one or more of {', '.join(DIALECTS)} (comma-separated), or `all`",
+    )
+    conv.add_argument("file", help="JSON or JSON lines file; `-` for stdin")
+    conv.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    conv.add_argument("--strict", action="store_true", help="fail on the first loss")
+    conv.set_defaults(func=_run)
+    check = sub.add_parser(
+        "check-args", help="validate labelled arguments (args.dev.jsonl) against imported tools"
+    )
+    check.add_argument("--from", dest="source", required=True, choices=sorted(IMPORTERS))
+    check.add_argument("tools", help="tool definitions, JSON lines with an `id` each")
+    check.add_argument("args", help="labelled arguments, JSON lines")
+    check.add_argument("--coerce", action="store_true", help="run the opt-in coercion first")
+    check.set_defaults(func=_check_args)
+
+
+def _read(path: str) -> tuple[list[Any], bool]:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()], True
+    if isinstance(document, dict) and isinstance(document.get("tools"), list):
+        return list(document["tools"]), False
+    return (list(document) if isinstance(document, list) else [document]), False
+
+
+def convert(
+    definitions: list[Any], source: str, targets: list[str], *, strict: bool = False
+) -> dict[str, Any]:
+    """Convert definitions from `source` to each target; the report `--json` prints.
+
+    Raises:
+        LossError: `strict` is true and a conversion lost something.
+        ConfigurationError: an unknown format name.
+    """
+    importer = get_importer(source)
+    imported = [importer.import_tool(d, strict=strict) for d in definitions]
+    report: dict[str, Any] = {
+        "from": source,
+        "count": len(definitions),
+        "import_lossless": sum(1 for c in imported if c.lossless),
+        "formats": {},
+    }
+    for target in targets:
+        dialect = get_dialect(target)
+        items = []
+        by_keyword: Counter[str] = Counter()
+        lossless = 0
+        for index, spec in enumerate(imported):
+            exported = dialect.export_tool(spec.value, strict=strict)
+            losses: list[Loss] = [*prefixed("/import", spec.losses), *exported.losses]
+            lossless += not losses
+            by_keyword.update(f"{loss.keyword}:{loss.action.value}" for loss in losses)
+            items.append(
+                {
+                    "index": index,
+                    "name": spec.value.name,
+                    "definition": exported.value,
+                    "losses": [loss.to_dict() for loss in losses],
+                }
+            )
+        report["formats"][target] = {
+            "converted": len(items),
+            "lossless": lossless,
+            "lossy": len(items) - lossless,
+            "losses_by_keyword": dict(by_keyword.most_common()),
+            "items": items,
+        }
+    return report
+
+
+def _run(args: argparse.Namespace) -> int:
+    targets = list(DIALECTS) if args.targets == "all" else args.targets.split(",")
+    try:
+        definitions, lines = _read(args.file)
+        report = convert(definitions, args.source, targets, strict=args.strict)
+    except LossError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (ConfigurationError, OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(report, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    for target, result in report["formats"].items():
+        definitions_out = [item["definition"] for item in result["items"]]
+        if lines:
+            for definition in definitions_out:
+                print(json.dumps(definition, ensure_ascii=False))
+        else:
+            print(json.dumps(definitions_out, ensure_ascii=False, indent=2))
+        for item in result["items"]:
+            for loss in item["losses"]:
+                print(
+                    f"{target} #{item['index']} {item['name']}: {loss['pointer'] or '/'} "
+                    f"{loss['keyword']} {loss['action']}: {loss['reason']}",
+                    file=sys.stderr,
+                )
+        print(
+            f"{target}: {result['converted']} converted, {result['lossless']} without loss",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _check_args(args: argparse.Namespace) -> int:
+    try:
+        tools, _ = _read(args.tools)
+        rows, _ = _read(args.args)
+        importer = get_importer(args.source)
+        specs = {str(t["id"]): importer.import_tool(t).value for t in tools}
+    except (ConfigurationError, OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = check_arguments(specs, rows, coerce_first=args.coerce)
+    json.dump(report.to_dict(), sys.stdout)
+    sys.stdout.write("\n")
+    return 0 if report.mutations_pointed == report.mutations else 1

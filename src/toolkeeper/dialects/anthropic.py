@@ -1,0 +1,120 @@
+"""Anthropic Messages: `tools[]` with `input_schema`, `tool_use` blocks, `tool_result` blocks.
+
+Anthropic takes JSON Schema as it is, and carries example inputs (`input_examples`). Tool names
+must match `^[a-zA-Z0-9_-]{1,64}$`; other names are rewritten and reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..core.values import ToolCall, ToolResult, ToolSpec
+from ..schema.losses import Action, Converted, Loss, prefixed
+from .base import ChoiceMode, Dialect, ToolChoice, items_of, plain, result_text
+from .schemas import FullSchema, object_root
+
+__all__ = ["Anthropic"]
+
+
+class Anthropic(Dialect):
+    """Anthropic Messages API."""
+
+    name = "anthropic"
+
+    def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
+        losses: list[Loss] = []
+        wire = self.export_name(spec, losses)
+        self.report_fields(spec, losses, examples=True)
+        schema = object_root(FullSchema(spec.input_schema).walk(), "Anthropic")
+        tool: dict[str, Any] = {"name": wire}
+        if spec.description:
+            tool["description"] = spec.description
+        tool["input_schema"] = schema.value
+        if spec.examples:
+            tool["input_examples"] = [dict(example) for example in spec.examples]
+        return Converted(
+            value=tool, losses=(*losses, *prefixed("/input_schema", schema.losses))
+        ).check(strict)
+
+    def import_tool(
+        self, definition: Mapping[str, Any] | Any, *, strict: bool = False
+    ) -> Converted[ToolSpec]:
+        data = plain(definition)
+        rooted = object_root(FullSchema(data.get("input_schema") or {}).walk(), "Anthropic")
+        spec = ToolSpec(
+            name=str(data["name"]),
+            description=str(data.get("description") or ""),
+            input_schema=rooted.value,
+            examples=tuple(data.get("input_examples") or ()),
+            source=self.name,
+        )
+        return Converted(value=spec, losses=prefixed("/input_schema", rooted.losses)).check(strict)
+
+    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+        data = plain(response)
+        blocks = items_of(data.get("content") if isinstance(data, Mapping) else data)
+        calls = []
+        for position, block in enumerate(blocks):
+            if not isinstance(block, Mapping) or block.get("type") != "tool_use":
+                continue
+            name = str(block.get("name") or "")
+            arguments = block.get("input")
+            call_id = block.get("id") or self.synthetic_id(
+                "tk-anthropic-", position, name, arguments
+            )
+            calls.append(
+                self.call(
+                    call_id=str(call_id), wire_name=name, raw_arguments=arguments, tools=tools
+                )
+            )
+        return calls
+
+    def format_result(self, result: ToolResult) -> dict[str, Any]:
+        return {
+            "type": "tool_result",
+            "tool_use_id": result.call_id,
+            "content": result_text(result),
+            "is_error": result.error is not None,
+        }
+
+    def export_tool_choice(
+        self, choice: ToolChoice, *, strict: bool = False
+    ) -> Converted[dict[str, Any]]:
+        kinds = {"auto": "auto", "required": "any", "none": "none", "tool": "tool"}
+        value: dict[str, Any] = {"type": kinds[choice.mode]}
+        if choice.mode == "tool":
+            value["name"] = self.safe_name(choice.name or "")
+        losses: tuple[Loss, ...] = ()
+        if choice.parallel is not None:
+            if choice.mode == "none":
+                losses = (
+                    (
+                        Loss(
+                            pointer="/parallel",
+                            keyword="disable_parallel_tool_use",
+                            action=Action.DROPPED,
+                            reason="Anthropic takes no parallel switch with tool_choice none",
+                        ),
+                    )
+                    if choice.parallel is False
+                    else ()
+                )
+            else:
+                value["disable_parallel_tool_use"] = not choice.parallel
+        return Converted(value={"tool_choice": value}, losses=losses).check(strict)
+
+    def import_tool_choice(self, fields: Mapping[str, Any]) -> ToolChoice:
+        value = fields.get("tool_choice") or {"type": "auto"}
+        modes: dict[str, ChoiceMode] = {
+            "auto": "auto",
+            "any": "required",
+            "none": "none",
+            "tool": "tool",
+        }
+        disable = value.get("disable_parallel_tool_use")
+        return ToolChoice(
+            mode=modes[value["type"]],
+            name=value.get("name"),
+            parallel=None if disable is None else not disable,
+        )

@@ -1,0 +1,359 @@
+"""What every dialect offers, and the pieces they share.
+
+A dialect converts between toolkeeper's values (`ToolSpec`, `ToolCall`, `ToolResult`,
+`ToolChoice`) and one vendor's wire format: tool definitions out (`export_tool`) and in
+(`import_tool`), tool calls out of a model response (`parse`), results into the vendor's
+result message (`format_result`), and tool_choice with the parallel-call switch
+(`export_tool_choice` / `import_tool_choice`). Dialects are pure: no I/O, no SDK imports; they
+accept the vendors' SDK objects by dumping them to plain JSON first.
+
+A dialect is not a client: it never sends anything, and it never decides whether a call may
+run — the executor does, from the `ToolCall` it returns (a call whose argument JSON does not
+parse keeps the raw text, and the executor refuses it with INVALID_ARGUMENTS).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from ..core.values import Effect, ToolCall, ToolResult, ToolSpec
+from ..schema.canonical import canonical_json
+from ..schema.losses import Action, Converted, Loss, prefixed
+
+__all__ = [
+    "ChoiceMode",
+    "Dialect",
+    "Importer",
+    "ToolChoice",
+    "arguments_of",
+    "first",
+    "items_of",
+    "mapping",
+    "plain",
+    "result_text",
+]
+
+
+ChoiceMode = Literal["auto", "required", "none", "tool"]
+"""How the model may use tools; see `ToolChoice.mode`."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolChoice:
+    """Which tools the model may or must call, and whether it may call several at once."""
+
+    mode: ChoiceMode = "auto"
+    """`auto`: the model decides; `required`: at least one call; `none`: no call;
+    `tool`: exactly the tool `name`."""
+    name: str | None = None
+    """The tool to call when `mode` is `tool`."""
+    parallel: bool | None = None
+    """Whether several calls may come in one response; None leaves the vendor's default."""
+
+
+def plain(obj: Any) -> Any:
+    """A JSON-compatible copy of `obj`: SDK (pydantic) objects are dumped by their wire names."""
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(obj, Mapping):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [plain(v) for v in obj]
+    return obj
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    """`value` if it is a JSON object, else an empty one (responses are read defensively)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def items_of(value: Any) -> list[Any]:
+    """`value` if it is a JSON array, else an empty one."""
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def first(value: Any) -> Mapping[str, Any]:
+    """The first element of a JSON array when it is an object, else an empty object."""
+    items = items_of(value)
+    return mapping(items[0]) if items else {}
+
+
+def arguments_of(raw: Any) -> Mapping[str, Any] | str:
+    """Arguments as a model produced them: a JSON object, or the raw text when it is not one."""
+    if raw is None:
+        return {}
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return raw
+        return dict(value) if isinstance(value, dict) else raw
+    return json.dumps(raw, default=str)
+
+
+def result_text(result: ToolResult) -> str:
+    """The text a model reads for a result: the data, or the error with code and retryable."""
+    if result.error is not None:
+        return json.dumps({"error": result.error.to_dict()}, ensure_ascii=False, default=str)
+    if isinstance(result.data, str):
+        return result.data
+    return json.dumps(result.data, ensure_ascii=False, default=str)
+
+
+def _hash(text: str, size: int = 8) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:size]
+
+
+class Importer(ABC):
+    """Reads some format's tool definitions into `ToolSpec`s."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def import_tool(
+        self, definition: Mapping[str, Any] | Any, *, strict: bool = False
+    ) -> Converted[ToolSpec]:
+        """A `ToolSpec` from one tool definition (a dict, or the vendor SDK's object).
+
+        Raises:
+            LossError: `strict` is true and the conversion lost something.
+        """
+
+    def import_tools(
+        self, definitions: Sequence[Any], *, strict: bool = False
+    ) -> Converted[list[ToolSpec]]:
+        """`import_tool` for each definition; loss pointers are prefixed with its index.
+
+        Raises:
+            LossError: `strict` is true and a conversion lost something.
+        """
+        specs: list[ToolSpec] = []
+        losses: list[Loss] = []
+        for i, definition in enumerate(definitions):
+            one = self.import_tool(definition)
+            specs.append(one.value)
+            losses.extend(prefixed(f"/{i}", one.losses))
+        return Converted(value=specs, losses=tuple(losses)).check(strict)
+
+
+class Dialect(Importer):
+    """One vendor format. Subclasses implement the wire shapes; this class shares the rest.
+
+    Attributes:
+        name: the registry name (`openai_chat`, `anthropic`, ...).
+        name_pattern: the tool names the vendor accepts; others are rewritten and reported.
+        max_name: the longest tool name the vendor accepts.
+    """
+
+    name_pattern: ClassVar[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+    max_name: ClassVar[int] = 64
+
+    # --- definitions -----------------------------------------------------------------------
+
+    @abstractmethod
+    def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
+        """The vendor's definition of one tool: model-visible fields only.
+
+        Raises:
+            LossError: `strict` is true and the conversion lost something.
+        """
+
+    def export_tools(
+        self, specs: Sequence[ToolSpec], *, strict: bool = False
+    ) -> Converted[list[dict[str, Any]]]:
+        """`export_tool` for each spec; loss pointers are prefixed with the spec's index.
+
+        Raises:
+            LossError: `strict` is true and a conversion lost something.
+        """
+        out: list[dict[str, Any]] = []
+        losses: list[Loss] = []
+        names = iter(self.wire_names(specs))
+        for i, spec in enumerate(specs):
+            one = self.export_tool(spec)
+            losses.extend(prefixed(f"/{i}", one.losses))
+            value = one.value
+            wire, unique = self.wire_name(value), next(names)
+            if unique != wire:
+                value = self.with_wire_name(value, unique)
+                losses.append(
+                    Loss(
+                        pointer=f"/{i}",
+                        keyword="name",
+                        action=Action.REWRITTEN,
+                        reason=f"{wire!r} is taken by another tool in this list; "
+                        f"exported as {unique!r}",
+                    )
+                )
+            out.append(value)
+        return Converted(value=out, losses=tuple(losses)).check(strict)
+
+    def wire_names(self, specs: Sequence[ToolSpec]) -> dict[str, str]:
+        """Exported name → spec name, in order, exactly as `export_tools` names them."""
+        names: dict[str, str] = {}
+        for spec in specs:
+            wire = self.safe_name(spec.name)
+            if wire in names:
+                wire = self.safe_name(f"{wire}_{_hash(spec.name, 4)}")
+            names[wire] = spec.name
+        return names
+
+    def wire_name(self, definition: Mapping[str, Any]) -> str:
+        """The tool name inside an exported definition."""
+        return str(definition["name"])
+
+    def with_wire_name(self, definition: dict[str, Any], name: str) -> dict[str, Any]:
+        """An exported definition renamed."""
+        return definition | {"name": name}
+
+    # --- calls and results -----------------------------------------------------------------
+
+    @abstractmethod
+    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+        """Every tool call in a model response (raw JSON or the SDK's object), in order.
+
+        `tools` (the specs that were exported) maps rewritten names back to the real ones.
+        Never raises on bad argument JSON: such a call keeps the raw text as its arguments.
+        """
+
+    @abstractmethod
+    def format_result(self, result: ToolResult) -> dict[str, Any]:
+        """The vendor's message (or content block, or item) carrying `result` to the model."""
+
+    # --- tool_choice ------------------------------------------------------------------------
+
+    @abstractmethod
+    def export_tool_choice(
+        self, choice: ToolChoice, *, strict: bool = False
+    ) -> Converted[dict[str, Any]]:
+        """The request fields that carry `choice` (e.g. `tool_choice`, `parallel_tool_calls`).
+
+        Raises:
+            LossError: `strict` is true and the conversion lost something.
+        """
+
+    @abstractmethod
+    def import_tool_choice(self, fields: Mapping[str, Any]) -> ToolChoice:
+        """The `ToolChoice` that request fields (as `export_tool_choice` makes them) express."""
+
+    # --- shared helpers ---------------------------------------------------------------------
+
+    def safe_name(self, name: str) -> str:
+        """`name` if the vendor accepts it, else a stable rewrite that it accepts."""
+        if self.name_pattern.match(name):
+            return name
+        cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name) or "tool"
+        if not re.match(r"[A-Za-z_]", cleaned):
+            cleaned = "_" + cleaned
+        if len(cleaned) > self.max_name:
+            cleaned = cleaned[: self.max_name - 9] + "_" + _hash(name)
+        return cleaned
+
+    def export_name(self, spec: ToolSpec, losses: list[Loss]) -> str:
+        """The exported tool name, with a loss entry when it had to be rewritten."""
+        wire = self.safe_name(spec.name)
+        if wire != spec.name:
+            losses.append(
+                Loss(
+                    pointer="/name",
+                    keyword="name",
+                    action=Action.REWRITTEN,
+                    reason=f"{self.name} tool names must match {self.name_pattern.pattern}; "
+                    f"exported as {wire!r} (pass the specs to parse() to map calls back)",
+                )
+            )
+        return wire
+
+    def report_fields(
+        self,
+        spec: ToolSpec,
+        losses: list[Loss],
+        *,
+        title: bool = False,
+        output_schema: bool = False,
+        examples: bool = False,
+        hints: bool = False,
+    ) -> None:
+        """Report the model-visible fields of `spec` that this vendor has no place for.
+
+        The keyword arguments say which ones it does carry. Fields left at their defaults are
+        not reported: importing the definition back restores them.
+        """
+        why = f"{self.name} tool definitions have no such field"
+        if spec.title and not title:
+            losses.append(
+                Loss(pointer="/title", keyword="title", action=Action.DROPPED, reason=why)
+            )
+        if spec.output_schema is not None and not output_schema:
+            losses.append(
+                Loss(
+                    pointer="/output_schema",
+                    keyword="output_schema",
+                    action=Action.DROPPED,
+                    reason=why,
+                )
+            )
+        if spec.examples and not examples:
+            losses.append(
+                Loss(pointer="/examples", keyword="examples", action=Action.DROPPED, reason=why)
+            )
+        if not hints:
+            if spec.effect is not Effect.WRITE:
+                losses.append(
+                    Loss(pointer="/effect", keyword="effect", action=Action.DROPPED, reason=why)
+                )
+            if spec.idempotent:
+                losses.append(
+                    Loss(
+                        pointer="/idempotent",
+                        keyword="idempotent",
+                        action=Action.DROPPED,
+                        reason=why,
+                    )
+                )
+
+    def original_name(self, wire: str, tools: Sequence[ToolSpec]) -> str:
+        """The spec name a (possibly rewritten) wire name stands for."""
+        return self.wire_names(tools).get(wire, wire)
+
+    def call(
+        self,
+        *,
+        call_id: str,
+        wire_name: str,
+        raw_arguments: Any,
+        tools: Sequence[ToolSpec],
+        extra: Mapping[str, Any] | None = None,
+    ) -> ToolCall:
+        """A `ToolCall` with the name mapped back and the arguments parsed (or kept raw)."""
+        name = self.original_name(wire_name, tools)
+        metadata: dict[str, Any] = {"dialect": self.name}
+        if name != wire_name:
+            metadata["wire_name"] = wire_name
+        metadata.update(extra or {})
+        return ToolCall(
+            call_id=call_id,
+            name=name,
+            arguments=arguments_of(raw_arguments),
+            metadata=metadata,
+        )
+
+    @staticmethod
+    def synthetic_id(prefix: str, position: int, name: str, arguments: Any) -> str:
+        """A stable call id for vendors that give none: from position, name and arguments."""
+        try:
+            text = canonical_json(arguments)
+        except (TypeError, ValueError):
+            text = repr(arguments)
+        return f"{prefix}{_hash(f'{position}:{name}:{text}', 16)}"

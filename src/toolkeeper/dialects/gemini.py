@@ -1,0 +1,173 @@
+"""Gemini: `functionDeclarations`, `functionCall` parts, `functionResponse` parts.
+
+Parameters are exported as `parametersJsonSchema` in the subset Gemini accepts (`$ref`/`$defs`,
+anyOf, prefixItems, minimum/maximum, additionalProperties, ...); other keywords are moved into
+the description and reported. Imports read `parametersJsonSchema` or the older OpenAPI-style
+`parameters` (`type: STRING`, `nullable`). Gemini may return calls without ids: `parse` then
+synthesizes stable ones from the call's position, name and arguments, and `format_result`
+leaves them out of the `functionResponse`, as Gemini matches such responses by name and order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..core.values import ToolCall, ToolResult, ToolSpec
+from ..schema.losses import Action, Converted, Loss, prefixed
+from .base import ChoiceMode, Dialect, ToolChoice, first, items_of, mapping, plain
+from .schemas import FullSchema, GeminiSchema, object_root
+
+__all__ = ["SYNTHETIC_ID_PREFIX", "Gemini", "from_openapi_schema"]
+
+SYNTHETIC_ID_PREFIX = "tk-gemini-"
+"""Call ids `parse` made up start with this."""
+
+_MODES: dict[str, str] = {"auto": "AUTO", "required": "ANY", "none": "NONE", "tool": "ANY"}
+
+
+def from_openapi_schema(schema: Any) -> Any:
+    """JSON Schema from Gemini's OpenAPI-style `Schema` (upper-case types, `nullable`)."""
+    if isinstance(schema, list):
+        return [from_openapi_schema(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "type" and isinstance(value, str):
+            out["type"] = value.lower()
+        elif key == "nullable":
+            continue
+        elif key == "example":
+            out["examples"] = [value]
+        elif key in ("properties", "$defs", "defs"):
+            out["$defs" if key == "defs" else key] = {
+                name: from_openapi_schema(sub) for name, sub in value.items()
+            }
+        elif key in ("items", "anyOf", "prefixItems", "additionalProperties"):
+            out[key] = from_openapi_schema(value)
+        else:
+            out[key] = value
+    if schema.get("nullable") is True and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+class Gemini(Dialect):
+    """Gemini API (`google-genai`) function calling."""
+
+    name = "gemini"
+    name_pattern = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+
+    def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
+        losses: list[Loss] = []
+        wire = self.export_name(spec, losses)
+        self.report_fields(spec, losses, output_schema=True)
+        params = object_root(GeminiSchema(spec.input_schema).walk(), "Gemini")
+        declaration: dict[str, Any] = {"name": wire}
+        if spec.description:
+            declaration["description"] = spec.description
+        declaration["parametersJsonSchema"] = params.value
+        losses.extend(prefixed("/input_schema", params.losses))
+        if spec.output_schema is not None:
+            output = GeminiSchema(spec.output_schema).walk()
+            declaration["responseJsonSchema"] = output.value
+            losses.extend(prefixed("/output_schema", output.losses))
+        return Converted(value=declaration, losses=tuple(losses)).check(strict)
+
+    def import_tool(
+        self, definition: Mapping[str, Any] | Any, *, strict: bool = False
+    ) -> Converted[ToolSpec]:
+        data = plain(definition)
+        params = data.get("parametersJsonSchema", data.get("parameters_json_schema"))
+        if params is None and data.get("parameters") is not None:
+            params = from_openapi_schema(data["parameters"])
+        rooted = object_root(FullSchema(params or {}).walk(), "Gemini")
+        losses = list(prefixed("/parameters", rooted.losses))
+        output = data.get("responseJsonSchema", data.get("response_json_schema"))
+        if output is None and data.get("response") is not None:
+            output = from_openapi_schema(data["response"])
+        if output is not None:
+            converted = FullSchema(output).walk()
+            output = converted.value
+            losses.extend(prefixed("/response", converted.losses))
+        spec = ToolSpec(
+            name=str(data["name"]),
+            description=str(data.get("description") or ""),
+            input_schema=rooted.value,
+            output_schema=output,
+            source=self.name,
+        )
+        return Converted(value=spec, losses=tuple(losses)).check(strict)
+
+    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+        data = plain(response)
+        if isinstance(data, Mapping) and "candidates" in data:
+            data = mapping(first(data["candidates"]).get("content"))
+        parts = items_of(data.get("parts") if isinstance(data, Mapping) else data)
+        calls = []
+        for position, part in enumerate(parts):
+            if not isinstance(part, Mapping):
+                continue
+            fc = part.get("functionCall", part.get("function_call"))
+            if not isinstance(fc, Mapping):
+                continue
+            name = str(fc.get("name") or "")
+            arguments = fc.get("args")
+            call_id = fc.get("id") or self.synthetic_id(
+                SYNTHETIC_ID_PREFIX, position, name, arguments
+            )
+            calls.append(
+                self.call(
+                    call_id=str(call_id),
+                    wire_name=name,
+                    raw_arguments=arguments,
+                    tools=tools,
+                    extra={"synthetic_id": not fc.get("id")},
+                )
+            )
+        return calls
+
+    def format_result(self, result: ToolResult) -> dict[str, Any]:
+        if result.error is not None:
+            body: dict[str, Any] = {"error": result.error.to_dict()}
+        else:
+            body = {"output": result.data}
+        response: dict[str, Any] = {"name": result.tool, "response": body}
+        if not result.call_id.startswith(SYNTHETIC_ID_PREFIX):
+            response = {"id": result.call_id, **response}
+        return {"functionResponse": response}
+
+    def export_tool_choice(
+        self, choice: ToolChoice, *, strict: bool = False
+    ) -> Converted[dict[str, Any]]:
+        config: dict[str, Any] = {"mode": _MODES[choice.mode]}
+        if choice.mode == "tool":
+            config["allowedFunctionNames"] = [self.safe_name(choice.name or "")]
+        losses: tuple[Loss, ...] = ()
+        if choice.parallel is False:
+            losses = (
+                Loss(
+                    pointer="/parallel",
+                    keyword="parallel",
+                    action=Action.DROPPED,
+                    reason="Gemini has no switch to turn parallel function calls off",
+                ),
+            )
+        return Converted(
+            value={"toolConfig": {"functionCallingConfig": config}}, losses=losses
+        ).check(strict)
+
+    def import_tool_choice(self, fields: Mapping[str, Any]) -> ToolChoice:
+        tool_config = fields.get("toolConfig", fields.get("tool_config")) or {}
+        config = (
+            tool_config.get("functionCallingConfig", tool_config.get("function_calling_config"))
+            or {}
+        )
+        mode = str(config.get("mode") or "AUTO").upper()
+        names = config.get("allowedFunctionNames", config.get("allowed_function_names")) or []
+        if mode in ("ANY", "VALIDATED") and len(names) == 1:
+            return ToolChoice(mode="tool", name=names[0])
+        modes: dict[str, ChoiceMode] = {"AUTO": "auto", "ANY": "required", "NONE": "none"}
+        return ToolChoice(mode=modes.get(mode, "auto"))

@@ -1,0 +1,151 @@
+"""MCP: `Tool` (inputSchema, outputSchema, annotations), `tools/call` params, `CallToolResult`.
+
+Effect and idempotency go out as annotations (`readOnlyHint`, `destructiveHint`,
+`idempotentHint`) and come back in as *hints*: an imported spec's effect is what the server
+claims (absent hints mean what the MCP spec says: may be destructive), the annotations as
+received are kept in `metadata["annotations"]`, and local configuration overrides them with
+`dataclasses.replace(spec, effect=..., idempotent=...)`. MCP has no tool_choice of its own;
+`export_tool_choice` maps onto the sampling request's `toolChoice`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..core.values import Effect, ToolCall, ToolResult, ToolSpec
+from ..schema.losses import Action, Converted, Loss, prefixed
+from .base import ChoiceMode, Dialect, ToolChoice, mapping, plain, result_text
+from .schemas import FullSchema, object_root
+
+__all__ = ["MCP"]
+
+
+class MCP(Dialect):
+    """Model Context Protocol tools."""
+
+    name = "mcp"
+    name_pattern = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+    max_name = 128
+
+    def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
+        losses: list[Loss] = []
+        wire = self.export_name(spec, losses)
+        self.report_fields(spec, losses, title=True, output_schema=True, hints=True)
+        schema = object_root(FullSchema(spec.input_schema).walk(), "MCP")
+        losses.extend(prefixed("/input_schema", schema.losses))
+        tool: dict[str, Any] = {"name": wire}
+        if spec.title:
+            tool["title"] = spec.title
+        if spec.description:
+            tool["description"] = spec.description
+        tool["inputSchema"] = schema.value
+        if spec.output_schema is not None:
+            output = FullSchema(spec.output_schema).walk()
+            tool["outputSchema"] = output.value
+            losses.extend(prefixed("/output_schema", output.losses))
+        tool["annotations"] = {
+            "readOnlyHint": spec.effect is Effect.READ_ONLY,
+            "destructiveHint": spec.effect is Effect.DESTRUCTIVE,
+            "idempotentHint": spec.idempotent,
+        }
+        return Converted(value=tool, losses=tuple(losses)).check(strict)
+
+    def import_tool(
+        self, definition: Mapping[str, Any] | Any, *, strict: bool = False
+    ) -> Converted[ToolSpec]:
+        data = plain(definition)
+        rooted = object_root(FullSchema(data.get("inputSchema") or {}).walk(), "MCP")
+        losses = list(prefixed("/inputSchema", rooted.losses))
+        output = data.get("outputSchema")
+        if isinstance(output, Mapping):
+            converted = FullSchema(output).walk()
+            output = converted.value
+            losses.extend(prefixed("/outputSchema", converted.losses))
+        hints = dict(data.get("annotations") or {})
+        if hints.get("readOnlyHint") is True:
+            effect = Effect.READ_ONLY
+        elif hints.get("destructiveHint") is False:
+            effect = Effect.WRITE
+        else:
+            effect = Effect.DESTRUCTIVE
+        title = data.get("title") or hints.get("title")
+        spec = ToolSpec(
+            name=str(data["name"]),
+            title=str(title) if title else None,
+            description=str(data.get("description") or ""),
+            input_schema=rooted.value,
+            output_schema=output,
+            effect=effect,
+            idempotent=hints.get("idempotentHint") is True,
+            source=self.name,
+            metadata={"annotations": hints, "effect_from": "mcp-annotations"},
+        )
+        return Converted(value=spec, losses=tuple(losses)).check(strict)
+
+    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+        data = plain(response)
+        requests = data if isinstance(data, list) else [data]
+        calls = []
+        for position, request in enumerate(requests):
+            if not isinstance(request, Mapping):
+                continue
+            if "method" in request:
+                if request.get("method") != "tools/call":
+                    continue
+                params = mapping(request.get("params"))
+                request_id = request.get("id")
+            elif "name" in request:
+                params, request_id = request, None
+            else:
+                continue
+            name = str(params.get("name") or "")
+            arguments = params.get("arguments")
+            call_id = (
+                str(request_id)
+                if request_id is not None
+                else self.synthetic_id("tk-mcp-", position, name, arguments)
+            )
+            calls.append(
+                self.call(call_id=call_id, wire_name=name, raw_arguments=arguments, tools=tools)
+            )
+        return calls
+
+    def format_result(self, result: ToolResult) -> dict[str, Any]:
+        out: dict[str, Any] = {"content": [{"type": "text", "text": result_text(result)}]}
+        if result.error is None and isinstance(result.data, Mapping):
+            out["structuredContent"] = dict(result.data)
+        out["isError"] = result.error is not None
+        return out
+
+    def export_tool_choice(
+        self, choice: ToolChoice, *, strict: bool = False
+    ) -> Converted[dict[str, Any]]:
+        losses: list[Loss] = []
+        mode: str = choice.mode
+        if choice.mode == "tool":
+            mode = "required"
+            losses.append(
+                Loss(
+                    pointer="/name",
+                    keyword="name",
+                    action=Action.REWRITTEN,
+                    reason="MCP sampling toolChoice cannot name a tool; sent as required",
+                )
+            )
+        if choice.parallel is False:
+            losses.append(
+                Loss(
+                    pointer="/parallel",
+                    keyword="parallel",
+                    action=Action.DROPPED,
+                    reason="MCP has no switch to turn parallel tool calls off",
+                )
+            )
+        return Converted(value={"toolChoice": {"mode": mode}}, losses=tuple(losses)).check(strict)
+
+    def import_tool_choice(self, fields: Mapping[str, Any]) -> ToolChoice:
+        value = fields.get("toolChoice", fields.get("tool_choice")) or {}
+        modes: dict[str, ChoiceMode] = {"auto": "auto", "required": "required", "none": "none"}
+        return ToolChoice(mode=modes.get(str(value.get("mode") or "auto"), "auto"))

@@ -1,0 +1,180 @@
+"""OpenAI Chat Completions: `tools[].function`, `message.tool_calls`, `role: "tool"` messages.
+
+Definitions are exported in strict mode when the schema allows it (every property required,
+optional ones made nullable, closed objects, the keyword subset strict mode accepts); `parse`
+maps a `null` the model had to send for an optional property back to "absent" when the specs
+are passed in. A schema strict mode cannot express is exported with `strict: false`, and the
+report says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..core.values import ToolCall, ToolResult, ToolSpec
+from ..schema.losses import Action, Converted, Loss, prefixed
+from .base import Dialect, ToolChoice, first, items_of, mapping, plain, result_text
+from .schemas import FullSchema, NotStrict, OpenAIStrictSchema, is_nullable, object_root
+
+__all__ = ["OpenAIChat", "drop_absent_nulls", "openai_parameters"]
+
+
+def openai_parameters(
+    schema: Mapping[str, Any], *, strict_schema: bool
+) -> tuple[Converted[dict[str, Any]], bool]:
+    """The `parameters` schema for OpenAI, and whether it could be made strict.
+
+    Loss pointers are relative to the ToolSpec (`/input_schema/...`).
+    """
+    losses: list[Loss] = []
+    strict = False
+    if strict_schema:
+        try:
+            converted = OpenAIStrictSchema(schema).walk()
+            strict = True
+        except NotStrict as exc:
+            converted = FullSchema(schema).walk()
+            losses.append(
+                Loss(
+                    pointer="/input_schema" + exc.pointer,
+                    keyword="strict",
+                    action=Action.REWRITTEN,
+                    reason=f"exported with strict: false; {exc.reason}",
+                )
+            )
+    else:
+        converted = FullSchema(schema).walk()
+    rooted = object_root(converted, "OpenAI")
+    losses[:0] = prefixed("/input_schema", rooted.losses)
+    return Converted(value=rooted.value, losses=tuple(losses)), strict
+
+
+def drop_absent_nulls(call: ToolCall, tools: Sequence[ToolSpec]) -> ToolCall:
+    """`call` without the nulls strict mode made the model send for absent optional arguments.
+
+    Only top-level properties that are optional in the spec and do not accept null are touched;
+    the names dropped are listed in `metadata["absent_nulls"]`.
+    """
+    if not isinstance(call.arguments, Mapping):
+        return call
+    spec = next((t for t in tools if t.name == call.name), None)
+    if spec is None:
+        return call
+    props = spec.input_schema.get("properties")
+    required = set(spec.input_schema.get("required", ()))
+    if not isinstance(props, Mapping):
+        return call
+    dropped = [
+        name
+        for name, value in call.arguments.items()
+        if value is None and name in props and name not in required and not is_nullable(props[name])
+    ]
+    if not dropped:
+        return call
+    arguments = {k: v for k, v in call.arguments.items() if k not in dropped}
+    metadata = dict(call.metadata) | {"absent_nulls": dropped}
+    return ToolCall(
+        call_id=call.call_id,
+        name=call.name,
+        arguments=arguments,
+        task_id=call.task_id,
+        principal=call.principal,
+        metadata=metadata,
+    )
+
+
+class OpenAIChat(Dialect):
+    """OpenAI Chat Completions."""
+
+    name = "openai_chat"
+
+    def __init__(self, *, strict_schema: bool = True) -> None:
+        self.strict_schema = strict_schema
+        """Export strict-mode definitions when the schema allows it."""
+
+    def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
+        losses: list[Loss] = []
+        wire = self.export_name(spec, losses)
+        self.report_fields(spec, losses)
+        params, is_strict = openai_parameters(spec.input_schema, strict_schema=self.strict_schema)
+        function: dict[str, Any] = {"name": wire}
+        if spec.description:
+            function["description"] = spec.description
+        function["parameters"] = params.value
+        function["strict"] = is_strict
+        return Converted(
+            value={"type": "function", "function": function},
+            losses=(*losses, *params.losses),
+        ).check(strict)
+
+    def wire_name(self, definition: Mapping[str, Any]) -> str:
+        return str(definition["function"]["name"])
+
+    def with_wire_name(self, definition: dict[str, Any], name: str) -> dict[str, Any]:
+        return definition | {"function": definition["function"] | {"name": name}}
+
+    def import_tool(
+        self, definition: Mapping[str, Any] | Any, *, strict: bool = False
+    ) -> Converted[ToolSpec]:
+        data = plain(definition)
+        function = data.get("function", data)
+        schema = FullSchema(function.get("parameters") or {"type": "object"}).walk()
+        rooted = object_root(schema, "OpenAI")
+        spec = ToolSpec(
+            name=str(function["name"]),
+            description=str(function.get("description") or ""),
+            input_schema=rooted.value,
+            source=self.name,
+            metadata={"strict": function["strict"]} if "strict" in function else {},
+        )
+        return Converted(value=spec, losses=prefixed("/parameters", rooted.losses)).check(strict)
+
+    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+        data = plain(response)
+        if isinstance(data, Mapping) and "choices" in data:
+            data = mapping(first(data["choices"]).get("message"))
+        if isinstance(data, Mapping):
+            raw_calls = items_of(data.get("tool_calls"))
+            legacy = data.get("function_call")
+            if not raw_calls and isinstance(legacy, Mapping):
+                raw_calls = [{"id": None, "type": "function", "function": legacy}]
+        else:
+            raw_calls = items_of(data)
+        calls = []
+        for position, item in enumerate(raw_calls):
+            if not isinstance(item, Mapping) or item.get("type", "function") != "function":
+                continue
+            function = mapping(item.get("function"))
+            name = str(function.get("name") or "")
+            arguments = function.get("arguments")
+            call_id = item.get("id") or self.synthetic_id("tk-openai-", position, name, arguments)
+            call = self.call(
+                call_id=str(call_id), wire_name=name, raw_arguments=arguments, tools=tools
+            )
+            calls.append(drop_absent_nulls(call, tools))
+        return calls
+
+    def format_result(self, result: ToolResult) -> dict[str, Any]:
+        return {"role": "tool", "tool_call_id": result.call_id, "content": result_text(result)}
+
+    def export_tool_choice(
+        self, choice: ToolChoice, *, strict: bool = False
+    ) -> Converted[dict[str, Any]]:
+        fields: dict[str, Any] = {}
+        if choice.mode == "tool":
+            name = self.safe_name(choice.name or "")
+            fields["tool_choice"] = {"type": "function", "function": {"name": name}}
+        else:
+            fields["tool_choice"] = choice.mode
+        if choice.parallel is not None:
+            fields["parallel_tool_calls"] = choice.parallel
+        return Converted(value=fields).check(strict)
+
+    def import_tool_choice(self, fields: Mapping[str, Any]) -> ToolChoice:
+        value = fields.get("tool_choice", "auto")
+        parallel = fields.get("parallel_tool_calls")
+        if isinstance(value, Mapping):
+            name = (value.get("function") or {}).get("name") or value.get("name")
+            return ToolChoice(mode="tool", name=name, parallel=parallel)
+        return ToolChoice(mode=value, parallel=parallel)

@@ -1,0 +1,117 @@
+"""OpenAI Responses: function tools, `function_call` output items, `function_call_output` items.
+
+Schemas are converted exactly as for Chat Completions (strict mode when the schema allows it);
+the Responses API also carries an `output_schema` for a function's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..core.values import ToolCall, ToolResult, ToolSpec
+from ..schema.losses import Converted, Loss, prefixed
+from .base import Dialect, ToolChoice, items_of, plain, result_text
+from .openai_chat import drop_absent_nulls, openai_parameters
+from .schemas import FullSchema, object_root
+
+__all__ = ["OpenAIResponses"]
+
+
+class OpenAIResponses(Dialect):
+    """OpenAI Responses API."""
+
+    name = "openai_responses"
+
+    def __init__(self, *, strict_schema: bool = True) -> None:
+        self.strict_schema = strict_schema
+        """Export strict-mode definitions when the schema allows it."""
+
+    def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
+        losses: list[Loss] = []
+        wire = self.export_name(spec, losses)
+        self.report_fields(spec, losses, output_schema=True)
+        params, is_strict = openai_parameters(spec.input_schema, strict_schema=self.strict_schema)
+        tool: dict[str, Any] = {"type": "function", "name": wire}
+        if spec.description:
+            tool["description"] = spec.description
+        tool["parameters"] = params.value
+        tool["strict"] = is_strict
+        out_losses: tuple[Loss, ...] = ()
+        if spec.output_schema is not None:
+            output = FullSchema(spec.output_schema).walk()
+            tool["output_schema"] = output.value
+            out_losses = prefixed("/output_schema", output.losses)
+        return Converted(value=tool, losses=(*losses, *params.losses, *out_losses)).check(strict)
+
+    def import_tool(
+        self, definition: Mapping[str, Any] | Any, *, strict: bool = False
+    ) -> Converted[ToolSpec]:
+        data = plain(definition)
+        rooted = object_root(
+            FullSchema(data.get("parameters") or {"type": "object"}).walk(), "OpenAI"
+        )
+        losses = list(prefixed("/parameters", rooted.losses))
+        output = None
+        if isinstance(data.get("output_schema"), Mapping):
+            converted = FullSchema(data["output_schema"]).walk()
+            output = converted.value
+            losses.extend(prefixed("/output_schema", converted.losses))
+        spec = ToolSpec(
+            name=str(data["name"]),
+            description=str(data.get("description") or ""),
+            input_schema=rooted.value,
+            output_schema=output,
+            source=self.name,
+            metadata={"strict": data["strict"]} if data.get("strict") is not None else {},
+        )
+        return Converted(value=spec, losses=tuple(losses)).check(strict)
+
+    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+        data = plain(response)
+        items = items_of(data.get("output") if isinstance(data, Mapping) else data)
+        calls = []
+        for position, item in enumerate(items):
+            if not isinstance(item, Mapping) or item.get("type") != "function_call":
+                continue
+            name = str(item.get("name") or "")
+            arguments = item.get("arguments")
+            call_id = item.get("call_id") or self.synthetic_id(
+                "tk-openai-", position, name, arguments
+            )
+            extra = {"item_id": item["id"]} if item.get("id") else {}
+            call = self.call(
+                call_id=str(call_id),
+                wire_name=name,
+                raw_arguments=arguments,
+                tools=tools,
+                extra=extra,
+            )
+            calls.append(drop_absent_nulls(call, tools))
+        return calls
+
+    def format_result(self, result: ToolResult) -> dict[str, Any]:
+        return {
+            "type": "function_call_output",
+            "call_id": result.call_id,
+            "output": result_text(result),
+        }
+
+    def export_tool_choice(
+        self, choice: ToolChoice, *, strict: bool = False
+    ) -> Converted[dict[str, Any]]:
+        fields: dict[str, Any] = {}
+        if choice.mode == "tool":
+            fields["tool_choice"] = {"type": "function", "name": self.safe_name(choice.name or "")}
+        else:
+            fields["tool_choice"] = choice.mode
+        if choice.parallel is not None:
+            fields["parallel_tool_calls"] = choice.parallel
+        return Converted(value=fields).check(strict)
+
+    def import_tool_choice(self, fields: Mapping[str, Any]) -> ToolChoice:
+        value = fields.get("tool_choice", "auto")
+        parallel = fields.get("parallel_tool_calls")
+        if isinstance(value, Mapping):
+            return ToolChoice(mode="tool", name=value.get("name"), parallel=parallel)
+        return ToolChoice(mode=value, parallel=parallel)

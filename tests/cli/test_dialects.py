@@ -1,0 +1,112 @@
+"""`toolkeeper dialects convert` and `check-args` on small files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolkeeper.cli import main
+
+BFCL_LINES = [
+    {
+        "id": "b:1",
+        "name": "math.factorial",
+        "description": "n!",
+        "parameters": {
+            "type": "dict",
+            "properties": {"number": {"type": "integer"}},
+            "required": ["number"],
+        },
+    },
+    {
+        "id": "b:2",
+        "name": "area",
+        "description": "Area.",
+        "parameters": {
+            "type": "dict",
+            "properties": {"unit": {"type": "string", "default": "m"}},
+            "required": [],
+        },
+    },
+]
+
+
+@pytest.fixture
+def tools_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tools.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in BFCL_LINES), encoding="utf-8")
+    return path
+
+
+def test_convert_writes_definitions_to_stdout_and_losses_to_stderr(
+    tools_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["dialects", "convert", "--from", "bfcl", "--to", "anthropic", str(tools_file)]) == 0
+    )
+    out, err = capsys.readouterr()
+    definitions = [json.loads(line) for line in out.splitlines()]
+    assert [d["name"] for d in definitions] == ["math_factorial", "area"]
+    assert "#0 math.factorial: /name name rewritten" in err
+    assert "anthropic: 2 converted, 1 without loss" in err
+
+
+def test_convert_json_counts_lossless_definitions_per_format(
+    tools_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["dialects", "convert", "--from", "bfcl", "--to", "all", str(tools_file), "--json"])
+        == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert report["count"] == 2
+    counts = {name: fmt["lossless"] for name, fmt in report["formats"].items()}
+    assert counts == {
+        "openai_chat": 0,
+        "openai_responses": 0,
+        "anthropic": 1,
+        "gemini": 1,
+        "mcp": 2,
+    }
+    assert report["formats"]["gemini"]["losses_by_keyword"] == {"default:moved_to_description": 1}
+
+
+def test_convert_strict_fails_on_the_first_loss(
+    tools_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            ["dialects", "convert", "--from", "bfcl", "--to", "gemini", str(tools_file), "--strict"]
+        )
+        == 1
+    )
+    assert "lossy conversion: default" in capsys.readouterr().err
+
+
+def test_check_args_reports_gold_and_mutations(
+    tools_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = tmp_path / "args.jsonl"
+    rows = [
+        {"id": "1", "tool_id": "b:1", "kind": "gold", "arguments": {"number": 5}},
+        {"id": "2", "tool_id": "b:1", "kind": "gold", "arguments": {"number": "5"}},
+        {
+            "id": "3",
+            "tool_id": "b:1",
+            "kind": "wrong_type",
+            "mutated_param": "number",
+            "arguments": {"number": "five"},
+        },
+    ]
+    args.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["dialects", "check-args", "--from", "bfcl", str(tools_file), str(args)]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert (
+        main(["dialects", "check-args", "--from", "bfcl", str(tools_file), str(args), "--coerce"])
+        == 0
+    )
+    coerced = json.loads(capsys.readouterr().out)
+    assert (plain["gold_pass_rate"], coerced["gold_pass_rate"]) == (0.5, 1.0)
+    assert plain["mutations_pointed"] == coerced["mutations_pointed"] == 1

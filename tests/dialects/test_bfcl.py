@@ -1,0 +1,61 @@
+"""The BFCL importer: BFCL's type names and `optional` key mapped onto JSON Schema."""
+
+from __future__ import annotations
+
+from toolkeeper.dialects import Action, get_importer
+from toolkeeper.dialects.bfcl import import_tool
+
+DOC = {
+    "name": "geo.distance",
+    "description": "Distance between two points.",
+    "parameters": {
+        "type": "dict",
+        "properties": {
+            "a": {"type": "tuple", "items": {"type": "float"}},
+            "data": {"type": "any"},
+            "opts": {"type": "HashMap", "description": "options"},
+            "ids": {"type": "ArrayList", "items": {"type": "long"}},
+            "unit": {"type": "String", "optional": True, "default": "km"},
+        },
+        "required": ["a", "unit"],
+    },
+}
+
+
+def test_bfcl_types_become_json_schema_types() -> None:
+    spec = get_importer("bfcl").import_tool(DOC).value
+    props = spec.input_schema["properties"]
+    assert spec.input_schema["type"] == "object"
+    assert props["a"] == {"type": "array", "items": {"type": "number"}}
+    assert props["data"] == {}
+    assert props["opts"] == {"type": "object", "description": "options"}
+    assert props["ids"] == {"type": "array", "items": {"type": "integer"}}
+
+
+def test_optional_wins_over_required_and_the_clash_is_reported() -> None:
+    converted = import_tool(DOC)
+    assert converted.value.input_schema["required"] == ["a"]
+    assert "optional" not in converted.value.input_schema["properties"]["unit"]
+    assert sorted((loss.pointer, loss.action) for loss in converted.losses) == [
+        ("/parameters/properties/a/type", Action.REWRITTEN),
+        ("/parameters/required", Action.REWRITTEN),
+    ]
+
+
+def test_a_consistent_optional_list_is_dropped_silently() -> None:
+    doc = {
+        "name": "f",
+        "parameters": {
+            "type": "dict",
+            "properties": {"x": {"type": "integer"}},
+            "required": ["x"],
+            "optional": [],
+        },
+    }
+    converted = import_tool(doc)
+    assert converted.lossless
+    assert converted.value.input_schema == {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}},
+        "required": ["x"],
+    }

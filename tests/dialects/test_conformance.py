@@ -1,0 +1,144 @@
+"""Every exported definition, formatted result and tool_choice is what the vendor's SDK accepts;
+parse reads the SDK's response objects exactly as it reads the raw JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolkeeper.core.errors import ErrorCode, ToolError
+from toolkeeper.core.states import CallStatus
+from toolkeeper.core.values import Effect, ToolResult, ToolSpec
+from toolkeeper.dialects import DIALECTS, ToolChoice, get_dialect
+
+from .sdk import DEFINITION, RESPONSE, RESULT, TOOL_CHOICE
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+RICH = ToolSpec(
+    name="orders.get_detail",
+    title="Order detail",
+    description="Look up one order.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "order_id": {"type": "string", "pattern": "^o-[0-9]+$", "minLength": 3},
+            "expand": {"type": "array", "items": {"$ref": "#/$defs/Part"}, "uniqueItems": True},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
+            "mode": {"oneOf": [{"const": "fast"}, {"const": "full"}]},
+            "note": {"type": ["string", "null"]},
+        },
+        "required": ["order_id"],
+        "additionalProperties": False,
+        "$defs": {"Part": {"type": "string", "enum": ["lines", "customer"]}},
+    },
+    output_schema={"type": "object", "properties": {"total": {"type": "number"}}},
+    effect=Effect.READ_ONLY,
+    idempotent=True,
+    examples=({"order_id": "o-1"},),
+)
+FREE_FORM = ToolSpec(
+    name="kv_put",
+    input_schema={"type": "object", "properties": {"value": {}}, "additionalProperties": True},
+)
+RESULTS = [
+    ToolResult(
+        call_id="call_1",
+        tool="orders.get_detail",
+        status=CallStatus.SUCCEEDED,
+        data={"total": 12.5},
+    ),
+    ToolResult(
+        call_id="call_2", tool="orders.get_detail", status=CallStatus.SUCCEEDED, data="plain text"
+    ),
+    ToolResult(
+        call_id="call_3",
+        tool="orders.get_detail",
+        status=CallStatus.REJECTED,
+        error=ToolError.of(
+            ErrorCode.INVALID_ARGUMENTS,
+            "order_id does not match ^o-[0-9]+$",
+            details={
+                "violations": [
+                    {"pointer": "/order_id", "keyword": "pattern", "message": "no match"}
+                ]
+            },
+        ),
+    ),
+]
+CHOICES = [
+    ToolChoice(),
+    ToolChoice(mode="required", parallel=False),
+    ToolChoice(mode="none"),
+    ToolChoice(mode="tool", name="orders.get_detail", parallel=True),
+]
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
+@pytest.mark.parametrize("spec", [RICH, FREE_FORM], ids=["rich", "free_form"])
+def test_exported_definitions_validate_as_sdk_objects(name: str, spec: ToolSpec) -> None:
+    DEFINITION[name](get_dialect(name).export_tool(spec).value)
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
+@pytest.mark.parametrize("result", RESULTS, ids=["data", "text", "error"])
+def test_formatted_results_validate_as_sdk_objects(name: str, result: ToolResult) -> None:
+    RESULT[name](get_dialect(name).format_result(result))
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
+@pytest.mark.parametrize("choice", CHOICES, ids=["auto", "required", "none", "tool"])
+def test_tool_choices_validate_as_sdk_objects(name: str, choice: ToolChoice) -> None:
+    TOOL_CHOICE[name](get_dialect(name).export_tool_choice(choice).value)
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
+def test_formatted_errors_carry_code_message_and_retryable(name: str) -> None:
+    text = json.dumps(get_dialect(name).format_result(RESULTS[2]))
+    assert "INVALID_ARGUMENTS" in text
+    assert "retryable" in text
+    assert "/order_id" in text
+
+
+def _fixture(name: str) -> object:
+    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+PARALLEL = {
+    "openai_chat": "openai_chat_parallel.json",
+    "openai_responses": "openai_responses_parallel.json",
+    "anthropic": "anthropic_parallel.json",
+    "gemini": "gemini_parallel.json",
+    "mcp": "mcp_call.json",
+}
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
+def test_parse_reads_sdk_objects_like_raw_json(name: str) -> None:
+    raw = _fixture(PARALLEL[name])
+    dialect = get_dialect(name)
+    from_raw = dialect.parse(raw)
+    from_sdk = dialect.parse(RESPONSE[name](raw))
+    assert len(from_raw) >= 2
+    assert from_sdk == from_raw
+    assert len({call.call_id for call in from_raw}) == len(from_raw)
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
+def test_only_model_visible_fields_are_exported(name: str) -> None:
+    spec = ToolSpec(
+        name="pay",
+        description="Pay an invoice.",
+        permissions=("payments:SECRET_PERMISSION",),
+        tags=("SECRET_TAG",),
+        aliases=("SECRET_ALIAS",),
+        tenants=frozenset({"SECRET_TENANT"}),
+        environments=frozenset({"SECRET_ENV"}),
+        source="SECRET_CONNECTOR",
+        version="SECRET_VERSION",
+        metadata={"token": "SECRET_TOKEN"},
+    )
+    text = json.dumps(get_dialect(name).export_tool(spec).value)
+    assert "SECRET" not in text

@@ -1,0 +1,83 @@
+"""Gemini: the parametersJsonSchema subset, functionCall parts without ids, functionResponse."""
+
+from __future__ import annotations
+
+from toolkeeper.core.states import CallStatus
+from toolkeeper.core.values import ToolResult, ToolSpec
+from toolkeeper.dialects import Action, Gemini, ToolChoice
+
+from .fixtures import load
+
+
+def test_parse_synthesizes_stable_distinct_ids() -> None:
+    payload = load("gemini_parallel.json")
+    first = Gemini().parse(payload)
+    again = Gemini().parse(load("gemini_parallel.json"))
+    assert [c.name for c in first] == ["power_disco_ball", "start_music", "dim_lights"]
+    assert [c.call_id for c in first] == [c.call_id for c in again]
+    assert len({c.call_id for c in first}) == 3
+    assert all(c.metadata["synthetic_id"] for c in first)
+
+
+def test_ids_gemini_gives_are_kept_and_sent_back() -> None:
+    part = {"functionCall": {"id": "fc-1", "name": "f", "args": {}}}
+    [call] = Gemini().parse([part])
+    assert call.call_id == "fc-1"
+    result = ToolResult(call_id="fc-1", tool="f", status=CallStatus.SUCCEEDED, data={"ok": 1})
+    assert Gemini().format_result(result)["functionResponse"]["id"] == "fc-1"
+
+
+def test_synthetic_ids_are_left_out_of_the_function_response() -> None:
+    [call, *_] = Gemini().parse(load("gemini_parallel.json"))
+    result = ToolResult(
+        call_id=call.call_id, tool=call.name, status=CallStatus.SUCCEEDED, data=True
+    )
+    assert Gemini().format_result(result) == {
+        "functionResponse": {"name": "power_disco_ball", "response": {"output": True}}
+    }
+
+
+def test_an_error_payload_has_no_calls() -> None:
+    assert Gemini().parse(load("gemini_error.json")) == []
+
+
+def test_unsupported_keywords_move_into_the_description() -> None:
+    spec = ToolSpec(
+        name="f",
+        input_schema={
+            "type": "object",
+            "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$", "const": "EUR"}},
+        },
+    )
+    out = Gemini().export_tool(spec)
+    code = out.value["parametersJsonSchema"]["properties"]["code"]
+    assert code["enum"] == ["EUR"]
+    assert "pattern" in code["description"]
+    assert [(loss.keyword, loss.action) for loss in out.losses] == [
+        ("pattern", Action.MOVED_TO_DESCRIPTION)
+    ]
+
+
+def test_import_reads_the_older_openapi_schema() -> None:
+    declaration = {
+        "name": "f",
+        "parameters": {
+            "type": "OBJECT",
+            "properties": {"n": {"type": "INTEGER", "nullable": True}},
+            "required": ["n"],
+        },
+    }
+    spec = Gemini().import_tool(declaration).value
+    assert spec.input_schema == {
+        "type": "object",
+        "properties": {"n": {"type": ["integer", "null"]}},
+        "required": ["n"],
+    }
+
+
+def test_parallel_off_cannot_be_said_and_is_reported() -> None:
+    out = Gemini().export_tool_choice(ToolChoice(mode="tool", name="f", parallel=False))
+    assert out.value == {
+        "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["f"]}}
+    }
+    assert out.losses[0].keyword == "parallel"

@@ -1,0 +1,65 @@
+"""MCP: annotations from effect, hints back in, tools/call params, CallToolResult."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from toolkeeper.core.states import CallStatus
+from toolkeeper.core.values import Effect, ToolResult, ToolSpec
+from toolkeeper.dialects import MCP, ToolChoice
+
+from .fixtures import load
+
+
+def test_effect_and_idempotency_become_annotations() -> None:
+    spec = ToolSpec(name="files.delete", effect=Effect.DESTRUCTIVE, idempotent=True)
+    tool = MCP().export_tool(spec).value
+    assert tool["annotations"] == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": True,
+    }
+
+
+def test_annotations_come_back_as_hints_local_configuration_overrides() -> None:
+    tool = {
+        "name": "lookup",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True, "openWorldHint": True},
+    }
+    spec = MCP().import_tool(tool).value
+    assert spec.effect is Effect.READ_ONLY
+    assert spec.metadata["annotations"]["openWorldHint"] is True
+    assert dataclasses.replace(spec, effect=Effect.WRITE).effect is Effect.WRITE
+
+
+def test_a_tool_without_annotations_is_assumed_destructive() -> None:
+    spec = MCP().import_tool({"name": "x", "inputSchema": {"type": "object"}}).value
+    assert spec.effect is Effect.DESTRUCTIVE
+
+
+def test_parse_reads_tools_call_requests_with_their_ids() -> None:
+    calls = MCP().parse(load("mcp_call.json"))
+    assert [(c.call_id, c.arguments) for c in calls] == [
+        ("2", {"location": "New York"}),
+        ("3", {"location": "London"}),
+    ]
+
+
+def test_a_json_rpc_error_has_no_calls() -> None:
+    assert MCP().parse(load("mcp_error.json")) == []
+
+
+def test_structured_data_goes_into_structured_content() -> None:
+    result = ToolResult(call_id="1", tool="t", status=CallStatus.SUCCEEDED, data={"n": 1})
+    assert MCP().format_result(result) == {
+        "content": [{"type": "text", "text": '{"n": 1}'}],
+        "structuredContent": {"n": 1},
+        "isError": False,
+    }
+
+
+def test_a_named_tool_choice_cannot_be_said_and_is_reported() -> None:
+    out = MCP().export_tool_choice(ToolChoice(mode="tool", name="t"))
+    assert out.value == {"toolChoice": {"mode": "required"}}
+    assert out.losses[0].keyword == "name"
