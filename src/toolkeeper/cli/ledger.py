@@ -1,0 +1,140 @@
+"""`toolkeeper ledger list|unknown`: read the ledger of calls.
+
+`list` shows calls, oldest first, filtered by state and task. `unknown` shows the calls whose
+outcome is not known (their process died while they ran) and that a person, or the tool's own
+status check (`keeper.reconcile()`), must settle: it first marks the abandoned RUNNING calls
+UNKNOWN_OUTCOME, as opening a keeper does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from typing import Any
+
+import anyio
+
+from ..core.errors import ToolkeeperError
+from ..core.states import CallStatus
+from ..ledger.base import CallRecord
+from ..ledger.factory import open_store
+from ..ledger.recovery import recover_abandoned
+from ._common import add_ledger_option, ledger_url
+from ._table import render_table
+
+__all__ = ["register"]
+
+_LIMIT = 1000
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _as_dict(record: CallRecord) -> dict[str, Any]:
+    return {
+        "task_id": record.task_id,
+        "call_id": record.call_id,
+        "tool": record.tool,
+        "version": record.version,
+        "status": record.status.value,
+        "attempt": record.attempt,
+        "principal": record.principal_id,
+        "tenant": record.tenant,
+        "arguments": dict(record.arguments),
+        "idempotency_key": record.idempotency_key,
+        "approval_id": record.approval_id,
+        "effect_ref": record.effect_ref,
+        "error": None if record.error is None else dict(record.error),
+        "result_stored_apart": record.result_ref is not None,
+        "owner": record.owner,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "history": [[status.value, at] for status, at in record.history],
+    }
+
+
+def _args(record: CallRecord) -> str:
+    return json.dumps(dict(record.arguments), sort_keys=True, ensure_ascii=False)
+
+
+async def _records(args: argparse.Namespace) -> list[CallRecord]:
+    store = open_store(ledger_url(args))
+    await store.open()
+    try:
+        if args.action == "unknown":
+            await recover_abandoned(store)
+            return await store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME], limit=_LIMIT)
+        statuses = [CallStatus(s) for s in args.status] if args.status else None
+        return await store.list_calls(statuses=statuses, task_id=args.task, limit=args.limit)
+    finally:
+        await store.aclose()
+
+
+def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
+    if args.json:
+        print(json.dumps([_as_dict(r) for r in records], indent=2, ensure_ascii=False))
+        return
+    if not records:
+        print("no calls need a decision" if args.action == "unknown" else "no calls")
+        return
+    if args.action == "unknown":
+        headers = ["TASK", "CALL", "TOOL", "ARGUMENTS", "IDEMPOTENCY KEY", "SINCE"]
+        rows: list[list[object]] = [
+            [r.task_id, r.call_id, r.tool, _args(r), r.idempotency_key, _when(r.updated_at)]
+            for r in records
+        ]
+    else:
+        headers = ["TASK", "CALL", "TOOL", "STATUS", "ATTEMPT", "ERROR", "UPDATED"]
+        rows = [
+            [
+                r.task_id,
+                r.call_id,
+                r.tool,
+                r.status.value,
+                r.attempt,
+                "" if r.error is None else r.error.get("code", ""),
+                _when(r.updated_at),
+            ]
+            for r in records
+        ]
+    print(render_table(headers, rows))
+
+
+def _main(args: argparse.Namespace) -> int:
+    try:
+        records = anyio.run(_records, args)
+    except ToolkeeperError as exc:
+        print(f"toolkeeper ledger: {exc}", file=sys.stderr)
+        return 1
+    _print(args, records)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `toolkeeper ledger`."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "ledger",
+        help="list the calls in a ledger",
+        description="List the calls in a ledger, or those whose outcome a person must decide.",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="calls, oldest first")
+    listing.add_argument(
+        "--status",
+        action="append",
+        choices=[s.value for s in CallStatus],
+        metavar="STATUS",
+        help="only calls in this state (repeatable): " + ", ".join(s.value for s in CallStatus),
+    )
+    listing.add_argument("--task", default=None, help="only calls of this task")
+    listing.add_argument("--limit", type=int, default=_LIMIT, help="at most this many calls")
+    unknown = actions.add_parser(
+        "unknown", help="calls whose outcome is unknown and must be decided"
+    )
+    for sub in (listing, unknown):
+        add_ledger_option(sub)
+        sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        sub.set_defaults(func=_main)

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolkeeper.cli import main
+from toolkeeper.core.states import CallStatus
+from toolkeeper.ledger import SQLiteStore
+
+from ..ledger.records import call, dead_pid
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> str:
+    path = tmp_path / "ledger.db"
+    gone = f"{socket.gethostname()}:{dead_pid()}"
+
+    async def fill() -> None:
+        async with SQLiteStore(path) as store:
+            await store.claim_call(call("ok", task_id="t1", status=CallStatus.SUCCEEDED))
+            await store.claim_call(call("crashed", task_id="t1", owner=gone))
+            await store.claim_call(call("other", task_id="t2", status=CallStatus.REJECTED))
+
+    anyio.run(fill)
+    return f"sqlite:///{path}"
+
+
+def test_list_prints_every_call_as_a_table(ledger: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", "list", "--ledger", ledger]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["TASK", "CALL", "TOOL", "STATUS", "ATTEMPT", "ERROR", "UPDATED"]
+    assert [line.split()[:4] for line in lines[2:]] == [
+        ["t1", "ok", "payments.transfer", "SUCCEEDED"],
+        ["t1", "crashed", "payments.transfer", "RUNNING"],
+        ["t2", "other", "payments.transfer", "REJECTED"],
+    ]
+
+
+def test_list_filters_by_status_and_task_as_json(
+    ledger: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["ledger", "list", "--ledger", ledger, "--status", "RUNNING", "--status", "SUCCEEDED"]
+    assert main([*argv, "--task", "t1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["call_id"], r["status"]) for r in rows] == [
+        ("ok", "SUCCEEDED"),
+        ("crashed", "RUNNING"),
+    ]
+
+
+def test_ledger_url_comes_from_the_environment(
+    ledger: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLKEEPER_LEDGER", ledger)
+    assert main(["ledger", "list", "--task", "t2", "--json"]) == 0
+    assert [r["call_id"] for r in json.loads(capsys.readouterr().out)] == ["other"]
+
+
+def test_unknown_lists_the_calls_a_person_must_decide(
+    ledger: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ledger", "unknown", "--ledger", ledger]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["TASK", "CALL", "TOOL", "ARGUMENTS"]
+    [row] = lines[2:]
+    assert row.split()[:3] == ["t1", "crashed", "payments.transfer"]
+    assert '"amount": 12.5' in row and "tk-t1-crashed" in row
+
+    assert main(["ledger", "unknown", "--ledger", ledger, "--json"]) == 0
+    [record] = json.loads(capsys.readouterr().out)
+    assert record["status"] == "UNKNOWN_OUTCOME"
+    assert record["error"]["code"] == "UNKNOWN_OUTCOME"
+
+
+def test_an_empty_ledger_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    assert main(["ledger", "unknown", "--ledger", url]) == 0
+    assert capsys.readouterr().out.strip() == "no calls need a decision"
+
+
+def test_a_bad_ledger_url_is_an_error_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", "list", "--ledger", "mysql://nope"]) == 1
+    assert "unsupported ledger URL" in capsys.readouterr().err

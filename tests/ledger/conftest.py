@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from ..conftest import postgres_url
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test, dropped afterwards.
+
+    Skips when the server is unreachable, except in CI (`CI=true`), where it fails.
+    """
+    psycopg = pytest.importorskip("psycopg")
+    url = postgres_url()
+    try:
+        admin = psycopg.connect(url, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL at {url} is unreachable in CI: {exc}")
+        pytest.skip(f"PostgreSQL at {url} is unreachable: {exc}")
+    schema = f"tk_test_{uuid.uuid4().hex[:12]}"
+    with admin:
+        try:
+            yield schema
+        finally:
+            admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")

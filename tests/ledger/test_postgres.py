@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from toolkeeper.core.errors import ConfigurationError, StoreError
+from toolkeeper.ledger import LedgerStore, PostgresStore
+from toolkeeper.ledger.migrations import LATEST
+
+from ..conftest import postgres_url
+from .contract import Connect, LedgerContract
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+
+class TestPostgresStore(LedgerContract):
+    @pytest.fixture
+    async def connect(self, pg_schema: str) -> AsyncIterator[Connect]:
+        opened: list[PostgresStore] = []
+
+        async def connect() -> LedgerStore:
+            store = PostgresStore(postgres_url(), schema=pg_schema, max_size=2)
+            await store.open()
+            opened.append(store)
+            return store
+
+        yield connect
+        for store in opened:
+            await store.aclose()
+
+
+async def test_stores_opening_one_schema_at_once_migrate_it_once(pg_schema: str) -> None:
+    stores = [PostgresStore(postgres_url(), schema=pg_schema) for _ in range(4)]
+    async with anyio.create_task_group() as tg:
+        for store in stores:
+            tg.start_soon(store.open)
+    async with stores[0]._conn() as conn:
+        cur = await conn.execute("SELECT version FROM schema_version ORDER BY version")
+        assert await cur.fetchall() == [(v,) for v in range(1, LATEST + 1)]
+    for store in stores:
+        await store.aclose()
+
+
+def test_schema_names_must_be_plain_identifiers() -> None:
+    with pytest.raises(ConfigurationError):
+        PostgresStore(postgres_url(), schema="x; DROP TABLE calls")
+
+
+def test_without_psycopg_the_error_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "import toolkeeper, toolkeeper.ledger\n"
+        "try:\n"
+        "    toolkeeper.ledger.PostgresStore\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert 'pip install "toolkeeper[postgres]"' in out.stdout
+
+
+def test_importing_toolkeeper_does_not_import_psycopg() -> None:
+    code = "import sys, toolkeeper, toolkeeper.ledger; print('psycopg' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+async def test_an_unreachable_server_is_a_store_error_at_open() -> None:
+    store = PostgresStore("postgresql://postgres@127.0.0.1:1/test", timeout=2)
+    with pytest.raises(StoreError):
+        await store.open()
+    await store.aclose()
+
+
+async def test_synchronous_commit_can_be_relaxed(pg_schema: str) -> None:
+    async with (
+        PostgresStore(postgres_url(), schema=pg_schema, synchronous_commit=False) as store,
+        store._conn() as conn,
+    ):
+        cur = await conn.execute("SHOW synchronous_commit")
+        assert await cur.fetchone() == ("off",)
+
+
+def test_the_repr_never_shows_a_password() -> None:
+    store = PostgresStore("postgresql://u:s3cret@db.example:5433/prod", schema="ledger")
+    assert "s3cret" not in repr(store)
+    assert "db.example:5433/prod" in repr(store)

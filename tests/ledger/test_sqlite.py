@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolkeeper.core.errors import StoreError
+from toolkeeper.core.states import CallStatus
+from toolkeeper.ledger import LedgerStore, SQLiteStore
+from toolkeeper.ledger.migrations import LATEST
+
+from .contract import Connect, LedgerContract
+from .records import call
+
+pytestmark = pytest.mark.anyio
+
+
+class TestSQLiteStore(LedgerContract):
+    @pytest.fixture
+    async def connect(self, tmp_path: Path) -> AsyncIterator[Connect]:
+        opened: list[SQLiteStore] = []
+
+        async def connect() -> LedgerStore:
+            store = SQLiteStore(tmp_path / "ledger.db")
+            await store.open()
+            opened.append(store)
+            return store
+
+        yield connect
+        for store in opened:
+            await store.aclose()
+
+
+def test_threads_racing_on_one_file_claim_exactly_once(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    anyio.run(SQLiteStore(path).open)
+    start = threading.Barrier(8)
+    wins: list[bool] = []
+
+    async def claim(i: int) -> None:
+        async with SQLiteStore(path) as store:
+            start.wait(timeout=60)
+            _, inserted = await store.claim_call(call("raced", owner=f"host:{i}"))
+            wins.append(inserted)
+
+    threads = [threading.Thread(target=anyio.run, args=(claim, i)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(wins) == [False] * 7 + [True]
+
+
+async def test_a_locked_file_is_waited_for_off_the_event_loop(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        results: list[bool] = []
+
+        async def claim() -> None:
+            results.append((await store.claim_call(call()))[1])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(claim)
+            await anyio.wait_all_tasks_blocked()
+            # The claim waits in a worker thread, so this task still runs.
+            assert results == []
+            other.execute("COMMIT")
+        other.close()
+        assert results == [True]
+
+
+async def test_a_lock_held_past_the_busy_timeout_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path, busy_timeout=0.05) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreError):
+                await store.claim_call(call())
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert (await store.claim_call(call()))[1]
+
+
+async def test_migrations_apply_once_however_often_the_file_is_opened(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "ledger.db"
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(_open_and_close, path)
+    await _open_and_close(path)
+    with sqlite3.connect(path) as conn:
+        versions = conn.execute("SELECT version FROM schema_version").fetchall()
+        mode = conn.execute("PRAGMA journal_mode").fetchone()
+    assert versions == [(v,) for v in range(1, LATEST + 1)]
+    assert mode == ("wal",)
+
+
+async def _open_and_close(path: Path) -> None:
+    async with SQLiteStore(path):
+        pass
+
+
+async def test_a_schema_newer_than_this_toolkeeper_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    await _open_and_close(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO schema_version VALUES (?, 'from the future', 0)", (LATEST + 1,))
+    store = SQLiteStore(path)
+    with pytest.raises(StoreError, match="newer"):
+        await store.open()
+    await store.aclose()
+
+
+async def test_a_closed_store_refuses_work(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "ledger.db")
+    with pytest.raises(StoreError):
+        await store.get_call("t", "c")
+    await store.open()
+    await store.aclose()
+    with pytest.raises(StoreError):
+        await store.get_call("t", "c")
+    with pytest.raises(StoreError):
+        await store.open()
+
+
+async def test_an_in_memory_database_works_within_one_store() -> None:
+    async with SQLiteStore(":memory:") as store:
+        await store.claim_call(call())
+        moved = await store.transition(
+            "task-1", "call-1", expected=CallStatus.RUNNING, target=CallStatus.SUCCEEDED
+        )
+        assert await store.get_call("task-1", "call-1") == moved
