@@ -61,11 +61,18 @@ def _parse(rt: Runtime, st: CallState) -> None:
                 f"arguments are {size} bytes; the limit is {rt.max_argument_bytes}",
                 limit=rt.max_argument_bytes,
             )
+        floats: list[str] = []
         try:
-            parsed = json.loads(raw) if raw.strip() else {}
+            parsed = json.loads(raw, parse_float=_FloatSpy(floats)) if raw.strip() else {}
         except (ValueError, RecursionError) as exc:
             st.parse_error = f"arguments are not valid JSON: {exc}"
             st.request_digest = "raw:" + hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()
+            return
+        if not floats and raw.isascii() and isinstance(parsed, dict):
+            # Without floats or non-ASCII keys, json.dumps already writes the canonical form.
+            text = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
+            st.request_digest = hashlib.sha256(text.encode()).hexdigest()
+            st.arguments = parsed
             return
     else:
         parsed = raw
@@ -86,6 +93,19 @@ def _parse(rt: Runtime, st: CallState) -> None:
         st.arguments = parsed
     else:
         st.parse_error = f"arguments must be a JSON object, not {type(parsed).__name__}"
+
+
+class _FloatSpy:
+    """`json.loads(parse_float=...)` hook that notes whether the text held any float."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    def __call__(self, text: str) -> float:
+        self.seen.append(text)
+        return float(text)
 
 
 async def _await_outcome(rt: Runtime, st: CallState) -> Any:

@@ -88,7 +88,7 @@ def new_record(rt: Runtime, st: CallState, status: CallStatus, **fields: Any) ->
         status=status,
         effect=spec.effect.value if spec is not None else Effect.WRITE.value,
         idempotent=spec.idempotent if spec is not None else False,
-        idempotency_key=idempotency_key(st.call.task_id, st.call.call_id),
+        idempotency_key=st.idempotency_key or idempotency_key(st.call.task_id, st.call.call_id),
         owner=current_owner(),
         created_at=now,
         updated_at=now,

@@ -9,7 +9,9 @@ effect may or may not have happened ends UNKNOWN_OUTCOME and is never replayed b
 
 from __future__ import annotations
 
+import inspect
 import time
+from collections.abc import Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,11 +52,8 @@ class _Outcome:
 async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
     assert st.tool is not None and st.validated is not None
     spec = st.tool.spec
-    # A bare CancelScope costs less than `anyio.fail_after` on this hot path.
-    scope = anyio.CancelScope(deadline=anyio.current_time() + spec.timeout)
     try:
-        with scope:
-            value = await st.tool.connector.invoke(spec, st.validated, ctx)
+        value = await _invoke(st, ctx)
     except TimeoutError:
         return _timed_out(spec.name, spec.timeout)
     except ToolFailed as exc:
@@ -85,11 +84,60 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
             details={"exception": type(exc).__name__},
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
-    if scope.cancelled_caught:
-        return _timed_out(spec.name, spec.timeout)
     if isinstance(value, ToolOutput):
         return _Outcome(status=CallStatus.SUCCEEDED, data=value.data, effect_ref=value.effect_ref)
     return _Outcome(status=CallStatus.SUCCEEDED, data=value)
+
+
+class _Resume:
+    """Awaits the rest of a coroutine that has already run up to its first suspension."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self.coro = coro
+        self.first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, value = self.coro, self.first
+        while True:
+            try:
+                sent = yield value
+            except BaseException as exc:  # cancellation and the like go to the tool
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as done:
+                    return done.value
+
+
+async def _invoke(st: CallState, ctx: CallContext) -> Any:
+    """Run one attempt; raise TimeoutError when it outlives the tool's timeout.
+
+    The attempt starts eagerly inside a cancel scope without a deadline: a tool that finishes
+    without ever suspending (an in-memory lookup, a cache hit) cannot time out, so it never
+    pays for a deadline timer. Only when it suspends does the scope get its deadline.
+    """
+    assert st.tool is not None and st.validated is not None
+    spec = st.tool.spec
+    pending = st.tool.connector.invoke(spec, st.validated, ctx)
+    if not inspect.iscoroutine(pending):
+        with anyio.fail_after(spec.timeout):
+            return await pending
+    with anyio.CancelScope() as scope:
+        try:
+            first = pending.send(None)
+        except StopIteration as done:
+            return done.value
+        scope.deadline = anyio.current_time() + spec.timeout
+        return await _Resume(pending, first)
+    if scope.cancelled_caught:
+        raise TimeoutError
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _timed_out(name: str, timeout: float) -> _Outcome:
@@ -175,6 +223,7 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
     approval_id = st.approval.id if st.approval is not None else None
     attempt = (st.record.attempt if st.record is not None and st.takeover else 0) + 1
     started_at = rt.clock()
+    st.idempotency_key = idempotency_key(st.call.task_id, st.call.call_id)
     persisted: CallStatus | None = None
     if spec.has_side_effects:
         deadline = started_at + spec.timeout
@@ -221,7 +270,7 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 principal=st.principal,
                 attempt=attempt,
                 deadline=deadline_mono,
-                idempotency_key=idempotency_key(st.call.task_id, st.call.call_id),
+                idempotency_key=st.idempotency_key,
                 arguments=st.validated,
                 approval_id=approval_id,
             )

@@ -58,3 +58,5 @@ class CallState:
     """The granted approval the call runs under."""
     takeover: bool = False
     """The call was found RUNNING and abandoned, and is safe to run again."""
+    idempotency_key: str = ""
+    """The call's idempotency key, once computed."""
