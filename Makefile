@@ -3,6 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
+INSPECTOR := .cache/inspector/node_modules/.bin/mcp-inspector
 
 .PHONY: run test lint typecheck unit clean
 
@@ -11,15 +12,18 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e ".[examples]"
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $@ $(STAMP_RUN)
 
+# The executor demo on a fresh temporary ledger, then the MCP gateway with the example config
+# (demo tools + the mcp-server-time upstream, ledger ./toolkeeper.db) until Ctrl-C.
 run: $(STAMP_RUN)
 	$(BIN)/toolkeeper demo
+	$(BIN)/toolkeeper serve --config examples/toolkeeper.toml --show-tokens
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check src tests
@@ -28,7 +32,11 @@ lint: $(STAMP_TEST)
 typecheck: $(STAMP_TEST)
 	$(BIN)/mypy
 
-unit: $(STAMP_TEST)
+# The MCP Inspector CLI, a downstream client of the gateway tests (Node 20: 0.15.0 is the newest).
+$(INSPECTOR):
+	npm install --prefix .cache/inspector --no-audit --no-fund @modelcontextprotocol/inspector@0.15.0
+
+unit: $(STAMP_TEST) $(INSPECTOR)
 	$(BIN)/pytest
 
 test: lint typecheck unit

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio
 import anyio.from_thread
@@ -40,6 +40,9 @@ from .policy.approvals import Approvals
 from .policy.budgets import Budgets, MemoryRateLimiter, RateLimiter
 from .policy.grants import may_use
 from .schema.from_callable import function_schema
+
+if TYPE_CHECKING:
+    from .retrieval import QueryContext, Selection, Selector
 
 __all__ = ["DEFAULT_LEDGER", "Keeper", "KeeperState"]
 
@@ -131,6 +134,7 @@ class Keeper:
         self.executor = Executor(self.runtime)
         self._portal_cm: Any = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
+        self._selector: Selector | None = None
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -277,6 +281,41 @@ class Keeper:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    # -- retrieval (needs the `[retrieval]` extra) -----------------------------------------
+
+    @property
+    def selector(self) -> Selector:
+        """The search index over this keeper's catalog, built on first use, following it."""
+        if self._selector is None:
+            from .retrieval import Selector
+
+            self._selector = Selector.default(self.catalog)
+        return self._selector
+
+    def select(
+        self,
+        query: str,
+        *,
+        principal: Principal | None = None,
+        k: int = 8,
+        context: QueryContext | None = None,
+    ) -> Selection:
+        """The tools `principal` may use that best fit `query` (direct mode), e.g.
+        `keeper.select(message, principal=p, k=8).to("anthropic")`."""
+        return self.selector.select(
+            query, principal=principal or self.runtime.principal, k=k, context=context
+        )
+
+    def enable_discovery(self) -> list[Tool]:
+        """Add `search_tools`, `get_tool_details` and `call_tool` (progressive discovery);
+        `call_tool` runs through `execute`, so every gate applies to the inner call."""
+        from .retrieval import meta_tools
+
+        tools = meta_tools(self.selector, self.execute)
+        for tool in tools:
+            self.catalog.add(tool)
+        return tools
 
     # -- calls -----------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ _COMMANDS: dict[str, tuple[str, ...]] = {
     "bench": ("bench",),
     "dialects": ("dialects",),
     "eval": ("eval",),
+    "serve": ("serve", "list-tools"),
 }
 
 

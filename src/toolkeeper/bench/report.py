@@ -1,0 +1,146 @@
+"""The report of the executor benchmark: cases, ratios to the peers, and the issue's targets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .stats import Summary
+
+__all__ = ["CaseReport", "ExecutorBench", "Target"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CaseReport:
+    """How one case fared."""
+
+    key: str
+    """Identifier (`toolkeeper.memory`, `pydantic_ai`, ...)."""
+    label: str
+    """What a person reads."""
+    status: str
+    """`ok`, `not installed` or `error`."""
+    version: str | None = None
+    """Version of the package under test."""
+    note: str | None = None
+    """Why it was not measured, or what it measured with (ledger file, audit sink)."""
+    summary: Summary | None = None
+    """Per-call times, when measured."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        out: dict[str, Any] = {"label": self.label, "status": self.status, "version": self.version}
+        if self.note is not None:
+            out["note"] = self.note
+        if self.summary is not None:
+            out |= self.summary.to_dict()
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Target:
+    """One of the issue's performance targets, checked against this run."""
+
+    key: str
+    """Identifier in the JSON report."""
+    description: str
+    """The target in words."""
+    measured_us: float | None
+    """The toolkeeper median it is about."""
+    limit_us: float | None
+    """The bound it must not exceed (None when a needed case was not measured)."""
+    met: bool | None
+    """Whether it was met; None when it could not be checked."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "description": self.description,
+            "measured_us": _round(self.measured_us),
+            "limit_us": _round(self.limit_us),
+            "met": self.met,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutorBench:
+    """The report of one run of the executor benchmark."""
+
+    calls: int
+    """Timed calls per case and repeat."""
+    repeats: int
+    """Interleaved repeats of every case."""
+    warmup: int
+    """Untimed calls per case before the first repeat."""
+    cases: tuple[CaseReport, ...]
+    """Toolkeeper's cases, then the peers'."""
+    targets: tuple[Target, ...]
+    """The issue's targets, checked."""
+    environment: dict[str, Any] = field(default_factory=dict)
+    """Python, platform, CPUs and load average: the context the figures need."""
+
+    def case(self, key: str) -> CaseReport | None:
+        """The case with this key, if it exists."""
+        return next((c for c in self.cases if c.key == key), None)
+
+    @property
+    def ratios(self) -> dict[str, dict[str, float]]:
+        """Median of each toolkeeper case divided by the median of each measured peer."""
+        return self._ratios(lambda s: s.median_us)
+
+    @property
+    def cpu_ratios(self) -> dict[str, dict[str, float]]:
+        """The same ratios of CPU time per call (steadier on a busy machine)."""
+        return self._ratios(lambda s: s.cpu_us)
+
+    def _ratios(self, figure: Callable[[Summary], float | None]) -> dict[str, dict[str, float]]:
+        def value(case: CaseReport) -> float | None:
+            return figure(case.summary) if case.summary is not None else None
+
+        peers = [c for c in self.cases if not c.key.startswith("toolkeeper.")]
+        out: dict[str, dict[str, float]] = {}
+        for case in self.cases:
+            own = value(case)
+            if case.key.startswith("toolkeeper.") and own is not None:
+                out[case.key] = {
+                    p.key: round(own / other, 3)
+                    for p in peers
+                    if (other := value(p)) is not None and other > 0
+                }
+        return out
+
+    @property
+    def all_calls_succeeded(self) -> bool:
+        """Whether every timed toolkeeper call returned the right result."""
+        own = [c for c in self.cases if c.key.startswith("toolkeeper.")]
+        return all(c.summary is not None and c.summary.failures == 0 for c in own)
+
+    @property
+    def targets_met(self) -> bool:
+        """Whether every target was checked and met."""
+        return all(t.met is True for t in self.targets)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report of `toolkeeper bench executor --json`."""
+        return {
+            "bench": "executor",
+            "unit": "microseconds per call",
+            "calls": self.calls,
+            "repeats": self.repeats,
+            "warmup": self.warmup,
+            "median": "median of the per-repeat medians; p99 over all timed calls",
+            "cpu": "process CPU time per call, median over the repeats (no I/O waits)",
+            "tool": "async def add(a: int, b: int) -> int; JSON-string arguments; new call id",
+            "environment": self.environment,
+            "cases": {c.key: c.to_dict() for c in self.cases},
+            "ratios": self.ratios,
+            "cpu_ratios": self.cpu_ratios,
+            "targets": {t.key: t.to_dict() for t in self.targets},
+            "targets_met": self.targets_met,
+            "all_calls_succeeded": self.all_calls_succeeded,
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return round(value, 2) if value is not None else None

@@ -1,0 +1,94 @@
+"""`toolkeeper eval`: retrieval and abstention figures on benchmark files.
+
+`toolkeeper eval retrieval --tools T.jsonl --queries Q.jsonl [--score name|id] [--json]
+[--plot out.png]` and `toolkeeper eval abstain --queries Q.jsonl [--json]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add `eval retrieval` and `eval abstain`."""
+    parser = subparsers.add_parser("eval", help="measure retrieval on benchmark files")
+    sub = parser.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
+
+    retrieval = sub.add_parser("retrieval", help="Recall@k, nDCG, MRR, latency, tokens")
+    retrieval.add_argument("--tools", required=True, nargs="+", help="tools.jsonl file(s)")
+    retrieval.add_argument("--queries", required=True, help="queries.jsonl file")
+    retrieval.add_argument("--score", choices=("id", "name"), default="id")
+    retrieval.add_argument("--plot", help="write a PNG of recall@k per method here")
+    retrieval.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    _common(retrieval)
+    retrieval.set_defaults(func=_retrieval)
+
+    abstain = sub.add_parser("abstain", help="abstention precision, recall and F1")
+    abstain.add_argument("--queries", required=True, help="queries with candidate_tools")
+    abstain.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    _common(abstain)
+    abstain.set_defaults(func=_abstain)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the JSON report")
+    parser.add_argument("--no-dense", action="store_true", help="keyword search only")
+    parser.add_argument("--cache", type=Path, help="embedding cache file")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _dense(args: argparse.Namespace) -> dict[str, Any]:
+    if args.no_dense:
+        return {"embedder": None, "cache": None}
+    from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder, default_cache_path
+
+    cache = EmbeddingCache(args.cache or default_cache_path())
+    return {"embedder": MiniLMEmbedder(), "cache": cache}
+
+
+def _retrieval(args: argparse.Namespace) -> int:
+    from ..eval.datasets import load_queries, load_tools
+    from ..eval.retrieval import evaluate_retrieval
+
+    catalog = load_tools(args.tools)
+    queries = load_queries(args.queries)[: args.limit]
+    report = evaluate_retrieval(
+        catalog, queries, **_dense(args), score=args.score, show_progress=not args.quiet
+    )
+    if args.plot:
+        from ..eval.plot import plot_recall
+
+        plot_recall(report, args.plot, title=Path(args.queries).parent.name)
+        report["plot"] = args.plot
+    _emit(report, args.json)
+    return 0
+
+
+def _abstain(args: argparse.Namespace) -> int:
+    from ..eval.datasets import load_abstain_queries
+    from ..eval.retrieval import evaluate_abstention
+
+    queries = load_abstain_queries(args.queries)[: args.limit]
+    report = evaluate_abstention(queries, **_dense(args), show_progress=not args.quiet)
+    _emit(report, args.json)
+    return 0
+
+
+def _emit(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    for key, value in report.items():
+        if key == "methods":
+            for method, figures in value.items():
+                shown = {k: round(v, 3) for k, v in figures.items() if k != "curve"}
+                print(f"{method:>8}: {shown}")
+        else:
+            print(f"{key}: {value}")

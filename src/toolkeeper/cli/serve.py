@@ -1,0 +1,142 @@
+"""`toolkeeper serve`: run the MCP gateway; `toolkeeper list-tools`: list (or call) tools of
+an MCP server over streamable HTTP, as a quick check of a running gateway.
+
+```
+toolkeeper serve --config toolkeeper.toml [--stdio] [--host H] [--port P] [--ledger URL]
+toolkeeper list-tools --url http://127.0.0.1:8765/mcp --token TOKEN [--call NAME --args JSON]
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add `serve` and `list-tools`."""
+    serve = subparsers.add_parser(
+        "serve",
+        help="run the MCP gateway (streamable HTTP, or --stdio)",
+        description="Serve the tools of a configuration over MCP, every call through the "
+        "executor, for the principals and tokens the configuration names.",
+    )
+    serve.add_argument("--config", required=True, help="the TOML configuration file")
+    serve.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout")
+    serve.add_argument("--host", help="interface for HTTP (default: [server] host)")
+    serve.add_argument("--port", type=int, help="port for HTTP (default: [server] port)")
+    serve.add_argument("--ledger", help="ledger URL (default: [server] ledger)")
+    serve.add_argument(
+        "--show-tokens", action="store_true", help="print each principal's token at start"
+    )
+    serve.set_defaults(func=_serve)
+
+    probe = subparsers.add_parser(
+        "list-tools", help="list (or call) the tools of an MCP server over streamable HTTP"
+    )
+    probe.add_argument(
+        "--url", required=True, help="the MCP endpoint, e.g. http://127.0.0.1:8765/mcp"
+    )
+    probe.add_argument("--token", default=os.environ.get("TOOLKEEPER_TOKEN"), help="bearer token")
+    probe.add_argument("--call", help="call this tool instead of listing")
+    probe.add_argument("--args", default="{}", help="arguments of --call as a JSON object")
+    probe.set_defaults(func=_probe)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from ..config import ConfigError, load_config
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
+    try:
+        config = load_config(args.config)
+        return anyio.run(_run, config, args)
+    except ConfigError as exc:
+        print(f"toolkeeper serve: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _run(config: Any, args: argparse.Namespace) -> int:
+    from ..server import build, serve_http, serve_stdio
+
+    async with build(config, ledger=args.ledger) as deployment:
+        gateway = deployment.gateway
+        if args.stdio:
+            wanted = config.server.stdio_principal
+            if wanted is None and len(gateway.principals) == 1:
+                wanted = next(iter(gateway.principals))
+            if wanted is None:
+                print("toolkeeper serve: set [server] stdio_principal", file=sys.stderr)
+                return 2
+            await serve_stdio(gateway, gateway.principals[wanted])
+            return 0
+        host = args.host or config.server.host
+        path = config.server.path
+
+        def started(port: int) -> None:
+            url = f"http://{host}:{port}{path}"
+            names = ", ".join(sorted(t.name for t in deployment.keeper.catalog)) or "none yet"
+            print(f"toolkeeper gateway on {url}", flush=True)
+            print(f"tools: {names}", flush=True)
+            for pid, entry in gateway.principals.items():
+                if args.show_tokens and entry.token:
+                    print(f"principal {pid}: token {entry.token}", flush=True)
+            if args.show_tokens and gateway.principals:
+                pid, entry = next(iter(gateway.principals.items()))
+                program = sys.argv[0] if Path(sys.argv[0]).name == "toolkeeper" else "toolkeeper"
+                print(
+                    f"list its tools: {program} list-tools --url {url} --token {entry.token}",
+                    flush=True,
+                )
+
+        port = args.port if args.port is not None else config.server.port
+        await serve_http(gateway, host=host, port=port, path=path, started=started)
+    return 0
+
+
+def _probe(args: argparse.Namespace) -> int:
+    try:
+        arguments = json.loads(args.args)
+    except json.JSONDecodeError as exc:
+        print(f"--args is not JSON: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return anyio.run(_probe_async, args.url, args.token, args.call, arguments)
+    except Exception as exc:  # one line for a person, not a traceback
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]  # type: ignore[assignment]
+        print(f"toolkeeper list-tools: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _probe_async(url: str, token: str | None, call: str | None, arguments: Any) -> int:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        if call is None:
+            listed = await client.list_tools()
+            for tool in listed.tools:
+                summary = (tool.description or "").strip().splitlines()
+                print(f"{tool.name}\t{summary[0] if summary else ''}")
+            return 0
+        result = await client.call_tool(call, arguments)
+        print(
+            json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2)
+        )
+        return 1 if result.is_error else 0

@@ -1,0 +1,286 @@
+"""The gateway's TOML configuration: upstreams, local tools, principals, rules, ledger.
+
+What it is: the schema of `toolkeeper.toml` (validated with pydantic, unknown keys refused) and
+`load_config(path)`, which reads it with the standard library's `tomllib`. Every error names
+the file, the line and the key (`toolkeeper.toml:12: principals.alice.grants: ...`). Tokens may
+be written inline (`token = "..."`) or read from the environment (`token_env = "NAME"`).
+What it is not: the code that starts anything; see `toolkeeper.server.gateway`.
+A commented example lives in `examples/toolkeeper.toml`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, NoReturn
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .core.errors import ConfigurationError
+from .core.values import Effect
+
+__all__ = [
+    "ConfigError",
+    "GatewayConfig",
+    "LocalTools",
+    "PrincipalConfig",
+    "RuleConfig",
+    "ServerSettings",
+    "ToolOverrideConfig",
+    "UpstreamConfig",
+    "load_config",
+    "parse_config",
+]
+
+Exposure = Literal["direct", "progressive"]
+
+
+class ConfigError(ConfigurationError):
+    """A configuration file is invalid; the message names the file, line and key."""
+
+    def __init__(self, file: str, line: int | None, key: str, reason: str) -> None:
+        where = f"{file}:{line}" if line is not None else file
+        super().__init__(f"{where}: {key}: {reason}" if key else f"{where}: {reason}")
+        self.file = file
+        self.line = line
+        self.key = key
+        self.reason = reason
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(_Model):
+    """`[server]`: how the gateway listens and what it shows."""
+
+    host: str = "127.0.0.1"
+    """Interface for streamable HTTP."""
+    port: int = Field(default=8765, ge=0, le=65535)
+    """Port for streamable HTTP (0 picks a free one)."""
+    path: str = "/mcp"
+    """The MCP endpoint path."""
+    exposure: Exposure = "direct"
+    """`direct`: each permitted tool is listed; `progressive`: the three meta-tools."""
+    ledger: str = "sqlite:///./toolkeeper.db"
+    """Ledger URL: `sqlite:///relative.db`, `sqlite:////absolute.db`, `postgresql://...`."""
+    stdio_principal: str | None = None
+    """The principal a `--stdio` client acts for (stdio has no token); default: the only
+    principal, if there is exactly one."""
+    name: str = "toolkeeper"
+    """The server name shown to clients."""
+
+
+class ToolOverrideConfig(_Model):
+    """`[upstreams.NAME.tools.TOOL]`: trusted facts replacing an upstream tool's hints."""
+
+    effect: Effect | None = None
+    idempotent: bool | None = None
+    permissions: list[str] | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    tags: list[str] = []
+
+
+class UpstreamConfig(_Model):
+    """`[upstreams.NAME]`: one upstream MCP server (stdio `command`, or HTTP `url`)."""
+
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = {}
+    timeout: float = Field(default=30.0, gt=0)
+    connect_timeout: float = Field(default=20.0, gt=0)
+    include: list[str] | None = None
+    permissions: list[str] | None = None
+    """Permissions every tool of this upstream needs (default `NAME:TOOL`)."""
+    tools: dict[str, ToolOverrideConfig] = {}
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> UpstreamConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set exactly one of command (stdio) and url (streamable HTTP)")
+        return self
+
+
+class LocalTools(_Model):
+    """`[[tools]]`: a Python module whose `register(keeper)` adds tools."""
+
+    module: str | None = None
+    """An importable module name."""
+    file: str | None = None
+    """A Python file, relative to the configuration file."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LocalTools:
+        if (self.module is None) == (self.file is None):
+            raise ValueError("set exactly one of module and file")
+        return self
+
+
+class PrincipalConfig(_Model):
+    """`[principals.ID]`: who a bearer token acts for and what it may use."""
+
+    token: str | None = None
+    token_env: str | None = None
+    tenant: str = "default"
+    environment: str = "default"
+    grants: list[str] = []
+    exposure: Exposure | None = None
+    """Overrides `[server] exposure` for this principal."""
+    approve_by_elicitation: bool = True
+    """Whether the user of this principal's client may approve its calls when asked through
+    MCP elicitation (otherwise only `toolkeeper approvals approve ID`)."""
+    attributes: dict[str, Any] = {}
+
+
+class RuleConfig(_Model):
+    """`[[rules]]`: one business rule on the tools whose names match `tools` (globs)."""
+
+    tools: list[str] = ["*"]
+    kind: Literal["require_approval", "deny", "allow", "path_inside", "domain_in", "at_most"]
+    reason: str = ""
+    param: str | None = None
+    root: str | None = None
+    domains: list[str] = []
+    cap: float | None = None
+    approve_above: bool = False
+
+    @model_validator(mode="after")
+    def _needs(self) -> RuleConfig:
+        need = {
+            "path_inside": ("param", "root"),
+            "domain_in": ("param",),
+            "at_most": ("param", "cap"),
+        }
+        for key in need.get(self.kind, ()):
+            if getattr(self, key) is None:
+                raise ValueError(f"a {self.kind} rule needs {key}")
+        return self
+
+
+class GatewayConfig(_Model):
+    """A whole `toolkeeper.toml`."""
+
+    server: ServerSettings = ServerSettings()
+    upstreams: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], UpstreamConfig] = {}
+    tools: list[LocalTools] = []
+    principals: dict[str, PrincipalConfig] = {}
+    rules: list[RuleConfig] = []
+    base_dir: str = "."
+    """The directory relative paths are taken from (the configuration file's)."""
+
+
+# errors with a line -------------------------------------------------------------------------
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"'. ]+?)\s*=")
+
+
+def _split_key(text: str) -> list[str]:
+    return [part.strip().strip("\"'") for part in text.split(".")]
+
+
+def _key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """Line numbers (1-based) of every table header and key, by their path; array tables get
+    their index (`rules.0.kind`)."""
+    lines: dict[tuple[str, ...], int] = {}
+    counts: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            path = tuple(_split_key(header.group(2)))
+            if header.group(1) == "[[":
+                index = counts.get(path, -1) + 1
+                counts[path] = index
+                path = (*path, str(index))
+            table = path
+            lines.setdefault(table, number)
+            continue
+        key = _KEY.match(line)
+        if key and not line.lstrip().startswith("#"):
+            lines.setdefault((*table, *_split_key(key.group(1))), number)
+    return lines
+
+
+def _line_of(loc: Sequence[str | int], lines: dict[tuple[str, ...], int]) -> int | None:
+    path = tuple(str(p) for p in loc)
+    while path:
+        if path in lines:
+            return lines[path]
+        path = path[:-1]
+    return None
+
+
+def _resolve_tokens(
+    config: GatewayConfig, raise_at: Callable[[Sequence[str | int], str], NoReturn]
+) -> GatewayConfig:
+    principals = {}
+    for pid, p in config.principals.items():
+        token = p.token
+        if p.token_env is not None:
+            token = os.environ.get(p.token_env)
+            if not token:
+                raise_at(
+                    ("principals", pid, "token_env"), f"environment variable {p.token_env} is unset"
+                )
+        if not token:
+            raise_at(("principals", pid), "a principal needs token or token_env")
+        principals[pid] = p.model_copy(update={"token": token})
+    tokens = [p.token for p in principals.values()]
+    if len(set(tokens)) != len(tokens):
+        raise_at(("principals",), "two principals share a token")
+    return config.model_copy(update={"principals": principals})
+
+
+def parse_config(
+    text: str, *, file: str = "<config>", base_dir: str | None = None
+) -> GatewayConfig:
+    """Validate TOML text as a gateway configuration.
+
+    Raises:
+        ConfigError: invalid TOML or an invalid value (names file, line and key).
+    """
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(file, int(match.group(1)) if match else None, "", str(exc)) from exc
+    lines = _key_lines(text)
+
+    def raise_at(loc: Sequence[str | int], reason: str) -> NoReturn:
+        raise ConfigError(file, _line_of(loc, lines), ".".join(str(p) for p in loc), reason)
+
+    if base_dir is not None:
+        raw["base_dir"] = base_dir
+    try:
+        config = GatewayConfig.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
+        raise_at(loc, first["msg"])
+    config = _resolve_tokens(config, raise_at)
+    if config.server.stdio_principal is not None and config.server.stdio_principal not in (
+        config.principals
+    ):
+        raise_at(("server", "stdio_principal"), "names no principal")
+    return config
+
+
+def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
+    """Read and validate a configuration file; relative paths in it are taken from its folder.
+
+    Raises:
+        ConfigError: the file is missing or invalid (names file, line and key).
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(file), None, "", f"cannot read: {exc.strerror}") from exc
+    return parse_config(text, file=str(file), base_dir=str(file.resolve().parent))

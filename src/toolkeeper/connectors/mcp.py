@@ -1,0 +1,440 @@
+"""Upstream MCP servers as tool sources: one `McpUpstream` per server.
+
+What it is: a `Connector` that keeps one session to an MCP server (a program over stdio, or a
+URL over streamable HTTP) open, lists its tools page by page into the `Catalog` under
+namespaced names (`git.git_status`), follows `notifications/tools/list_changed`, and runs
+calls on it, passing the call's idempotency key in `_meta` (`dev.toolkeeper/idempotency-key`).
+A server that dies is reconnected with backoff; while it is away its tools stay in the catalog
+and calls end UPSTREAM_UNAVAILABLE at once.
+
+What it is not: a policy. MCP annotations (`readOnlyHint`, `destructiveHint`,
+`idempotentHint`) come from a server we do not control, so they are *hints*: they fill
+`effect` and `idempotent` unless the configuration says otherwise (`ToolOverride`), and every
+upstream tool needs the permission `<upstream>:<tool>` unless configured otherwise, whatever
+its hints say.
+
+How failures are reported: nothing sent (no session, a send on a closed connection) raises
+`UpstreamUnavailable`; the server answering `isError: true` raises `ToolFailed`; the
+connection lost while the request was out raises `OutcomeUnknown` (the call may or may not
+have run); the per-request read timeout raises `TimeoutError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from ..catalog.registry import Catalog, Tool
+from ..core.errors import ConfigurationError
+from ..core.retry import RetryPolicy
+from ..core.signals import OutcomeUnknown, ToolFailed
+from ..core.values import CallContext, Effect, ToolSpec
+from ..dialects.mcp import MCP
+from ._mcp_streams import WatchedTransport
+from .base import UpstreamUnavailable
+
+try:
+    import mcp_types
+    from mcp import Client, StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError('MCP upstreams need the mcp extra: pip install "toolkeeper[mcp]"') from exc
+
+__all__ = [
+    "IDEMPOTENCY_META_KEY",
+    "McpUpstream",
+    "ToolOverride",
+    "UpstreamParams",
+    "result_data",
+    "spec_from_mcp",
+]
+
+logger = logging.getLogger(__name__)
+
+IDEMPOTENCY_META_KEY = "dev.toolkeeper/idempotency-key"
+"""The request `_meta` key carrying the call's idempotency key (reverse-DNS prefix, as the MCP
+spec asks of non-protocol keys)."""
+
+_PAGE_CAP = 1000
+"""A server whose tools/list never ends cannot hang the connector."""
+
+_RECONNECT = RetryPolicy(initial_interval=0.2, backoff=2.0, max_interval=10.0, jitter=0.2)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolOverride:
+    """Trusted facts about one upstream tool that replace the server's hints."""
+
+    effect: Effect | None = None
+    """The tool's effect; None keeps what the annotations hint."""
+    idempotent: bool | None = None
+    """Whether the tool is idempotent; None keeps the hint."""
+    permissions: tuple[str, ...] | None = None
+    """Permissions a principal needs; None means `<upstream>:<tool>`."""
+    timeout: float | None = None
+    """Seconds one attempt may run; None keeps the upstream's default."""
+    tags: tuple[str, ...] = ()
+    """Extra labels for search."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UpstreamParams:
+    """How to reach one upstream MCP server and how to present its tools."""
+
+    name: str
+    """The namespace of its tools (`git` → `git.git_status`) and their `source`."""
+    command: str | None = None
+    """The program to run for stdio; exactly one of `command` and `url`."""
+    args: tuple[str, ...] = ()
+    """Arguments of `command`."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Extra environment of `command` (merged over a minimal safe environment)."""
+    cwd: str | None = None
+    """Working directory of `command`."""
+    url: str | None = None
+    """The streamable HTTP endpoint."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """HTTP headers sent to `url` (e.g. an Authorization header)."""
+    timeout: float = 30.0
+    """Default seconds one call may run."""
+    connect_timeout: float = 10.0
+    """Seconds a connection (spawn, handshake, first listing) may take."""
+    tools: Mapping[str, ToolOverride] = field(default_factory=dict)
+    """Overrides by the tool's upstream name."""
+    include: tuple[str, ...] | None = None
+    """Upstream tool names to expose; None exposes every tool."""
+    default_permissions: tuple[str, ...] | None = None
+    """Permissions each tool needs unless overridden; None means `<upstream>:<tool>`."""
+    tenants: frozenset[str] | None = None
+    """Tenants its tools exist for; None means every tenant."""
+    environments: frozenset[str] | None = None
+    """Environments its tools exist in; None means every environment."""
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise ConfigurationError(f"upstream {self.name!r} needs exactly one of command, url")
+        if not self.name or "." in self.name:
+            raise ConfigurationError(f"upstream name {self.name!r} must be non-empty without '.'")
+
+
+_DIALECT = MCP()
+
+
+def spec_from_mcp(tool: mcp_types.Tool, params: UpstreamParams) -> ToolSpec:
+    """The `ToolSpec` of an upstream tool: read by the MCP dialect (annotations become effect
+    *hints*), then namespaced, guarded by a permission, and overridden by configuration."""
+    override = params.tools.get(tool.name, ToolOverride())
+    hinted = _DIALECT.import_tool(tool).value
+    return dataclasses.replace(
+        hinted,
+        name=f"{params.name}.{tool.name}",
+        effect=override.effect or hinted.effect,
+        idempotent=hinted.idempotent if override.idempotent is None else override.idempotent,
+        permissions=(
+            override.permissions
+            if override.permissions is not None
+            else params.default_permissions
+            if params.default_permissions is not None
+            else (f"{params.name}:{tool.name}",)
+        ),
+        tags=(params.name, *override.tags),
+        timeout=override.timeout or params.timeout,
+        tenants=params.tenants,
+        environments=params.environments,
+        source=params.name,
+        metadata={**hinted.metadata, "mcp": {"server": params.name, "name": tool.name}},
+    )
+
+
+def result_data(result: mcp_types.CallToolResult) -> Any:
+    """The data of a successful result: its structured content, else its only text, else its
+    content blocks as JSON objects."""
+    if result.structured_content is not None:
+        return result.structured_content
+    blocks = result.content
+    if len(blocks) == 1 and isinstance(blocks[0], mcp_types.TextContent):
+        return blocks[0].text
+    return [b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in blocks]
+
+
+def _error_text(result: mcp_types.CallToolResult) -> str:
+    texts = [b.text for b in result.content if isinstance(b, mcp_types.TextContent)]
+    return "\n".join(texts) or "the upstream tool reported an error"
+
+
+class McpUpstream:
+    """One upstream MCP server: its session, its tools in a catalog, and the connector that
+    runs them. Use as an async context manager; `aclose()` is idempotent."""
+
+    def __init__(self, params: UpstreamParams, catalog: Catalog) -> None:
+        self.params = params
+        self._catalog = catalog
+        self._client: Client | None = None
+        self._lost: WatchedTransport | None = None
+        self._ready = anyio.Event()
+        self._attempted = anyio.Event()
+        self._wake = anyio.Event()
+        self._refresh = anyio.Event()
+        self._names: set[str] = set()
+        self._exit: AsyncExitStack | None = None
+        self._scope: anyio.CancelScope | None = None
+        self.connects = 0
+        """How many sessions were opened so far (1 after the first connection)."""
+
+    # lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> McpUpstream:
+        await self.start()
+        await self.wait_attempted()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Start the session in the background (from the task that will later close it). A
+        server that cannot be reached is retried with backoff; its tools appear once it
+        answers."""
+        if self._exit is not None:
+            return
+        stack = AsyncExitStack()
+        tg = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(tg.cancel_scope.cancel)
+        self._exit = stack
+        self._scope = tg.cancel_scope
+        tg.start_soon(self._supervise)
+
+    def cancel(self) -> None:
+        """Start closing without waiting (then `aclose()` from the task that started it)."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def wait_attempted(self) -> None:
+        """Wait until the first connection attempt has succeeded or failed (at most the
+        connect timeout)."""
+        with anyio.move_on_after(self.params.connect_timeout + 1.0):
+            await self._attempted.wait()
+
+    async def aclose(self) -> None:
+        """Close the session (and stop the server process), from the task that called `start`.
+        Idempotent."""
+        stack, self._exit = self._exit, None
+        if stack is not None:
+            await stack.aclose()
+
+    @property
+    def connected(self) -> bool:
+        """Whether a session is open now."""
+        return self._client is not None
+
+    async def wait_connected(self) -> None:
+        """Wait until a session is open (bound it with `anyio.fail_after`)."""
+        await self._ready.wait()
+
+    # the connector -----------------------------------------------------------------------
+
+    async def invoke(self, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        """Run one attempt on the upstream.
+
+        Raises:
+            UpstreamUnavailable: no session; nothing was sent.
+            OutcomeUnknown: the connection ended while the request was out.
+            ToolFailed: the tool answered `isError: true`.
+            TimeoutError: no answer before the call's deadline.
+        """
+        client, watch = self._client, self._lost
+        if client is None or watch is None or watch.closed:
+            self._wake.set()
+            raise UpstreamUnavailable(f"upstream {self.params.name!r} is not connected")
+        name = spec.metadata.get("mcp", {}).get("name") or spec.name.partition(".")[2]
+        remaining = ctx.remaining()
+        timeout = remaining if math.isfinite(remaining) else None
+        meta: Any = {IDEMPOTENCY_META_KEY: ctx.idempotency_key}
+        request = mcp_types.CallToolRequest(
+            params=mcp_types.CallToolRequestParams(name=name, arguments=dict(arguments), _meta=meta)
+        )
+        try:
+            try:
+                # The session's plain request path: the executor validates and records the
+                # result itself, so the client's own output validation would be done twice.
+                result = await client.session.send_request(
+                    request, mcp_types.CallToolResult, request_read_timeout_seconds=timeout
+                )
+            except MCPError as exc:
+                if exc.code != mcp_types.HEADER_MISMATCH:
+                    raise
+                # 2026-07-28 over HTTP: the client re-lists the tool and sends again.
+                result = await client.call_tool(
+                    name, dict(arguments), read_timeout_seconds=timeout, meta=meta
+                )
+        except MCPError as exc:
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                self._wake.set()
+                raise OutcomeUnknown(f"upstream {self.params.name!r} closed mid-call") from exc
+            if exc.code == mcp_types.REQUEST_TIMEOUT:
+                raise TimeoutError(f"upstream {self.params.name!r} did not answer") from exc
+            raise ToolFailed(f"upstream error {exc.code}: {exc.message}") from exc
+        if result.is_error:
+            raise ToolFailed(_error_text(result))
+        return result_data(result)
+
+    # session supervision -----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[Client]:
+        p = self.params
+        if p.command is not None:
+            inner: Any = _stdio(p)
+        else:
+            assert p.url is not None
+            inner = _http(p)
+        watch = WatchedTransport(inner, on_close=self._on_lost)
+        client = Client(
+            watch, mode="auto", cache=None, message_handler=self._on_message, raise_exceptions=False
+        )
+        async with client:
+            self._lost = watch
+            yield client
+
+    async def _supervise(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                with anyio.CancelScope() as connecting:
+                    connecting.deadline = anyio.current_time() + self.params.connect_timeout
+                    async with self._open() as client:
+                        await self._sync(client)
+                        connecting.deadline = math.inf
+                        self._client = client
+                        self.connects += 1
+                        attempt = 0
+                        self._ready.set()
+                        self._attempted.set()
+                        try:
+                            await self._serve(client)
+                        finally:
+                            self._on_lost()
+                if connecting.cancelled_caught:
+                    logger.warning(
+                        "upstream %r: no connection within the timeout", self.params.name
+                    )
+            except Exception as exc:
+                logger.warning("upstream %r: %s: %s", self.params.name, type(exc).__name__, exc)
+            self._attempted.set()
+            attempt += 1
+            self._wake = anyio.Event()
+            with anyio.move_on_after(_RECONNECT.delay(attempt)):
+                await self._wake.wait()
+
+    def _on_lost(self) -> None:
+        self._client = None
+        if self._ready.is_set():
+            self._ready = anyio.Event()
+
+    async def _serve(self, client: Client) -> None:
+        """Follow list changes until the connection ends."""
+        assert self._lost is not None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._follow_changes, client)
+            await self._lost.wait_closed()
+            tg.cancel_scope.cancel()
+
+    async def _follow_changes(self, client: Client) -> None:
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if not _lists_changes(client):
+                return
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    await self._sync(client)
+            return
+        while True:
+            await self._refresh.wait()
+            self._refresh = anyio.Event()
+            await self._sync(client)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._refresh.set()
+        await anyio.lowlevel.checkpoint()
+
+    async def _sync(self, client: Client) -> None:
+        """List every page of tools and bring the catalog in line with it."""
+        listed: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_PAGE_CAP):
+            page = await client.list_tools(cursor=cursor)
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        include = self.params.include
+        specs = {
+            s.name: s
+            for s in (spec_from_mcp(t, self.params) for t in listed)
+            if include is None or s.metadata["mcp"]["name"] in include
+        }
+        for name in self._names - specs.keys():
+            self._catalog.remove(name)
+        for name, spec in specs.items():
+            current = self._catalog.get(name)
+            if current is None or current.spec != spec or current.connector is not self:
+                self._catalog.add(Tool(spec=spec, connector=self))
+        self._names = set(specs)
+
+    @property
+    def tool_names(self) -> Sequence[str]:
+        """The namespaced names of the tools this upstream provides now."""
+        return sorted(self._names)
+
+
+def _lists_changes(client: Client) -> bool:
+    tools = client.server_capabilities.tools
+    return bool(tools and tools.list_changed)
+
+
+def resolve_command(command: str) -> str:
+    """A bare command name found next to the running interpreter (this virtual environment's
+    `bin`) is run from there, so `python` and console scripts installed with toolkeeper work
+    without activating the environment; anything else is left to the PATH."""
+    if os.sep in command:
+        return command
+    local = Path(sys.executable).parent / command
+    return str(local) if local.is_file() and os.access(local, os.X_OK) else command
+
+
+def _stdio(p: UpstreamParams) -> Any:
+    from mcp.client.stdio import stdio_client
+
+    assert p.command is not None
+    command = resolve_command(p.command)
+    env = dict(p.env) or None
+    return stdio_client(
+        StdioServerParameters(command=command, args=list(p.args), env=env, cwd=p.cwd)
+    )
+
+
+def _http(p: UpstreamParams) -> Any:
+    import httpx2
+
+    assert p.url is not None
+    http = httpx2.AsyncClient(headers=dict(p.headers), timeout=httpx2.Timeout(p.timeout, read=None))
+    return _owned_http(p.url, http)
+
+
+@asynccontextmanager
+async def _owned_http(url: str, http: Any) -> AsyncIterator[Any]:
+    async with http, streamable_http_client(url, http_client=http) as streams:
+        yield streams

@@ -1,0 +1,182 @@
+"""`toolkeeper bench retrieval`: latency, index build and context tokens at catalog scale.
+
+What it is: a catalog of N tools — the union of the benchmark pools (`tools.jsonl` under
+`../shared/bench/`) plus generated variants (the same tools re-published under other server
+namespaces, as a federation of MCP servers would) — and the figures that matter at that
+size: per-query latency p50/p99 including the query embedding, cold build (every tool
+embedded), warm load (vectors from the on-disk cache), one tool added / removed, and the tokens
+of all definitions vs direct top-K vs progressive discovery's initial context. What it is not:
+a quality measure (see `toolkeeper eval retrieval`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..core.values import ToolSpec
+from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder
+from ..retrieval.meta import meta_specs
+from ..retrieval.selector import Selector
+from ..retrieval.tokens import count_tokens, tool_definition_json
+from .datasets import load_queries, load_tools, unique_names
+from .metrics import percentile
+from .progress import progress
+from .retrieval import EVALUATOR
+
+__all__ = ["build_catalog", "configure_retrieval", "run_bench"]
+
+_POOLS = ("bfcl", "metatool", "sealtools")
+_NAMESPACES = ("hub", "crm", "erp", "ops", "lab", "kit", "core", "ext")
+
+
+def _bench_root() -> Path:
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        candidate = folder / "shared" / "bench"
+        if candidate.is_dir():
+            return candidate
+        candidate = folder / "../shared/bench"
+        if candidate.is_dir():
+            return candidate.resolve()
+    return Path("../shared/bench")
+
+
+def build_catalog(root: Path, size: int, *, seed: int = 7) -> list[ToolSpec]:
+    """`size` tools: every pool tool, then namespaced variants of randomly drawn ones."""
+    pools = [root / pool / "tools.jsonl" for pool in _POOLS]
+    base = load_tools([p for p in pools if p.exists()]).specs
+    rng = random.Random(seed)
+    specs = list(base[:size])
+    while len(specs) < size:
+        spec = rng.choice(base)
+        space = rng.choice(_NAMESPACES)
+        specs.append(
+            replace(
+                spec,
+                name=f"{space}.{spec.name}",
+                description=f"{spec.description} (served by the {space} server)",
+            )
+        )
+    names = unique_names(s.name for s in specs)
+    return [replace(s, name=n) if s.name != n else s for s, n in zip(specs, names, strict=True)]
+
+
+def run_bench(
+    *,
+    size: int,
+    queries_per_set: int = 300,
+    k: int = 8,
+    root: Path | None = None,
+    cache: Path | None = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Measure one selector over `size` tools; see the module docstring for the figures."""
+    root = root or _bench_root()
+    specs = build_catalog(root, size)
+    rng = random.Random(11)
+    texts: list[str] = []
+    for pool in _POOLS:
+        path = root / pool / "queries.dev.jsonl"
+        if path.exists():
+            pool_queries = load_queries(path)
+            texts.extend(
+                q.text for q in rng.sample(pool_queries, min(queries_per_set, len(pool_queries)))
+            )
+    with tempfile.TemporaryDirectory() as tmp:
+        cache_path = cache or Path(tmp) / "vectors.sqlite"
+        embedder = MiniLMEmbedder(threads=2)
+        started = time.perf_counter()
+        cold_cache = EmbeddingCache(cache_path)
+        cold = Selector(embedder=embedder, cache=cold_cache)
+        cold.upsert_many(specs)
+        cold_seconds = time.perf_counter() - started
+        embedded = cold_cache.misses
+        cold_cache.close()
+
+        started = time.perf_counter()
+        warm_cache = EmbeddingCache(cache_path)
+        selector = Selector(embedder=MiniLMEmbedder(threads=1), cache=warm_cache)
+        selector.upsert_many(specs)
+        warm_seconds = time.perf_counter() - started
+
+        latencies: list[float] = []
+        cpu: list[float] = []
+        selected_tokens: list[int] = []
+        for text in progress(texts, total=len(texts), label="queries", enabled=show_progress):
+            t0, c0 = time.perf_counter(), time.process_time()
+            selection = selector.select(text, principal=EVALUATOR, k=k, abstain=False)
+            latencies.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+            selected_tokens.append(selection.tokens())
+
+        extra = replace(specs[0], name="bench.added_tool", description="A tool added at run time")
+        t0 = time.perf_counter()
+        selector.upsert(extra)
+        add_ms = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        selector.remove(extra.name)
+        remove_ms = (time.perf_counter() - t0) * 1000
+        warm_cache.close()
+
+    meta_tokens = sum(count_tokens(tool_definition_json(s)) for s in meta_specs())
+    return {
+        "tools": len(specs),
+        "queries": len(texts),
+        "k": k,
+        "embedder": embedder.model_id,
+        "latency_ms": {
+            "p50": percentile(latencies, 50) * 1000,
+            "p99": percentile(latencies, 99) * 1000,
+            "mean": sum(latencies) / max(len(latencies), 1) * 1000,
+        },
+        "cpu_ms_per_query": {"p50": percentile(cpu, 50) * 1000, "p99": percentile(cpu, 99) * 1000},
+        "load_average_1m": os.getloadavg()[0],
+        "cold_build_seconds": cold_seconds,
+        "cold_build_embedded": embedded,
+        "warm_load_seconds": warm_seconds,
+        "add_one_tool_ms": add_ms,
+        "remove_one_tool_ms": remove_ms,
+        "tokens_o200k": {
+            "all_schemas": sum(count_tokens(tool_definition_json(s)) for s in specs),
+            f"direct_top{k}_mean": sum(selected_tokens) / max(len(selected_tokens), 1),
+            "progressive_initial": meta_tokens,
+        },
+    }
+
+
+def configure_retrieval(parser: argparse.ArgumentParser) -> None:
+    """Options of `toolkeeper bench retrieval` (see `toolkeeper.cli.bench._BENCHES`)."""
+    parser.description = __doc__.split("\n\n")[1] if __doc__ else None
+    parser.add_argument("--tools", type=int, default=10_000, help="catalog size")
+    parser.add_argument("--queries", type=int, default=300, help="queries per benchmark set")
+    parser.add_argument("--k", type=int, default=8, help="tools per selection")
+    parser.add_argument("--bench-root", type=Path, help="folder holding bfcl/, metatool/, ...")
+    parser.add_argument("--json", action="store_true", help="print the JSON report")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    report = run_bench(
+        size=args.tools,
+        queries_per_set=args.queries,
+        k=args.k,
+        root=args.bench_root,
+        show_progress=not args.quiet,
+    )
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        for key, value in report.items():
+            sys.stdout.write(f"{key}: {value}\n")
+    return 0

@@ -1,0 +1,168 @@
+"""Loading the retrieval benchmarks (`../shared/bench/` formats) into `ToolSpec`s and queries.
+
+What it is: readers for `tools.jsonl` and `queries.dev.jsonl` (BFCL, MetaTool, Seal-Tools) and
+for the abstention set (one small catalog per query). Parameters in BFCL's and
+Seal-Tools' dialects are imported through the dialects layer; tools without parameters
+(MetaTool) get an empty object schema. Names that several tools share get a
+`~N` suffix so that every tool keeps its own entry; scoring maps them back.
+What it is not: a metric (see `toolkeeper.eval.metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..core.values import ToolSpec
+from ..dialects import Importer, get_importer
+
+__all__ = [
+    "AbstainQuery",
+    "Catalog",
+    "Query",
+    "load_abstain_queries",
+    "load_queries",
+    "load_tools",
+    "spec_from_record",
+    "unique_names",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Query:
+    """One retrieval question with its gold tools."""
+
+    id: str
+    text: str
+    gold_ids: tuple[str, ...]
+    gold_names: tuple[str, ...]
+    category: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AbstainQuery:
+    """One question with its own small catalog; no gold name means no tool fits."""
+
+    id: str
+    text: str
+    tools: tuple[ToolSpec, ...]
+    gold_names: tuple[str, ...]
+    category: str = ""
+
+    @property
+    def answerable(self) -> bool:
+        """Whether some tool fits."""
+        return bool(self.gold_names)
+
+
+@dataclass(kw_only=True, slots=True)
+class Catalog:
+    """A benchmark's tools with the maps from index keys back to dataset ids and names."""
+
+    specs: list[ToolSpec]
+    id_of: dict[str, str] = field(default_factory=dict)
+    """Index key (unique tool name) → dataset id."""
+    name_of: dict[str, str] = field(default_factory=dict)
+    """Index key → the name as the dataset wrote it."""
+
+
+def _read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
+
+
+def _dialect_importer(fmt: str | None) -> Importer | None:
+    name = {"bfcl": "bfcl", "seal-tools": "sealtools"}.get(fmt or "")
+    return get_importer(name) if name else None
+
+
+def _guess_format(record: Mapping[str, Any]) -> str | None:
+    fmt = record.get("parameters_format")
+    if isinstance(fmt, str):
+        return fmt
+    params = record.get("parameters")
+    if isinstance(params, Mapping) and params.get("type") == "dict":
+        return "bfcl"
+    return None
+
+
+def spec_from_record(record: Mapping[str, Any], *, name: str | None = None) -> ToolSpec:
+    """A `ToolSpec` from one tool record (`name`, `description`, `parameters`).
+
+    Args:
+        record: The record as the dataset wrote it.
+        name: The unique name to give the spec (defaults to the record's name).
+    """
+    importer = _dialect_importer(_guess_format(record))
+    raw_name = str(record["name"])
+    if importer is not None:
+        return replace(importer.import_tool(dict(record)).value, name=name or raw_name)
+    schema = {"type": "object", "properties": {}}
+    return ToolSpec(
+        name=name or raw_name,
+        description=str(record.get("description") or ""),
+        input_schema=schema,
+        source=str(record.get("source_category") or "bench"),
+    )
+
+
+def unique_names(names: Iterable[str]) -> list[str]:
+    """`names` with repeats suffixed `~2`, `~3`, ... in order of appearance."""
+    seen: dict[str, int] = {}
+    out: list[str] = []
+    for name in names:
+        count = seen.get(name, 0) + 1
+        seen[name] = count
+        out.append(name if count == 1 else f"{name}~{count}")
+    return out
+
+
+def load_tools(paths: str | Path | Sequence[str | Path]) -> Catalog:
+    """Read one or more `tools.jsonl` files into one catalog with unique names."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    records = [r for p in paths for r in _read_jsonl(p)]
+    keys = unique_names(str(r["name"]) for r in records)
+    catalog = Catalog(specs=[])
+    for key, record in zip(keys, records, strict=True):
+        catalog.specs.append(spec_from_record(record, name=key))
+        catalog.id_of[key] = str(record.get("id", key))
+        catalog.name_of[key] = str(record["name"])
+    return catalog
+
+
+def load_queries(path: str | Path) -> list[Query]:
+    """Read a `queries.dev.jsonl` file."""
+    return [
+        Query(
+            id=str(r["id"]),
+            text=str(r["query"]),
+            gold_ids=tuple(r.get("gold_tool_ids") or ()),
+            gold_names=tuple(r.get("gold_tool_names") or ()),
+            category=str(r.get("category", "")),
+        )
+        for r in _read_jsonl(path)
+    ]
+
+
+def load_abstain_queries(path: str | Path) -> list[AbstainQuery]:
+    """Read the abstention set: each query brings its own candidate tools."""
+    out: list[AbstainQuery] = []
+    for r in _read_jsonl(path):
+        tools = list(r.get("candidate_tools") or ())
+        keys = unique_names(str(t["name"]) for t in tools)
+        out.append(
+            AbstainQuery(
+                id=str(r["id"]),
+                text=str(r["query"]),
+                tools=tuple(spec_from_record(t, name=k) for t, k in zip(tools, keys, strict=True)),
+                gold_names=tuple(r.get("gold_tool_names") or ()),
+                category=str(r.get("category", "")),
+            )
+        )
+    return out

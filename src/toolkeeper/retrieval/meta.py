@@ -1,0 +1,218 @@
+"""Progressive discovery: the `search_tools`, `get_tool_details` and `call_tool` meta-tools.
+
+What it is: three catalog `Tool`s whose specs every dialect can export, so a model that starts
+with only these three can find, inspect and call any tool its principal may use. Searching and
+detailing go through the selector's hard filter (a forbidden tool is reported as unknown, never
+described); `call_tool` reaches only tools the principal could discover, and hands the inner
+call to the same executor pipeline as any other call (policy, validation, approvals, ledger),
+given here as a `call` function. What it is not: a
+second authorization path — it decides nothing itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..catalog.registry import Tool
+from ..core.signals import ToolFailed
+from ..core.values import CallContext, Effect, ToolCall, ToolResult, ToolSpec
+from .selector import META_TAG, Selector
+
+__all__ = [
+    "CALL_TOOL",
+    "GET_TOOL_DETAILS",
+    "META_TOOL_NAMES",
+    "SEARCH_TOOLS",
+    "CallFunction",
+    "meta_specs",
+    "meta_tools",
+    "summary",
+]
+
+CallFunction = Callable[[ToolCall], Awaitable[ToolResult]]
+"""Runs one call through the executor pipeline (e.g. `keeper.execute`)."""
+
+SEARCH_TOOLS = "search_tools"
+GET_TOOL_DETAILS = "get_tool_details"
+CALL_TOOL = "call_tool"
+META_TOOL_NAMES = frozenset({SEARCH_TOOLS, GET_TOOL_DETAILS, CALL_TOOL})
+
+_MAX_K = 20
+_SENTENCE = re.compile(r"(?<=[.!?])\s")
+
+
+def summary(description: str, limit: int = 120) -> str:
+    """The first sentence of `description`, cut to `limit` characters."""
+    first = _SENTENCE.split(description.strip(), maxsplit=1)[0]
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+_SPECS = {
+    SEARCH_TOOLS: ToolSpec(
+        name=SEARCH_TOOLS,
+        description=(
+            "Find tools for a task. Returns the names and one-line summaries of the best "
+            "matching tools you may use, and no_tool_fits=true when none fits well. Then call "
+            "get_tool_details for their parameters."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What you want to do, in words."},
+                "k": {"type": "integer", "minimum": 1, "maximum": _MAX_K, "default": 5},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        effect=Effect.READ_ONLY,
+        idempotent=True,
+        tags=(META_TAG,),
+        source="toolkeeper",
+    ),
+    GET_TOOL_DETAILS: ToolSpec(
+        name=GET_TOOL_DETAILS,
+        description=(
+            "Get the full definitions (description and JSON Schema of the arguments) of tools "
+            "by name, as found with search_tools."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "names": {"type": "array", "items": {"type": "string"}, "maxItems": _MAX_K},
+            },
+            "required": ["names"],
+            "additionalProperties": False,
+        },
+        effect=Effect.READ_ONLY,
+        idempotent=True,
+        tags=(META_TAG,),
+        source="toolkeeper",
+    ),
+    CALL_TOOL: ToolSpec(
+        name=CALL_TOOL,
+        description=(
+            "Call a tool found with search_tools by name, with arguments that match its "
+            "schema from get_tool_details. Returns the tool's result."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "arguments": {"type": "object"},
+            },
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        },
+        effect=Effect.WRITE,
+        permissions=("tools:call",),
+        tags=(META_TAG,),
+        source="toolkeeper",
+    ),
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _MetaConnector:
+    run: Callable[[Mapping[str, Any], CallContext], Awaitable[Any]]
+
+    async def invoke(self, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        return await self.run(arguments, ctx)
+
+
+def meta_tools(
+    selector: Selector,
+    call: CallFunction,
+    *,
+    call_permission: str | None = "tools:call",
+) -> list[Tool]:
+    """The three discovery tools, ready to add to a catalog.
+
+    Args:
+        selector: Ranks and filters the tools (its hard filter applies to every answer).
+        call: Runs the inner call of `call_tool` through the executor pipeline, where the
+            inner tool's own permissions are checked again.
+        call_permission: The permission `call_tool` itself requires (it may lead to writes);
+            None leaves `call_tool` open and relies on the inner call's checks alone.
+    """
+
+    async def search_tools(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        k = max(1, min(int(arguments.get("k", 5)), _MAX_K))
+        # The model asked to search: show the best matches even when they are weak, and say
+        # when the selector would have abstained.
+        selection = selector.select(
+            str(arguments["query"]), principal=ctx.principal, k=k, abstain=False
+        )
+        threshold = selector.config.abstain_below
+        return {
+            "tools": [
+                {"name": spec.name, "summary": summary(spec.description)}
+                for spec in selection.specs
+            ],
+            "no_tool_fits": threshold is not None and selection.confidence < threshold,
+        }
+
+    async def get_tool_details(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        names: Sequence[str] = [str(n) for n in arguments.get("names", ())][:_MAX_K]
+        allowed = selector.allowed(ctx.principal)
+        tools: list[dict[str, Any]] = []
+        unknown: list[str] = []
+        for name in names:
+            spec = selector.get(name)
+            if spec is None or name not in allowed:
+                unknown.append(name)
+                continue
+            tools.append(
+                {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "input_schema": dict(spec.input_schema),
+                }
+            )
+        return {"tools": tools, "unknown": unknown}
+
+    async def call_tool(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        name = str(arguments["name"])
+        if name in META_TOOL_NAMES:
+            raise ToolFailed("call_tool cannot call a discovery tool", details={"name": name})
+        if name not in selector.allowed(ctx.principal):
+            # Same answer as for a name that does not exist: existence is not disclosed.
+            raise ToolFailed(f"UNKNOWN_TOOL: no tool named {name!r}", details={"name": name})
+        inner = ToolCall(
+            call_id=f"{ctx.call_id}/{name}",
+            name=name,
+            arguments=dict(arguments.get("arguments") or {}),
+            task_id=ctx.task_id,
+            principal=ctx.principal,
+            metadata={"via": CALL_TOOL},
+        )
+        result = await call(inner)
+        if result.ok:
+            return result.data
+        error = result.error
+        code = str(error.code) if error is not None else str(result.status)
+        message = error.message if error is not None else str(result.status)
+        raise ToolFailed(
+            f"{code}: {message}",
+            retryable=bool(error and error.retryable),
+            details={"code": code, "status": str(result.status)},
+        )
+
+    handlers = {
+        SEARCH_TOOLS: search_tools,
+        GET_TOOL_DETAILS: get_tool_details,
+        CALL_TOOL: call_tool,
+    }
+    tools: list[Tool] = []
+    for name, spec in _SPECS.items():
+        if name == CALL_TOOL:
+            spec = replace(spec, permissions=(call_permission,) if call_permission else ())
+        tools.append(Tool(spec=spec, connector=_MetaConnector(run=handlers[name])))
+    return tools
+
+
+def meta_specs() -> list[ToolSpec]:
+    """The three discovery tools' specs (for token counts and exports)."""
+    return list(_SPECS.values())

@@ -1,0 +1,84 @@
+"""What one retrieval turn returns: the ranked tools a principal may use, or an abstention.
+
+What it is: frozen values (`Candidate`, `Selection`) and their exports — full definitions in a
+model's dialect (direct mode) and the tokens they cost. What it is not: the ranking itself
+(see `toolkeeper.retrieval.selector`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.values import ANONYMOUS, Principal, ToolSpec
+from .tokens import count_tokens, tool_definition_json
+
+__all__ = ["Candidate", "Selection"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Candidate:
+    """One ranked tool."""
+
+    spec: ToolSpec
+    """The tool."""
+    score: float
+    """The fused score (higher is better); comparable within one selection only."""
+    keyword_rank: int | None = None
+    """1-based rank from keyword search, None when it did not rank the tool."""
+    dense_rank: int | None = None
+    """1-based rank from dense search, None when it did not rank the tool."""
+    similarity: float | None = None
+    """Cosine similarity of the query and the tool's passage, when dense search ran."""
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self.spec.name
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Selection:
+    """The tools chosen for one turn, best first; empty when the selector abstained."""
+
+    query: str
+    """The composed retrieval query."""
+    candidates: tuple[Candidate, ...]
+    """The ranked tools (never a tool the principal may not use)."""
+    principal: Principal = ANONYMOUS
+    """Who the selection was made for."""
+    abstained: bool = False
+    """True when no tool fits well enough: `candidates` is then empty."""
+    confidence: float = 0.0
+    """The probability that some candidate fits (abstention below the configured threshold)."""
+    considered: int = 0
+    """How many tools passed the hard filter and were ranked."""
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The chosen tools' specs, best first."""
+        return tuple(c.spec for c in self.candidates)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The chosen tools' names, best first."""
+        return tuple(c.spec.name for c in self.candidates)
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def to(self, dialect: str) -> list[Mapping[str, Any]]:
+        """The chosen tools' full definitions in a vendor format (direct mode).
+
+        Args:
+            dialect: A name known to `toolkeeper.dialects.get_dialect` (`anthropic`,
+                `openai_chat`, `openai_responses`, `gemini`, `mcp`).
+        """
+        from ..dialects import get_dialect
+
+        return list(get_dialect(dialect).export_tools(list(self.specs)).value)
+
+    def tokens(self, encoding: str = "o200k_base") -> int:
+        """Tokens the chosen definitions put into a model's context (JSON, `encoding`)."""
+        return sum(count_tokens(tool_definition_json(spec), encoding) for spec in self.specs)

@@ -1,0 +1,296 @@
+"""The selector: hard filter, hybrid ranking, abstention — one retrieval turn.
+
+What it is: an index of `ToolSpec`s (keyword + dense, updated per change, following a
+`Catalog` when given one) and `select(query, principal=...)`, which (1) computes the tools the
+principal may use — `toolkeeper.policy.may_use` and the `connected` predicate — (2) ranks only
+those with BM25 and dense similarity, (3) fuses the two rankings, and (4) abstains when the best
+candidate is too weak. What it is not: an authorization decision of its own (it asks
+`may_use`) or an executor (see `toolkeeper.retrieval.meta` for `call_tool`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.values import ANONYMOUS, Principal, ToolSpec
+from ..policy.grants import may_use
+from .dense import VectorIndex
+from .embed import Embedder, EmbeddingCache, MiniLMEmbedder, default_cache_path
+from .fusion import Fused, FusionConfig, fuse
+from .keyword import KeywordIndex
+from .selection import Candidate, Selection
+from .text import QueryContext, compose_query, content_words, tool_text
+
+if TYPE_CHECKING:
+    from ..catalog.registry import Catalog, CatalogEvent
+
+__all__ = ["META_TAG", "Ranking", "Selector"]
+
+META_TAG = "toolkeeper.meta"
+"""Tools carrying this tag (the discovery meta-tools) are never indexed or selected."""
+
+_CONFIDENCE_DEPTH = 5
+
+Connected = Callable[[str], bool]
+"""Whether a tool source (`ToolSpec.source`) is connected right now."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ranking:
+    """The rankings behind one selection, for evaluation and debugging."""
+
+    keyword: list[tuple[str, float]]
+    """(name, BM25 score), best first."""
+    dense: list[tuple[str, float]]
+    """(name, cosine), best first."""
+    fused: list[Fused]
+    """The fused order, best first."""
+
+
+@dataclass(slots=True)
+class _Allowed:
+    principal: Principal
+    names: set[str]
+
+
+class Selector:
+    """Ranks the tools a principal may use for a query.
+
+    Args:
+        embedder: Dense embedder; None ranks by keywords only.
+        cache: Keeps tool vectors across restarts (queries are never cached).
+        config: Fusion and abstention settings (one configuration for every catalog).
+        connected: Whether a source is connected; None treats every source as connected.
+    """
+
+    def __init__(
+        self,
+        *,
+        embedder: Embedder | None = None,
+        cache: EmbeddingCache | None = None,
+        config: FusionConfig | None = None,
+        connected: Connected | None = None,
+    ) -> None:
+        self.config = config or FusionConfig()
+        self._embedder = embedder
+        self._cache = cache
+        self._connected = connected
+        self._specs: dict[str, ToolSpec] = {}
+        self._passages: dict[str, str] = {}
+        self._words: dict[str, frozenset[str]] = {}
+        self._keyword = KeywordIndex()
+        self._dense = VectorIndex(embedder.dimension) if embedder is not None else None
+        self._allowed: dict[tuple[Any, ...], _Allowed] = {}
+        self._unsubscribe: Callable[[], None] | None = None
+
+    @classmethod
+    def for_catalog(cls, catalog: Catalog, **kwargs: Any) -> Selector:
+        """A selector over every tool of `catalog` that follows its changes from now on."""
+        selector = cls(**kwargs)
+        selector.upsert_many(catalog.specs())
+        selector._unsubscribe = catalog.subscribe(selector._on_event)
+        return selector
+
+    @classmethod
+    def default(
+        cls, catalog: Catalog, *, cache: str | Path | None = None, **kwargs: Any
+    ) -> Selector:
+        """The bundled setup over `catalog`: MiniLM (int8 ONNX, offline) with tool vectors
+        cached on disk (`cache`, default `default_cache_path()`), following the catalog.
+
+        Raises:
+            ImportError: the `[retrieval]` extra is not installed.
+        """
+        return cls.for_catalog(
+            catalog,
+            embedder=MiniLMEmbedder(),
+            cache=EmbeddingCache(cache or default_cache_path()),
+            **kwargs,
+        )
+
+    def close(self) -> None:
+        """Stop following the catalog; idempotent."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def get(self, name: str) -> ToolSpec | None:
+        """The indexed spec named `name`, or None."""
+        return self._specs.get(name)
+
+    # -- index maintenance ----------------------------------------------------------------
+
+    def _on_event(self, event: CatalogEvent) -> None:
+        if event.kind == "removed":
+            self.remove(event.tool.spec.name)
+        else:
+            if event.previous is not None and event.previous.spec.name != event.tool.spec.name:
+                self.remove(event.previous.spec.name)
+            self.upsert(event.tool.spec)
+
+    def upsert(self, spec: ToolSpec) -> None:
+        """Add or replace one tool; visible to the next `select`."""
+        self.upsert_many([spec])
+
+    def upsert_many(self, specs: Iterable[ToolSpec]) -> None:
+        """Add or replace many tools at once (one commit, batched embedding)."""
+        fresh: list[ToolSpec] = []
+        for spec in specs:
+            if META_TAG in spec.tags:
+                continue
+            fresh.append(spec)
+        if not fresh:
+            return
+        texts = [tool_text(spec) for spec in fresh]
+        for spec, text in zip(fresh, texts, strict=True):
+            self._keyword.upsert(spec.name, text, commit=False)
+            self._words[spec.name] = content_words(
+                f"{text.name} {text.description} {text.parameters}"
+            )
+        self._keyword.commit()
+        if self._dense is not None and self._embedder is not None:
+            passages = [t.dense for t in texts]
+            todo = [
+                (spec.name, passage)
+                for spec, passage in zip(fresh, passages, strict=True)
+                if self._passages.get(spec.name) != passage
+            ]
+            if todo:
+                passages_todo = [p for _, p in todo]
+                vectors = (
+                    self._cache.embed(self._embedder, passages_todo)
+                    if self._cache is not None
+                    else self._embedder.embed(passages_todo)
+                )
+                for (name, passage), vector in zip(todo, vectors, strict=True):
+                    self._dense.upsert(name, vector)
+                    self._passages[name] = passage
+        for spec in fresh:
+            self._specs[spec.name] = spec
+            for entry in self._allowed.values():
+                if may_use(entry.principal, spec):
+                    entry.names.add(spec.name)
+                else:
+                    entry.names.discard(spec.name)
+
+    def remove(self, name: str) -> None:
+        """Remove one tool; gone from the next `select`."""
+        if self._specs.pop(name, None) is None:
+            return
+        self._keyword.remove(name)
+        if self._dense is not None:
+            self._dense.remove(name)
+        self._passages.pop(name, None)
+        self._words.pop(name, None)
+        for entry in self._allowed.values():
+            entry.names.discard(name)
+
+    # -- the hard filter --------------------------------------------------------------------
+
+    def allowed(self, principal: Principal) -> set[str]:
+        """Names of the indexed tools `principal` may use from connected sources."""
+        key = (principal.tenant, principal.environment, principal.grants)
+        entry = self._allowed.get(key)
+        if entry is None:
+            if len(self._allowed) > 256:
+                self._allowed.clear()
+            names = {n for n, spec in self._specs.items() if may_use(principal, spec)}
+            entry = self._allowed[key] = _Allowed(principal=principal, names=names)
+        if self._connected is None:
+            return set(entry.names)
+        connected = self._connected
+        verdict: dict[str, bool] = {}
+        out: set[str] = set()
+        for name in entry.names:
+            source = self._specs[name].source
+            ok = verdict.get(source)
+            if ok is None:
+                ok = verdict[source] = connected(source)
+            if ok:
+                out.add(name)
+        return out
+
+    def rank(self, text: str, *, allowed: set[str], depth: int) -> Ranking:
+        """Keyword, dense and fused rankings of the `allowed` tools for a composed query."""
+        restrict = None if len(allowed) == len(self._specs) else allowed
+        keyword = self._keyword.search(text, depth, allowed=restrict) if allowed else []
+        dense: list[tuple[str, float]] = []
+        similarity: dict[str, float] = {}
+        if self._dense is not None and self._embedder is not None and allowed:
+            vector = self._embedder.embed([text[: self.config.query_chars]])[0]
+            dense = self._dense.search(vector, depth, allowed=restrict)
+            reached = {name for name, _ in dense}
+            for name, _ in keyword:
+                if name not in reached and name in self._dense:
+                    similarity[name] = float(self._dense.vector(name) @ vector)
+        fused = fuse(keyword, dense, self.config, similarity)
+        return Ranking(keyword=keyword, dense=dense, fused=fused)
+
+    def _fit_probability(self, text: str, top: list[Fused]) -> float:
+        if not top:
+            return 0.0
+        query_words = content_words(text)
+        similarity = max((f.similarity for f in top if f.similarity is not None), default=0.0)
+        coverage = max(
+            (len(query_words & self._words.get(f.name, frozenset())) for f in top), default=0
+        ) / max(len(query_words), 1)
+        return self.config.abstention.fit_probability(similarity, coverage, len(query_words))
+
+    # -- one turn -----------------------------------------------------------------------------
+
+    def select(
+        self,
+        query: str,
+        *,
+        principal: Principal = ANONYMOUS,
+        k: int = 8,
+        context: QueryContext | None = None,
+        abstain: bool = True,
+    ) -> Selection:
+        """Rank the tools `principal` may use for `query` and keep the best `k`.
+
+        Args:
+            query: The user's message (or the model's search text).
+            principal: Who the tools would act for; nothing it may not use is ever scored.
+            k: How many tools to return at most.
+            context: Runtime context composed into the retrieval query.
+            abstain: When False, never abstain (always return the best `k`).
+        """
+        text = compose_query(query, context)
+        allowed = self.allowed(principal)
+        ranking = self.rank(text, allowed=allowed, depth=max(k, self.config.depth))
+        fused = ranking.fused
+        candidates = tuple(
+            Candidate(
+                spec=self._specs[f.name],
+                score=f.score,
+                keyword_rank=f.keyword_rank,
+                dense_rank=f.dense_rank,
+                similarity=f.similarity,
+            )
+            for f in fused[:k]
+        )
+        confidence = self._fit_probability(text, fused[:_CONFIDENCE_DEPTH])
+        threshold = self.config.abstain_below
+        if abstain and threshold is not None and (not candidates or confidence < threshold):
+            return Selection(
+                query=text,
+                candidates=(),
+                principal=principal,
+                abstained=True,
+                confidence=confidence,
+                considered=len(allowed),
+            )
+        return Selection(
+            query=text,
+            candidates=candidates,
+            principal=principal,
+            confidence=confidence,
+            considered=len(allowed),
+        )

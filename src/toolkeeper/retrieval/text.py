@@ -1,0 +1,233 @@
+"""The searchable text of a tool: what keyword and dense retrieval read.
+
+What it is: pure functions from a `ToolSpec` to text (the name split on `_ . -` and camelCase,
+the description, parameter names and descriptions, tags, aliases, examples) and from a user
+message plus runtime context to a query. What it is not: an index or a tokenizer for a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.values import ToolSpec
+
+__all__ = [
+    "QueryContext",
+    "ToolText",
+    "compose_query",
+    "content_hash",
+    "content_words",
+    "split_identifier",
+    "tool_text",
+]
+
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_SEPARATORS = re.compile(r"[_.\-/:\s]+")
+_MAX_PARAMS = 24
+
+
+def split_identifier(name: str) -> list[str]:
+    """Split a tool or parameter name into lower-case words.
+
+    `orders.get_detail` → `orders get detail`; `getHTTPResponse2` → `get http response 2`.
+    """
+    words: list[str] = []
+    for part in _SEPARATORS.split(name):
+        words.extend(w.lower() for w in _CAMEL.findall(part))
+    return words
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolText:
+    """The searchable text of one tool, by field."""
+
+    name: str
+    """The split name followed by the raw name."""
+    description: str
+    """The description as written."""
+    parameters: str
+    """Parameter names (split) and their descriptions, nested properties included."""
+    extra: str
+    """Tags, aliases, title and example values."""
+
+    @property
+    def dense(self) -> str:
+        """One short passage for an embedding model: the split name, description and extras.
+
+        Parameters are left to keyword search: they would triple the passage, and the cost of
+        embedding grows with its length.
+        """
+        head = " ".join(self.name.split(" ")[:-1]) or self.name
+        parts = [f"{head}: {self.description}".strip()]
+        if self.extra:
+            parts.append(self.extra)
+        return " ".join(parts)
+
+
+def tool_text(spec: ToolSpec) -> ToolText:
+    """Extract the searchable text of `spec` (model-visible fields only)."""
+    name = " ".join([*split_identifier(spec.name), spec.name])
+    params = " ".join(_parameter_words(spec.input_schema))
+    extra_parts: list[str] = []
+    if spec.title:
+        extra_parts.append(spec.title)
+    for alias in spec.aliases:
+        extra_parts.append(" ".join([*split_identifier(alias), alias]))
+    extra_parts.extend(spec.tags)
+    for example in spec.examples:
+        extra_parts.extend(str(v) for v in _leaves(example))
+    return ToolText(
+        name=name,
+        description=spec.description,
+        parameters=params,
+        extra=" ".join(extra_parts),
+    )
+
+
+def _parameter_words(schema: Mapping[str, Any]) -> Iterator[str]:
+    seen = 0
+    stack: list[Mapping[str, Any]] = [schema]
+    while stack and seen < _MAX_PARAMS:
+        node = stack.pop()
+        props = node.get("properties")
+        if not isinstance(props, Mapping):
+            continue
+        for pname, sub in props.items():
+            seen += 1
+            yield " ".join(split_identifier(str(pname)))
+            if isinstance(sub, Mapping):
+                desc = sub.get("description")
+                if isinstance(desc, str) and desc:
+                    yield desc
+                items = sub.get("items")
+                for child in (sub, items):
+                    if isinstance(child, Mapping) and "properties" in child:
+                        stack.append(child)
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, Mapping):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _leaves(v)
+    elif isinstance(value, str | int | float):
+        yield value
+
+
+_STOP = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "and",
+        "or",
+        "is",
+        "are",
+        "be",
+        "with",
+        "by",
+        "at",
+        "from",
+        "as",
+        "it",
+        "this",
+        "that",
+        "what",
+        "how",
+        "can",
+        "you",
+        "me",
+        "my",
+        "i",
+        "please",
+        "do",
+        "does",
+        "get",
+        "find",
+        "give",
+        "show",
+        "tell",
+        "about",
+        "which",
+        "who",
+        "when",
+        "where",
+        "why",
+        "your",
+        "we",
+        "our",
+        "us",
+        "will",
+        "would",
+        "could",
+        "should",
+    }
+)
+_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > 4 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lower-case, lightly stemmed words of `text` without stop words or bare numbers."""
+    words: set[str] = set()
+    for token in _WORD.findall(text):
+        for word in split_identifier(token):
+            if word not in _STOP and not word.isdigit():
+                words.add(_stem(word))
+    return frozenset(words)
+
+
+def content_hash(text: str, *, model: str) -> str:
+    """A stable key for an embedding: the model id and the exact text."""
+    return hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QueryContext:
+    """Runtime context that sharpens a retrieval query."""
+
+    application: str | None = None
+    """The current application, page or repository (`github: acme/shop`)."""
+    plan_step: str | None = None
+    """The step of the plan being worked on."""
+    missing: str | None = None
+    """What information is still missing."""
+    recent_tools: tuple[str, ...] = ()
+    """Tools used just before; their names are added as hints."""
+
+
+def compose_query(message: str, context: QueryContext | None = None) -> str:
+    """Combine the user's message with runtime context into one retrieval query.
+
+    The message comes first (it carries the intent); context is appended in a fixed order so
+    that the same inputs always give the same query.
+    """
+    if context is None:
+        return message.strip()
+    parts = [message.strip()]
+    if context.plan_step:
+        parts.append(context.plan_step.strip())
+    if context.missing:
+        parts.append(f"need {context.missing.strip()}")
+    if context.application:
+        parts.append(f"in {context.application.strip()}")
+    for name in context.recent_tools:
+        parts.append(" ".join(split_identifier(name)))
+    return " ".join(p for p in parts if p)

@@ -1,0 +1,173 @@
+"""From a `GatewayConfig` to a running gateway: keeper, local tools, upstreams, principals.
+
+`Deployment` is the resource: `async with build(config) as deployment:` opens the ledger,
+connects every upstream (concurrently; one that does not answer is retried in the background
+and its tools appear when it does) and closes them all on exit.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import Any
+
+import anyio
+
+from ..config import GatewayConfig, LocalTools, RuleConfig, UpstreamConfig
+from ..connectors.mcp import McpUpstream, ToolOverride, UpstreamParams
+from ..core.errors import ConfigurationError
+from ..core.values import Principal
+from ..keeper import Keeper
+from ..policy import rules as R
+from .gateway import Gateway, GatewayPrincipal
+
+__all__ = ["Deployment", "build", "load_tool_module"]
+
+
+class Deployment:
+    """A keeper, its gateway and its upstream connections, opened and closed together."""
+
+    def __init__(self, keeper: Keeper, gateway: Gateway, upstreams: Sequence[McpUpstream]) -> None:
+        self.keeper = keeper
+        self.gateway = gateway
+        self.upstreams = tuple(upstreams)
+        self._stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> Deployment:
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(self.keeper)
+            for upstream in self.upstreams:
+                await upstream.start()
+                stack.push_async_callback(upstream.aclose)
+            async with anyio.create_task_group() as tg:
+                for upstream in self.upstreams:
+                    tg.start_soon(upstream.wait_attempted)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        stack, self._stack = self._stack, None
+        if stack is None:
+            return
+        for upstream in self.upstreams:
+            upstream.cancel()
+        await stack.aclose()
+
+
+def load_tool_module(entry: LocalTools, base_dir: str) -> ModuleType:
+    """Import a local tool module (by name, or from a file relative to `base_dir`)."""
+    if entry.module is not None:
+        return importlib.import_module(entry.module)
+    assert entry.file is not None
+    path = (Path(base_dir) / entry.file).resolve()
+    name = f"toolkeeper_local_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigurationError(f"cannot load tools from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rule(cfg: RuleConfig) -> R.Rule:
+    kinds: dict[str, Any] = {
+        "require_approval": lambda: lambda inp: R.require_approval(cfg.reason or "configured"),
+        "deny": lambda: lambda inp: R.deny(cfg.reason or "not allowed by configuration"),
+        "allow": lambda: lambda inp: R.allow(skip_approval=True, reason=cfg.reason),
+        "path_inside": lambda: R.path_inside(str(cfg.param), str(cfg.root)),
+        "domain_in": lambda: R.domain_in(str(cfg.param), cfg.domains),
+        "at_most": lambda: R.at_most(
+            str(cfg.param), float(cfg.cap or 0), approve_above=cfg.approve_above
+        ),
+    }
+    inner: R.Rule = kinds[cfg.kind]()
+    patterns = tuple(cfg.tools)
+
+    def rule(inp: R.RuleInput) -> Any:
+        if any(fnmatch.fnmatchcase(inp.spec.name, p) for p in patterns):
+            return inner(inp)
+        return None
+
+    return rule
+
+
+def upstream_params(name: str, cfg: UpstreamConfig, base_dir: str) -> UpstreamParams:
+    """The connector parameters of one configured upstream."""
+    overrides = {
+        tool: ToolOverride(
+            effect=o.effect,
+            idempotent=o.idempotent,
+            permissions=tuple(o.permissions) if o.permissions is not None else None,
+            timeout=o.timeout,
+            tags=tuple(o.tags),
+        )
+        for tool, o in cfg.tools.items()
+    }
+    cwd = str((Path(base_dir) / cfg.cwd).resolve()) if cfg.cwd else None
+    return UpstreamParams(
+        name=name,
+        command=cfg.command,
+        args=tuple(cfg.args),
+        env=dict(cfg.env),
+        cwd=cwd,
+        url=cfg.url,
+        headers=dict(cfg.headers),
+        timeout=cfg.timeout,
+        connect_timeout=cfg.connect_timeout,
+        tools=overrides,
+        include=tuple(cfg.include) if cfg.include is not None else None,
+        default_permissions=tuple(cfg.permissions) if cfg.permissions is not None else None,
+    )
+
+
+def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
+    """Everything the configuration describes, not yet opened (use `async with`).
+
+    Args:
+        config: A validated configuration.
+        ledger: Overrides `[server] ledger`.
+    """
+    keeper = Keeper(
+        ledger=ledger or config.server.ledger,
+        principal=Principal(id="gateway", grants=frozenset()),
+        rules=[_rule(r) for r in config.rules],
+    )
+    for entry in config.tools:
+        module = load_tool_module(entry, config.base_dir)
+        register = getattr(module, "register", None)
+        if not callable(register):
+            raise ConfigurationError(f"tool module {module.__name__} has no register(keeper)")
+        register(keeper)
+    upstreams = [
+        McpUpstream(upstream_params(name, cfg, config.base_dir), keeper.catalog)
+        for name, cfg in config.upstreams.items()
+    ]
+    principals = [
+        GatewayPrincipal(
+            principal=Principal(
+                id=pid,
+                tenant=p.tenant,
+                environment=p.environment,
+                grants=frozenset(p.grants),
+                attributes=dict(p.attributes),
+            ),
+            token=p.token,
+            exposure=p.exposure or config.server.exposure,
+            approve_by_elicitation=p.approve_by_elicitation,
+        )
+        for pid, p in config.principals.items()
+    ]
+    gateway = Gateway(keeper, principals, name=config.server.name)
+    return Deployment(keeper, gateway, upstreams)

@@ -1,0 +1,114 @@
+"""Task and call ids for MCP `tools/call` requests, which carry neither.
+
+A client may name them in the request's `_meta`: `dev.toolkeeper/task-id` and
+`dev.toolkeeper/call-id` (a client that wants exactly-once across its own retries sends a call
+id). Otherwise:
+
+- the task is `mcp:<principal id>`: one task per principal, so an approval given in one
+  session is found again by the next one;
+- the call id is derived from the principal, the tool and the SHA-256 of the canonical
+  arguments, plus a generation number: the same call proposed again while its earlier proposal
+  is still open in the ledger (waiting for approval, refused, running) gets the *same* id, so a
+  retry after an approval runs that approved call exactly once; once that call has ended
+  (succeeded, failed, timed out, unknown), the same arguments make a new call (the next
+  generation), so repeating a read or a deliberate write is never answered from the ledger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from ..core.states import CallStatus
+from ..core.values import Principal
+from ..ledger.base import LedgerStore
+from ..schema.canonical import canonical_json
+
+__all__ = ["CALL_META_KEY", "TASK_META_KEY", "CallIds"]
+
+TASK_META_KEY = "dev.toolkeeper/task-id"
+CALL_META_KEY = "dev.toolkeeper/call-id"
+
+_OPEN = frozenset(
+    {
+        CallStatus.PROPOSED,
+        CallStatus.VALIDATED,
+        CallStatus.AUTHORIZED,
+        CallStatus.AWAITING_APPROVAL,
+        CallStatus.RUNNING,
+        CallStatus.REJECTED,
+    }
+)
+"""States in which a same proposal is the same call (a retry), not a new one."""
+
+
+class CallIds:
+    """Derives task and call ids; remembers the last generation per call to save lookups."""
+
+    def __init__(self, store: LedgerStore) -> None:
+        self._store = store
+        self._generation: dict[tuple[str, str], int] = {}
+        self._fresh: set[tuple[str, str]] = set()
+
+    @staticmethod
+    def task_id(principal: Principal, meta: Mapping[str, Any] | None) -> str:
+        """The task of a call: the client's `dev.toolkeeper/task-id`, else per principal."""
+        given = (meta or {}).get(TASK_META_KEY)
+        return f"mcp:{principal.id}:{given}" if given else f"mcp:{principal.id}"
+
+    async def call_id(
+        self,
+        principal: Principal,
+        task_id: str,
+        tool: str,
+        arguments: Mapping[str, Any] | str,
+        meta: Mapping[str, Any] | None,
+        *,
+        probe: bool = False,
+    ) -> str:
+        """The call id: the client's `dev.toolkeeper/call-id`, else derived (see the module).
+
+        A generation this process saw the previous one of end is used without asking the
+        ledger, unless `probe`; if another process used it meanwhile, the executor answers
+        with a replay, and the caller asks again with `probe=True`.
+        """
+        given = (meta or {}).get(CALL_META_KEY)
+        if given:
+            return str(given)
+        try:
+            args = canonical_json(arguments)
+        except (TypeError, ValueError):
+            args = repr(arguments)
+        base = "mcp-" + hashlib.sha256(f"{principal.id}\x00{tool}\x00{args}".encode()).hexdigest()
+        base = base[:36]
+        key = (task_id, base)
+        generation = self._generation.get(key, 0)
+        if key in self._fresh and not probe:
+            self._fresh.discard(key)
+            return base if generation == 0 else f"{base}.{generation}"
+        self._fresh.discard(key)
+        while True:
+            call_id = base if generation == 0 else f"{base}.{generation}"
+            record = await self._store.get_call(task_id, call_id)
+            if record is None or record.status in _OPEN:
+                self._generation[key] = generation
+                return call_id
+            generation += 1
+
+    def ended(self, task_id: str, call_id: str, status: CallStatus) -> None:
+        """Note that a derived call reached `status`; an ended call's next proposal is a new
+        call, so the next lookup starts at the next generation."""
+        if status in _OPEN or not call_id.startswith("mcp-"):
+            return
+        base, _, number = call_id.partition(".")
+        generation = int(number) if number.isdigit() else 0
+        key = (task_id, base)
+        if self._generation.get(key, 0) <= generation:
+            self._generation[key] = generation + 1
+            self._fresh.add(key)
+
+    @staticmethod
+    def derived(meta: Mapping[str, Any] | None) -> bool:
+        """Whether the call id of a request with this `_meta` is derived (not the client's)."""
+        return not (meta or {}).get(CALL_META_KEY)

@@ -1,0 +1,305 @@
+"""The MCP gateway: what each principal sees and how each `tools/call` runs.
+
+What it is: the MCP face of a `Keeper`. `tools/list` shows a principal only the tools
+`may_use` allows (in `direct` exposure, each as an MCP tool through the MCP dialect; in
+`progressive` exposure, the meta-tools `search_tools`, `get_tool_details`, `call_tool`).
+Every `tools/call` goes through `Keeper.execute`: dedupe, authorization, validation, rules,
+approval, budgets, the ledger. A tool the principal may not use is answered exactly like a tool
+that does not exist. When a call needs approval and the client can elicit, the user is asked
+through elicitation and the approval (bound to the argument digest, like any other) is decided
+by that answer; otherwise the error result names the approval id and
+`toolkeeper approvals approve ID`, and the same call proposed again runs once approved.
+
+What it is not: a transport. `toolkeeper.server.transports` serves a gateway over stdio and
+streamable HTTP; this module works for whichever principal a transport authenticated.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import mcp_types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ..core.errors import ErrorCode
+from ..core.states import CallStatus
+from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
+from ..dialects.mcp import MCP
+from ..keeper import Keeper
+from ..policy.grants import may_use
+from .call_ids import CallIds
+from .progressive import MetaTools
+
+__all__ = ["APPROVAL_INPUT_KEY", "Exposure", "Gateway", "GatewayPrincipal"]
+
+Exposure = Literal["direct", "progressive"]
+_MAX_REDERIVE = 5
+APPROVAL_INPUT_KEY = "toolkeeper-approval"
+"""The key of the approval elicitation in an `InputRequiredResult` (2026-07-28 clients)."""
+
+_APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Approve",
+            "description": "Run this exact call with these exact arguments",
+        }
+    },
+    "required": ["approve"],
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GatewayPrincipal:
+    """A principal as the gateway knows it: identity, grants, token and view."""
+
+    principal: Principal
+    """Who calls act for."""
+    token: str | None
+    """The bearer token that authenticates it over HTTP."""
+    exposure: Exposure
+    """How it sees tools."""
+    approve_by_elicitation: bool = True
+    """Whether its client's user may approve its calls through elicitation."""
+
+
+class Gateway:
+    """Per-principal tool views and calls over one `Keeper`.
+
+    Args:
+        keeper: The keeper whose catalog, policy and ledger every call goes through.
+        principals: Who may connect, by principal id.
+        name: The server name shown to clients.
+    """
+
+    def __init__(
+        self, keeper: Keeper, principals: Sequence[GatewayPrincipal], *, name: str = "toolkeeper"
+    ) -> None:
+        self.keeper = keeper
+        self.name = name
+        self.principals = {p.principal.id: p for p in principals}
+        self._call_ids = CallIds(keeper.store)
+        self._dialect = MCP()
+        self._exported: dict[int, tuple[ToolSpec, mcp_types.Tool]] = {}
+        self._meta_tools = MetaTools(keeper, self._run_inner)
+
+    # who -------------------------------------------------------------------------------
+
+    def authenticate(self, token: str) -> GatewayPrincipal | None:
+        """The principal a bearer token belongs to, or None (constant-time comparison)."""
+        found = None
+        for entry in self.principals.values():
+            if entry.token is not None and hmac.compare_digest(entry.token, token):
+                found = entry
+        return found
+
+    # tools/list ------------------------------------------------------------------------
+
+    def visible(self, principal: Principal) -> list[ToolSpec]:
+        """The specs `principal` may use, in catalog order."""
+        return [spec for spec in self.keeper.catalog.specs() if may_use(principal, spec)]
+
+    def list_tools(self, who: GatewayPrincipal) -> mcp_types.ListToolsResult:
+        """What `tools/list` answers to `who`."""
+        if who.exposure == "progressive":
+            specs: Sequence[ToolSpec] = self._meta_tools.specs()
+        else:
+            specs = self.visible(who.principal)
+        return mcp_types.ListToolsResult(tools=[self._export(s) for s in specs])
+
+    def _export(self, spec: ToolSpec) -> mcp_types.Tool:
+        hit = self._exported.get(id(spec))
+        if hit is not None and hit[0] is spec:
+            return hit[1]
+        wire = dict(self._dialect.export_tool(spec).value)
+        if not _object_schema(spec.output_schema):
+            wire.pop("outputSchema", None)
+        tool = mcp_types.Tool.model_validate(wire)
+        self._exported[id(spec)] = (spec, tool)
+        return tool
+
+    # tools/call ------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        who: GatewayPrincipal,
+        params: mcp_types.CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any] | None = None,
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        """Answer one `tools/call` for `who`.
+
+        Raises:
+            MCPError: INVALID_PARAMS for a tool that does not exist for `who`.
+        """
+        if who.exposure == "progressive":
+            if not self._meta_tools.is_meta(params.name):
+                raise MCPError(mcp_types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+            result = await self._meta_tools.call(who.principal, params.name, params.arguments or {})
+            return self._to_mcp(result, None)
+        tool = self.keeper.catalog.get(params.name)
+        if tool is None or not may_use(who.principal, tool.spec):
+            raise MCPError(mcp_types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        meta = dict(params.meta or {})
+        call, result = await self._run(who, params.name, params.arguments or {}, meta)
+        if _needs_approval(result) and who.approve_by_elicitation and ctx is not None:
+            asked = await self._ask(ctx, params, call, result)
+            if isinstance(asked, mcp_types.InputRequiredResult):
+                return asked
+            result = asked
+        self._call_ids.ended(call.task_id, call.call_id, result.status)
+        return self._to_mcp(result, tool.spec)
+
+    async def _run_inner(self, call: ToolCall) -> ToolResult:
+        """The inner call of `call_tool`, run like a direct call of its principal."""
+        principal = call.principal
+        who = self.principals.get(principal.id) if principal is not None else None
+        if who is None or who.principal != principal:
+            raise MCPError(mcp_types.INVALID_REQUEST, "unknown principal")
+        arguments = call.arguments if isinstance(call.arguments, Mapping) else {}
+        inner, result = await self._run(who, call.name, arguments, {})
+        self._call_ids.ended(inner.task_id, inner.call_id, result.status)
+        return result
+
+    async def _run(
+        self,
+        who: GatewayPrincipal,
+        name: str,
+        arguments: Mapping[str, Any],
+        meta: Mapping[str, Any],
+    ) -> tuple[ToolCall, ToolResult]:
+        """Propose and execute; a derived id that turns out to be taken by an ended call
+        (another gateway process got there first) is derived again from the ledger."""
+        call = await self._proposal(who, name, arguments, meta)
+        result = await self.keeper.execute(call)
+        for _ in range(_MAX_REDERIVE):
+            if not (result.replayed and CallIds.derived(meta) and result.status.terminal):
+                break
+            self._call_ids.ended(call.task_id, call.call_id, result.status)
+            call = await self._proposal(who, name, arguments, meta, probe=True)
+            result = await self.keeper.execute(call)
+        return call, result
+
+    async def _proposal(
+        self,
+        who: GatewayPrincipal,
+        name: str,
+        arguments: Mapping[str, Any],
+        meta: Mapping[str, Any],
+        *,
+        probe: bool = False,
+    ) -> ToolCall:
+        task_id = self._call_ids.task_id(who.principal, meta)
+        call_id = await self._call_ids.call_id(
+            who.principal, task_id, name, arguments, meta, probe=probe
+        )
+        return ToolCall(
+            call_id=call_id,
+            name=name,
+            arguments=dict(arguments),
+            task_id=task_id,
+            principal=who.principal,
+            metadata={"dialect": "mcp"},
+        )
+
+    async def _ask(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: mcp_types.CallToolRequestParams,
+        call: ToolCall,
+        pending: ToolResult,
+    ) -> ToolResult | mcp_types.InputRequiredResult:
+        """Ask the client's user to approve a pending call; the call's result once decided,
+        the pending result when the user dismissed the question or the client cannot ask."""
+        if not _can_elicit_form(ctx.session.client_capabilities):
+            return pending
+        approval_id = pending.approval_id
+        assert approval_id is not None
+        message = _approval_message(call, pending)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            answer = (params.input_responses or {}).get(APPROVAL_INPUT_KEY)
+            if answer is None or params.request_state not in (None, approval_id):
+                request = mcp_types.ElicitRequest(
+                    params=mcp_types.ElicitRequestFormParams(
+                        message=message, requested_schema=_APPROVAL_SCHEMA
+                    )
+                )
+                return mcp_types.InputRequiredResult(
+                    input_requests={APPROVAL_INPUT_KEY: request}, request_state=approval_id
+                )
+        elif ctx.session.can_send_request:
+            answer = await ctx.session.elicit_form(
+                message, _APPROVAL_SCHEMA, related_request_id=ctx.request_id
+            )
+        else:
+            return pending
+        if not isinstance(answer, mcp_types.ElicitResult) or answer.action == "cancel":
+            return pending
+        who = call.principal.id if call.principal is not None else "unknown"
+        if answer.action == "accept" and (answer.content or {}).get("approve") is True:
+            await self.keeper.approvals.approve(
+                approval_id, by=who, note="approved via MCP elicitation"
+            )
+        else:
+            await self.keeper.approvals.deny(
+                approval_id, by=who, reason="declined via MCP elicitation"
+            )
+        return await self.keeper.execute(call)
+
+    def _to_mcp(self, result: ToolResult, spec: ToolSpec | None) -> mcp_types.CallToolResult:
+        wire = self._dialect.format_result(result)
+        if (
+            result.error is None
+            and spec is not None
+            and _object_schema(spec.output_schema)
+            and "structuredContent" not in wire
+        ):
+            wire["structuredContent"] = result.data
+        if result.error is not None:
+            wire["_meta"] = {
+                "dev.toolkeeper/error-code": result.error.code.value,
+                "dev.toolkeeper/call-id": result.call_id,
+                **(
+                    {"dev.toolkeeper/approval-id": result.approval_id} if result.approval_id else {}
+                ),
+            }
+        return mcp_types.CallToolResult.model_validate(wire)
+
+
+def _can_elicit_form(caps: mcp_types.ClientCapabilities | None) -> bool:
+    """Form elicitation is supported when declared, or when `elicitation` is empty (the
+    spec's backwards-compatible reading)."""
+    if caps is None or caps.elicitation is None:
+        return False
+    return caps.elicitation.form is not None or caps.elicitation.url is None
+
+
+def _object_schema(schema: Mapping[str, Any] | None) -> bool:
+    return schema is not None and schema.get("type") == "object"
+
+
+def _needs_approval(result: ToolResult) -> bool:
+    return (
+        result.status is CallStatus.AWAITING_APPROVAL
+        and result.error is not None
+        and result.error.code is ErrorCode.APPROVAL_REQUIRED
+        and result.approval_id is not None
+    )
+
+
+def _approval_message(call: ToolCall, pending: ToolResult) -> str:
+    reason = (pending.error.details or {}).get("reason", "") if pending.error else ""
+    args = MCP().format_result(
+        ToolResult(
+            call_id=call.call_id, tool=call.name, status=CallStatus.SUCCEEDED, data=call.arguments
+        )
+    )["content"][0]["text"]
+    return (
+        f"Approve {call.name} with arguments {args}? ({reason}) "
+        f"Approval {pending.approval_id}; this approves these exact arguments only."
+    )

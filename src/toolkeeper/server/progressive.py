@@ -1,0 +1,100 @@
+"""Progressive exposure: the gateway lists the three discovery meta-tools of
+`toolkeeper.retrieval.meta` (`search_tools`, `get_tool_details`, `call_tool`) instead of its
+tools.
+
+The meta-tools rank and describe only what the principal may use (the selector's hard filter),
+and `call_tool` hands its inner call back to the gateway, which runs it through the executor
+like a direct `tools/call` (same derived call id, so an approval of the inner call is found
+again when the same `call_tool` is repeated). The meta-tools themselves are not catalog tools:
+they change nothing, so they are answered here without a ledger record of their own.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from ..catalog.registry import Tool
+from ..core.errors import ErrorCode, ToolError
+from ..core.signals import ToolFailed
+from ..core.states import CallStatus
+from ..core.values import CallContext, Principal, ToolCall, ToolResult, ToolSpec
+from ..keeper import Keeper
+from ..retrieval.meta import META_TOOL_NAMES, meta_specs, meta_tools
+from ..retrieval.selector import Selector
+from ..schema.validate import compile_validator
+
+__all__ = ["MetaTools"]
+
+Run = Callable[[ToolCall], Awaitable[ToolResult]]
+"""Runs an inner call through the executor for its principal."""
+
+
+class MetaTools:
+    """The meta-tools over one keeper's catalog; the search index is built on first use."""
+
+    def __init__(self, keeper: Keeper, run: Run) -> None:
+        self._keeper = keeper
+        self._run = run
+        self._tools: dict[str, Tool] | None = None
+        self._specs = tuple(meta_specs())
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The three meta-tools."""
+        return self._specs
+
+    def is_meta(self, name: str) -> bool:
+        """Whether `name` is one of the meta-tools."""
+        return name in META_TOOL_NAMES
+
+    async def call(
+        self, principal: Principal, name: str, arguments: Mapping[str, Any]
+    ) -> ToolResult:
+        """Answer one meta-tool call for `principal`."""
+        if self._tools is None:
+            selector = Selector.for_catalog(self._keeper.catalog, embedder=_embedder())
+            tools = meta_tools(selector, self._run, call_permission=None)
+            self._tools = {t.name: t for t in tools}
+        tool = self._tools[name]
+        violations = compile_validator(tool.spec.input_schema).violations(dict(arguments))
+        if violations:
+            return _error(name, ErrorCode.INVALID_ARGUMENTS, "; ".join(map(str, violations)))
+        ctx = CallContext(
+            call_id=f"meta-{uuid.uuid4().hex}",
+            task_id=f"mcp:{principal.id}",
+            tool=name,
+            version=tool.spec.version,
+            principal=principal,
+            attempt=1,
+            deadline=time.monotonic() + tool.spec.timeout,
+            idempotency_key="",
+            arguments=dict(arguments),
+        )
+        try:
+            data = await tool.connector.invoke(tool.spec, arguments, ctx)
+        except ToolFailed as failed:
+            code = str(failed.details.get("code") or "")
+            known = ErrorCode.__members__.get(code, ErrorCode.TOOL_ERROR)
+            if failed.message.startswith("UNKNOWN_TOOL"):
+                known = ErrorCode.UNKNOWN_TOOL
+            return _error(name, known, failed.message)
+        return ToolResult(call_id=ctx.call_id, tool=name, status=CallStatus.SUCCEEDED, data=data)
+
+
+def _embedder() -> Any:
+    """The bundled offline embedder when the retrieval extra is installed; else None
+    (keyword ranking only)."""
+    try:
+        from ..retrieval.embed import MiniLMEmbedder
+
+        return MiniLMEmbedder()
+    except ImportError:
+        return None
+
+
+def _error(name: str, code: ErrorCode, message: str) -> ToolResult:
+    return ToolResult(
+        call_id=name, tool=name, status=CallStatus.REJECTED, error=ToolError.of(code, message)
+    )

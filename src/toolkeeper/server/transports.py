@@ -1,0 +1,193 @@
+"""Serving a `Gateway` over MCP: stdio for one local principal, streamable HTTP with bearer
+tokens for many.
+
+Over HTTP every request must carry `Authorization: Bearer <token>`; a missing or unknown token
+is answered 401 before any MCP message is read, so such a client sees nothing. Sessions are
+bound to the principal that opened them (the SDK refuses another token on the same session).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.applications import Starlette
+
+from ._stdio import stdio_transport
+from .changes import ToolListChanges
+from .gateway import Gateway, GatewayPrincipal
+
+__all__ = ["TokenVerifier", "http_app", "mcp_server", "serve_http", "serve_stdio"]
+
+logger = logging.getLogger(__name__)
+
+Resolve = Callable[[ServerRequestContext[Any, Any]], GatewayPrincipal | None]
+
+
+class _GatewayServer(Server[Any]):
+    """Announces `tools.listChanged` to handshake-era clients too."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+def mcp_server(gateway: Gateway, resolve: Resolve, changes: ToolListChanges) -> Server[Any]:
+    """A low-level MCP server whose handlers act for the principal `resolve` finds, and whose
+    clients `changes` tells when the tool list changed."""
+
+    def who(ctx: ServerRequestContext[Any, Any]) -> GatewayPrincipal:
+        found = resolve(ctx)
+        if found is None:
+            raise MCPError(mcp_types.INVALID_REQUEST, "not authenticated")
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            # The per-request session is short-lived; its connection lives as long as the
+            # client stays connected, and can notify it outside any request.
+            changes.seen(getattr(ctx.session, "_connection", None))
+        return found
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListToolsResult:
+        return gateway.list_tools(who(ctx))
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        return await gateway.call_tool(who(ctx), params, ctx)
+
+    server = _GatewayServer(
+        gateway.name,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_subscriptions_listen=ListenHandler(changes),
+    )
+    # Calls are traced and audited by the executor; a second span per message costs time.
+    server.middleware.clear()
+    return server
+
+
+async def serve_stdio(gateway: Gateway, principal: GatewayPrincipal) -> None:
+    """Serve MCP on this process's stdin/stdout for `principal` until stdin closes."""
+    changes = ToolListChanges(gateway.keeper.catalog)
+    server = mcp_server(gateway, lambda ctx: principal, changes)
+    try:
+        async with anyio.create_task_group() as tg, stdio_transport() as (read, write):
+            tg.start_soon(changes.run)
+            await server.run(read, write, server.create_initialization_options())
+            tg.cancel_scope.cancel()
+    finally:
+        changes.close()
+
+
+class TokenVerifier:
+    """Maps a bearer token to the principal configured with it."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """An access token naming the principal (`client_id`), or None for an unknown token."""
+        entry = self._gateway.authenticate(token)
+        if entry is None:
+            return None
+        pid = entry.principal.id
+        return AccessToken(token=token, client_id=pid, subject=pid, scopes=[])
+
+
+def _from_request(gateway: Gateway) -> Resolve:
+    def resolve(ctx: ServerRequestContext[Any, Any]) -> GatewayPrincipal | None:
+        request = ctx.request
+        user = getattr(request, "scope", {}).get("user") if request is not None else None
+        if not isinstance(user, AuthenticatedUser):
+            return None
+        return gateway.principals.get(user.access_token.client_id)
+
+    return resolve
+
+
+def http_app(
+    gateway: Gateway,
+    *,
+    host: str = "127.0.0.1",
+    path: str = "/mcp",
+    changes: ToolListChanges | None = None,
+) -> Starlette:
+    """The streamable HTTP app: MCP at `path`, every request authenticated by bearer token.
+    Handshake-era clients hear of tool list changes while `changes.run()` runs."""
+    changes = changes or ToolListChanges(gateway.keeper.catalog)
+    server = mcp_server(gateway, _from_request(gateway), changes)
+    auth = AuthSettings(issuer_url=f"http://{host}", resource_server_url=None)  # type: ignore[arg-type]
+    return server.streamable_http_app(
+        streamable_http_path=path,
+        host=host,
+        auth=auth,
+        token_verifier=TokenVerifier(gateway),
+    )
+
+
+async def serve_http(
+    gateway: Gateway,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    path: str = "/mcp",
+    started: Callable[[int], None] | None = None,
+) -> None:
+    """Serve streamable HTTP until cancelled; `started(port)` is called once listening (with
+    the real port when `port` is 0)."""
+    import uvicorn
+
+    changes = ToolListChanges(gateway.keeper.catalog)
+    app = http_app(gateway, host=host, path=path, changes=changes)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    stopped = anyio.Event()
+
+    async def run() -> None:
+        # Shielded: only `should_exit` stops it, so uvicorn always shuts down cleanly
+        # (closes its sockets, ends the MCP session manager) even when we are cancelled.
+        try:
+            with anyio.CancelScope(shield=True):
+                await server.serve()
+        finally:
+            stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        tg.start_soon(changes.run)
+        try:
+            while not server.started:
+                if stopped.is_set():
+                    raise OSError(f"cannot serve on {host}:{port}")
+                await anyio.sleep(0.01)
+            if started is not None:
+                sockets = [s for srv in server.servers for s in srv.sockets]
+                started(sockets[0].getsockname()[1] if sockets else port)
+            await stopped.wait()
+        finally:
+            server.should_exit = True
+            with anyio.CancelScope(shield=True):
+                await stopped.wait()
+            changes.close()
+            tg.cancel_scope.cancel()

@@ -1,0 +1,59 @@
+"""`toolkeeper serve` and `toolkeeper list-tools` as a person runs them."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolkeeper.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = "from toolkeeper.cli import main; raise SystemExit(main())"
+
+
+def test_a_configuration_error_exits_2_naming_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('[server]\nport = "eighty"\n')
+    assert main(["serve", "--config", str(config)]) == 2
+    assert f"{config}:2: server.port:" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_serve_prints_url_token_and_a_command_that_lists_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "gw.toml"
+    config.write_text(
+        f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\nport = 0\n'
+        f'[[tools]]\nfile = "{ROOT / "examples" / "demo_tools.py"}"\n'
+        '[principals.demo]\ntoken = "demo-token-for-tests"\ngrants = ["notes:*"]\n'
+    )
+    command = [sys.executable, "-c", CLI, "serve", "--config", str(config), "--show-tokens"]
+    lines: list[str] = []
+    async with await anyio.open_process(command) as process:
+        try:
+            assert process.stdout is not None
+            with anyio.fail_after(60):
+                buffer = b""
+                async for chunk in process.stdout:
+                    buffer += chunk
+                    if b"list its tools: " in buffer and buffer.endswith(b"\n"):
+                        break
+            lines = buffer.decode().splitlines()
+            probe = next(line for line in lines if line.startswith("list its tools: "))
+            argv = shlex.split(probe.removeprefix("list its tools: "))
+            assert Path(argv[0]).name == "toolkeeper"
+            code = await anyio.to_thread.run_sync(main, argv[1:])
+        finally:
+            process.terminate()
+    assert any(line.startswith("toolkeeper gateway on http://127.0.0.1:") for line in lines)
+    assert "principal demo: token demo-token-for-tests" in lines
+    assert code == 0
+    listed = capsys.readouterr().out
+    assert "demo.add_note" in listed

@@ -1,0 +1,225 @@
+"""The MCP upstream connector against real servers: mcp-server-time, mcp-server-git (PyPI) and
+a small test server of our own (tests/connectors/upstream_server.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from toolkeeper.catalog import Catalog, ChangeKind
+from toolkeeper.connectors.base import UpstreamUnavailable
+from toolkeeper.connectors.mcp import (
+    McpUpstream,
+    ToolOverride,
+    UpstreamParams,
+    spec_from_mcp,
+)
+from toolkeeper.core import ANONYMOUS, CallContext, Effect, OutcomeUnknown, ToolFailed, ToolSpec
+
+pytestmark = pytest.mark.anyio
+
+UPSTREAM = str(Path(__file__).with_name("upstream_server.py"))
+
+
+def ctx(spec: ToolSpec, *, key: str = "key-1", timeout: float = 10.0) -> CallContext:
+    return CallContext(
+        call_id="c1",
+        task_id="t1",
+        tool=spec.name,
+        version=spec.version,
+        principal=ANONYMOUS,
+        attempt=1,
+        deadline=time.monotonic() + timeout,
+        idempotency_key=key,
+    )
+
+
+def spec_of(catalog: Catalog, name: str) -> ToolSpec:
+    tool = catalog.get(name)
+    assert tool is not None, f"{name} not in {[t.name for t in catalog]}"
+    return tool.spec
+
+
+@pytest.fixture
+async def test_upstream() -> AsyncIterator[tuple[McpUpstream, Catalog]]:
+    catalog = Catalog()
+    params = UpstreamParams(name="t", command=sys.executable, args=(UPSTREAM,))
+    async with McpUpstream(params, catalog) as upstream:
+        assert upstream.connected
+        yield upstream, catalog
+
+
+async def test_time_server_tools_are_namespaced_with_read_only_hints() -> None:
+    catalog = Catalog()
+    params = UpstreamParams(name="time", command=sys.executable, args=("-m", "mcp_server_time"))
+    async with McpUpstream(params, catalog) as upstream:
+        spec = spec_of(catalog, "time.get_current_time")
+        assert spec.source == "time"
+        assert spec.effect is Effect.READ_ONLY
+        assert spec.permissions == ("time:get_current_time",)
+        data = await upstream.invoke(spec, {"timezone": "Europe/Paris"}, ctx(spec))
+    assert data["timezone"] == "Europe/Paris"
+    assert "time.convert_time" in catalog
+
+
+async def test_tool_error_result_raises_tool_failed() -> None:
+    catalog = Catalog()
+    params = UpstreamParams(name="time", command=sys.executable, args=("-m", "mcp_server_time"))
+    async with McpUpstream(params, catalog) as upstream:
+        spec = spec_of(catalog, "time.get_current_time")
+        with pytest.raises(ToolFailed):
+            await upstream.invoke(spec, {"timezone": "Not/AZone"}, ctx(spec))
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "config", "user.email", "t@example.org"], check=True)
+    subprocess.run(["git", "-C", str(repo), "config", "user.name", "T"], check=True)
+    (repo / "a.txt").write_text("hello\n")
+    return repo
+
+
+async def test_git_commit_is_a_write_whose_effect_is_read_back(git_repo: Path) -> None:
+    repo = git_repo
+    catalog = Catalog()
+    params = UpstreamParams(
+        name="git",
+        command=sys.executable,
+        args=("-m", "mcp_server_git", "--repository", str(repo)),
+    )
+    async with McpUpstream(params, catalog) as upstream:
+        add, commit, log = (spec_of(catalog, f"git.git_{n}") for n in ("add", "commit", "log"))
+        assert commit.effect is Effect.WRITE
+        assert not commit.idempotent
+        assert spec_of(catalog, "git.git_reset").effect is Effect.DESTRUCTIVE
+        await upstream.invoke(add, {"repo_path": str(repo), "files": ["a.txt"]}, ctx(add))
+        await upstream.invoke(
+            commit, {"repo_path": str(repo), "message": "first via mcp"}, ctx(commit)
+        )
+        history = await upstream.invoke(log, {"repo_path": str(repo)}, ctx(log))
+    assert "first via mcp" in str(history)
+    out = await anyio.run_process(["git", "-C", str(repo), "log", "--format=%s"])
+    assert out.stdout.decode().strip() == "first via mcp"
+
+
+def test_configuration_overrides_the_servers_hints() -> None:
+    import mcp_types
+
+    tool = mcp_types.Tool(
+        name="wipe",
+        input_schema={"type": "object"},
+        annotations=mcp_types.ToolAnnotations(read_only_hint=True),
+    )
+    hinted = spec_from_mcp(tool, UpstreamParams(name="x", command="x"))
+    assert hinted.effect is Effect.READ_ONLY
+    override = ToolOverride(effect=Effect.DESTRUCTIVE, idempotent=False, permissions=("x:admin",))
+    trusted = spec_from_mcp(tool, UpstreamParams(name="x", command="x", tools={"wipe": override}))
+    assert (trusted.effect, trusted.idempotent, trusted.permissions) == (
+        Effect.DESTRUCTIVE,
+        False,
+        ("x:admin",),
+    )
+
+
+def test_a_tool_without_annotations_is_assumed_destructive() -> None:
+    import mcp_types
+
+    tool = mcp_types.Tool(name="anything", input_schema={"type": "object"})
+    assert spec_from_mcp(tool, UpstreamParams(name="x", command="x")).effect is Effect.DESTRUCTIVE
+
+
+async def test_call_passes_the_idempotency_key_in_meta(
+    test_upstream: tuple[McpUpstream, Catalog],
+) -> None:
+    upstream, catalog = test_upstream
+    spec = spec_of(catalog, "t.echo")
+    data = await upstream.invoke(spec, {"text": "hi"}, ctx(spec, key="tk_abc"))
+    assert data == {"text": "hi", "key": "tk_abc"}
+
+
+async def test_list_changed_notification_adds_the_new_tool(
+    test_upstream: tuple[McpUpstream, Catalog],
+) -> None:
+    upstream, catalog = test_upstream
+    added = anyio.Event()
+    catalog.subscribe(
+        lambda e: added.set() if e.kind is ChangeKind.ADDED and e.tool.name == "t.newbie" else None
+    )
+    spec = spec_of(catalog, "t.add_tool")
+    await upstream.invoke(spec, {"name": "newbie"}, ctx(spec))
+    with anyio.fail_after(10):
+        await added.wait()
+    assert spec_of(catalog, "t.newbie").effect is Effect.READ_ONLY
+
+
+async def test_hung_upstream_times_out_by_the_deadline(
+    test_upstream: tuple[McpUpstream, Catalog],
+) -> None:
+    upstream, catalog = test_upstream
+    spec = spec_of(catalog, "t.hang")
+    started = time.monotonic()
+    with anyio.fail_after(5), pytest.raises(TimeoutError):
+        await upstream.invoke(spec, {}, ctx(spec, timeout=0.5))
+    assert time.monotonic() - started < 3
+
+
+async def test_upstream_killed_mid_call_is_lost_then_reconnected(
+    test_upstream: tuple[McpUpstream, Catalog], tmp_path: Path
+) -> None:
+    upstream, catalog = test_upstream
+    marker = tmp_path / "marker.txt"
+    die, echo = spec_of(catalog, "t.die_midway"), spec_of(catalog, "t.echo")
+    with anyio.fail_after(10), pytest.raises(OutcomeUnknown):
+        await upstream.invoke(die, {"path": str(marker)}, ctx(die))
+    assert marker.read_text() == "started\n"
+    assert not upstream.connected
+    with pytest.raises(UpstreamUnavailable):
+        await upstream.invoke(echo, {"text": "x"}, ctx(echo))
+    with anyio.fail_after(20):
+        await upstream.wait_connected()
+    assert upstream.connects == 2
+    assert (await upstream.invoke(echo, {"text": "back"}, ctx(echo)))["text"] == "back"
+
+
+async def test_unreachable_upstream_has_no_tools_and_refuses_calls() -> None:
+    catalog = Catalog()
+    params = UpstreamParams(
+        name="gone", command=sys.executable, args=("-c", "pass"), connect_timeout=5
+    )
+    async with McpUpstream(params, catalog) as upstream:
+        assert not upstream.connected
+        assert len(catalog) == 0
+        spec = ToolSpec(name="gone.tool", source="gone")
+        with pytest.raises(UpstreamUnavailable):
+            await upstream.invoke(spec, {}, ctx(spec))
+
+
+async def test_every_page_of_the_tool_list_is_read() -> None:
+    catalog = Catalog()
+    params = UpstreamParams(
+        name="t",
+        command=sys.executable,
+        args=(UPSTREAM,),
+        env={"PAGE_SIZE": "2", "EXTRA_TOOLS": "5"},
+    )
+    async with McpUpstream(params, catalog) as upstream:
+        assert upstream.connected
+        names = set(upstream.tool_names)
+    assert {f"t.filler_{i}" for i in range(5)} | {"t.echo", "t.hang"} <= names
+    assert len(names) == 10
+    server = StdioServerParameters(
+        command=sys.executable, args=[UPSTREAM], env={"PAGE_SIZE": "2", "EXTRA_TOOLS": "5"}
+    )
+    async with Client(server, cache=None) as client:
+        first = await client.list_tools()
+    assert (len(first.tools), first.next_cursor) == (2, "2")

@@ -1,0 +1,99 @@
+"""A small MCP server over stdio for the connector and gateway tests.
+
+Its tools exercise what mcp-server-time and mcp-server-git cannot: the idempotency key received
+in `_meta`, a tool list that changes at run time, pagination, a call that never answers, and a
+process that dies in the middle of a call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer("toolkeeper-test-upstream")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def echo(text: str, ctx: Context) -> dict[str, Any]:
+    """Return the text and the idempotency key the caller sent."""
+    meta = ctx.request_context.meta or {}
+    return {"text": text, "key": meta.get("dev.toolkeeper/idempotency-key")}
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+def append_line(path: str, line: str) -> str:
+    """Append a line to a file (a write that is not idempotent)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+    return "appended"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+def die_midway(path: str) -> str:
+    """Write a marker, then kill this server process before answering."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("started\n")
+    os._exit(17)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def hang() -> str:
+    """Never answer."""
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+async def add_tool(name: str, ctx: Context) -> str:
+    """Add a read-only tool named `name` and announce the change."""
+
+    def extra() -> str:
+        return name
+
+    server.add_tool(extra, name=name, annotations=ToolAnnotations(read_only_hint=True))
+    if ctx.protocol_version == "2026-07-28":
+        await ctx.notify_tools_changed()
+    else:
+        await ctx.request_context.session.send_tool_list_changed()
+    return "added"
+
+
+for i in range(int(os.environ.get("EXTRA_TOOLS", "0"))):
+
+    def _filler(n: int = i) -> int:
+        return n
+
+    server.add_tool(_filler, name=f"filler_{i}", annotations=ToolAnnotations(read_only_hint=True))
+
+
+PAGE_SIZE = int(os.environ.get("PAGE_SIZE", "0"))
+
+if PAGE_SIZE:
+    import mcp_types
+
+    async def paged_list_tools(
+        ctx: Any, params: mcp_types.PaginatedRequestParams
+    ) -> mcp_types.ListToolsResult:
+        """tools/list in pages of PAGE_SIZE, the cursor being the next offset."""
+        tools = await server.list_tools()
+        start = int(params.cursor or 0)
+        end = start + PAGE_SIZE
+        return mcp_types.ListToolsResult(
+            tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None
+        )
+
+    server._lowlevel_server.add_request_handler(
+        "tools/list", mcp_types.PaginatedRequestParams, paged_list_tools
+    )
+
+
+if __name__ == "__main__":
+    if "--http" in sys.argv:
+        server.run("streamable-http")
+    else:
+        server.run()

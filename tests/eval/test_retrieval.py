@@ -1,0 +1,55 @@
+from pathlib import Path
+
+import pytest
+
+from toolkeeper.eval.datasets import load_abstain_queries, load_queries, load_tools
+from toolkeeper.eval.retrieval import evaluate_abstention, evaluate_retrieval
+from toolkeeper.retrieval.embed import HashingEmbedder
+from toolkeeper.retrieval.fusion import FusionConfig
+
+pytest.importorskip("tantivy")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_retrieval_report_has_every_figure_and_no_unsafe_exposure() -> None:
+    catalog = load_tools(FIXTURES / "bfcl.tools.jsonl")
+    queries = load_queries(FIXTURES / "bfcl.queries.jsonl")
+    report = evaluate_retrieval(
+        catalog, queries, embedder=HashingEmbedder(), score="name", show_progress=False
+    )
+    assert set(report["methods"]) == {"bm25", "dense", "hybrid"}
+    hybrid = report["methods"]["hybrid"]
+    assert {"recall@1", "recall@5", "recall@10", "ndcg@10", "mrr", "complete@10"} <= set(hybrid)
+    assert hybrid["recall@10"] > 0.6
+    assert report["unsafe_exposure_rate"] == 0.0
+    assert report["schema_tokens_o200k"]["all_schemas"] > 1000
+    assert report["latency_ms"]["p50"] > 0
+
+
+def test_abstention_report_counts_decisions() -> None:
+    queries = load_abstain_queries(FIXTURES / "abstain.queries.jsonl")
+    report = evaluate_abstention(
+        queries,
+        embedder=HashingEmbedder(),
+        config=FusionConfig(abstain_below=0.2),
+        show_progress=False,
+    )
+    assert report["queries"] == 20
+    assert report["should_abstain"] == 10
+    assert 0.0 <= report["f1"] <= 1.0
+    assert report["best_threshold_on_this_set"]["f1"] >= report["f1"]
+
+
+def test_recall_plot_is_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from toolkeeper.eval.plot import plot_recall
+
+    report = {
+        "tools": 3,
+        "queries": 2,
+        "methods": {"bm25": {"curve": {"1": 0.5, "5": 0.9}}, "dense": {"curve": {"1": 0.4}}},
+    }
+    out = tmp_path / "recall.png"
+    plot_recall(report, out, title="x")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,86 @@
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolkeeper.catalog.registry import Catalog, Tool
+from toolkeeper.core.values import Effect, ToolSpec
+from toolkeeper.retrieval.embed import EmbeddingCache, HashingEmbedder, MiniLMEmbedder
+from toolkeeper.retrieval.selector import Selector
+
+np = pytest.importorskip("numpy")
+
+
+class CountingEmbedder(HashingEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+class _Noop:
+    async def invoke(self, spec: object, arguments: object, ctx: object) -> None:
+        return None
+
+
+def _catalog(n: int) -> Catalog:
+    return Catalog(
+        [
+            Tool(
+                spec=ToolSpec(
+                    name=f"tool_{i}", description=f"does thing {i}", effect=Effect.READ_ONLY
+                ),
+                connector=_Noop(),
+            )
+            for i in range(n)
+        ]
+    )
+
+
+def test_a_restart_reads_vectors_from_the_cache_instead_of_embedding(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.sqlite"
+    first = CountingEmbedder()
+    cache = EmbeddingCache(path)
+    Selector.for_catalog(_catalog(20), embedder=first, cache=cache)
+    cache.close()
+    assert first.texts == 20
+
+    second = CountingEmbedder()
+    cache = EmbeddingCache(path)
+    catalog = _catalog(20)
+    selector = Selector.for_catalog(catalog, embedder=second, cache=cache)
+    assert second.texts == 0
+    assert cache.misses == 0
+    catalog.add(Tool(spec=ToolSpec(name="tool_0", description="changed text"), connector=_Noop()))
+    assert second.texts == 1
+    assert len(selector) == 20
+    cache.close()
+
+
+def test_unchanged_passages_are_not_embedded_again() -> None:
+    embedder = CountingEmbedder()
+    catalog = _catalog(3)
+    Selector.for_catalog(catalog, embedder=embedder)
+    tool = catalog.get("tool_1")
+    assert tool is not None
+    catalog.add(
+        Tool(
+            spec=ToolSpec(name="tool_1", description="does thing 1", version="2"), connector=_Noop()
+        )
+    )
+    assert embedder.texts == 3
+
+
+def test_minilm_runs_offline_and_ranks_paraphrases_close() -> None:
+    pytest.importorskip("onnxruntime")
+    model = MiniLMEmbedder()
+    vectors = model.embed(
+        ["What is the weather in Paris?", "forecast: current weather for a city", "delete a user"]
+    )
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2

@@ -1,0 +1,175 @@
+"""Unsafe exposure is 0 by construction: a forbidden tool never shows, on any path."""
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolkeeper.core.values import Principal, ToolCall
+from toolkeeper.keeper import Keeper
+from toolkeeper.retrieval.embed import HashingEmbedder
+from toolkeeper.retrieval.fusion import FusionConfig
+from toolkeeper.retrieval.meta import meta_specs, meta_tools, summary
+from toolkeeper.retrieval.selector import Selector
+
+pytest.importorskip("tantivy")
+
+WORDS = ["refund", "order", "delete", "user", "account", "invoice", "send", "report", "wire"]
+USER = Principal(id="u", tenant="acme", environment="prod", grants=frozenset({"tools:call"}))
+
+
+def _forbidden_fields(reason: str) -> dict[str, Any]:
+    return {
+        "permissions": {"permissions": ["payments:admin"]},
+        "tenant": {"tenants": ["other-tenant"]},
+        "environment": {"environments": ["dev"]},
+        "disconnected": {},
+    }[reason]
+
+
+async def _keeper_with(query: str, reason: str) -> tuple[Keeper, Selector]:
+    keeper = Keeper(ledger="memory://")
+
+    def forbidden_tool(note: str = "") -> str:
+        return "ran"
+
+    def harmless_tool(note: str = "") -> str:
+        return "ok"
+
+    keeper.add_function(
+        forbidden_tool,
+        name="forbidden_tool",
+        description=query,
+        effect="read_only",
+        **_forbidden_fields(reason),
+    )
+    keeper.add_function(
+        harmless_tool, name="harmless_tool", description="Show the weather", effect="read_only"
+    )
+    if reason == "disconnected":
+        tool = keeper.catalog.get("forbidden_tool")
+        assert tool is not None
+        keeper.add(replace(tool, spec=replace(tool.spec, source="crm")))
+    selector = Selector.for_catalog(
+        keeper.catalog,
+        embedder=HashingEmbedder(),
+        config=FusionConfig(abstain_below=None),
+        connected=(lambda source: source != "crm") if reason == "disconnected" else None,
+    )
+    for tool in meta_tools(selector, keeper.execute):
+        keeper.add(tool)
+    return keeper, selector
+
+
+def _call(name: str, arguments: dict[str, Any], n: int) -> ToolCall:
+    return ToolCall(call_id=f"c{n}", name=name, arguments=arguments, principal=USER)
+
+
+@pytest.mark.anyio
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+    reason=st.sampled_from(["permissions", "tenant", "environment", "disconnected"]),
+)
+async def test_forbidden_tools_never_appear_on_any_path(words: list[str], reason: str) -> None:
+    query = " ".join(words)
+    keeper, selector = await _keeper_with(query, reason)
+    async with keeper:
+        direct = selector.select(query, principal=USER, k=10, abstain=False)
+        assert "forbidden_tool" not in direct.names
+        assert all(d["name"] != "forbidden_tool" for d in direct.to("anthropic"))
+
+        found = await keeper.execute(_call("search_tools", {"query": query, "k": 20}, 1))
+        assert found.ok
+        assert "forbidden_tool" not in {t["name"] for t in found.data["tools"]}
+
+        details = await keeper.execute(
+            _call("get_tool_details", {"names": ["forbidden_tool", "harmless_tool"]}, 2)
+        )
+        assert details.ok
+        assert [t["name"] for t in details.data["tools"]] == ["harmless_tool"]
+        assert details.data["unknown"] == ["forbidden_tool"]
+        assert query not in str(details.data)
+
+        called = await keeper.execute(
+            _call("call_tool", {"name": "forbidden_tool", "arguments": {}}, 3)
+        )
+        assert not called.ok
+        assert called.data is None
+        assert "ran" not in str(called.data)
+
+
+@pytest.mark.anyio
+async def test_call_tool_runs_allowed_tools_through_the_executor() -> None:
+    keeper, _ = await _keeper_with("refund the order", "permissions")
+    async with keeper:
+        result = await keeper.execute(
+            _call("call_tool", {"name": "harmless_tool", "arguments": {"note": "x"}}, 1)
+        )
+        assert result.ok
+        assert result.data == "ok"
+        nested = await keeper.execute(_call("call_tool", {"name": "call_tool", "arguments": {}}, 2))
+        assert not nested.ok
+
+
+@pytest.mark.anyio
+async def test_call_tool_itself_needs_its_permission() -> None:
+    keeper, _ = await _keeper_with("refund the order", "permissions")
+    stranger = Principal(id="s", tenant="acme", environment="prod")
+    async with keeper:
+        result = await keeper.execute(
+            ToolCall(
+                call_id="c1",
+                name="call_tool",
+                arguments={"name": "harmless_tool", "arguments": {}},
+                principal=stranger,
+            )
+        )
+        assert result.error is not None
+        assert result.error.code == "PERMISSION_DENIED"
+
+
+def test_meta_tools_are_small_enough_to_start_with() -> None:
+    from toolkeeper.retrieval.tokens import count_tokens, tool_definition_json
+
+    assert sum(count_tokens(tool_definition_json(s)) for s in meta_specs()) < 600
+
+
+def test_summaries_keep_the_first_sentence() -> None:
+    assert summary("Get a thing. Then more.") == "Get a thing."
+    assert len(summary("x" * 500)) == 120
+
+
+@pytest.mark.anyio
+async def test_keeper_selects_and_discovers_with_the_bundled_model(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
+    keeper = Keeper(ledger="memory://")
+
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return f"sunny in {city}"
+
+    def delete_account(user_id: str) -> str:
+        """Delete a user account for good."""
+        return "deleted"
+
+    keeper.add_function(get_weather, effect="read_only")
+    keeper.add_function(delete_account, effect="destructive")
+    selection = keeper.select("what is the weather in Lisbon?", principal=USER, k=2)
+    assert selection.names == ("get_weather",)
+    assert selection.to("anthropic")[0]["name"] == "get_weather"
+    keeper.enable_discovery()
+    assert "call_tool" not in keeper.select("call a tool", principal=USER, k=5).names
+    async with keeper:
+        found = await keeper.execute(_call("search_tools", {"query": "weather in Lisbon"}, 1))
+        assert [t["name"] for t in found.data["tools"]] == ["get_weather"]
+        result = await keeper.execute(
+            _call("call_tool", {"name": "get_weather", "arguments": {"city": "Lisbon"}}, 2)
+        )
+        assert result.data == "sunny in Lisbon"
+    assert (tmp_path / "embeddings.sqlite").exists()

@@ -1,0 +1,106 @@
+from dataclasses import replace
+
+import pytest
+
+from toolkeeper.catalog.registry import Catalog, Tool
+from toolkeeper.core.values import Effect, Principal, ToolSpec
+from toolkeeper.retrieval.embed import HashingEmbedder
+from toolkeeper.retrieval.fusion import FusionConfig
+from toolkeeper.retrieval.selector import Selector
+from toolkeeper.retrieval.text import QueryContext
+
+pytest.importorskip("tantivy")
+
+READER = Principal(id="reader", grants=frozenset({"files:read"}))
+
+
+class _Noop:
+    async def invoke(self, spec: object, arguments: object, ctx: object) -> None:
+        return None
+
+
+def _tool(name: str, description: str, **fields: object) -> Tool:
+    spec = ToolSpec(name=name, description=description, effect=Effect.READ_ONLY)
+    return Tool(spec=replace(spec, **fields), connector=_Noop())
+
+
+def _catalog() -> Catalog:
+    return Catalog(
+        [
+            _tool("files.read_text", "Read a text file from the workspace"),
+            _tool("weather.get_forecast", "Weather forecast for a city"),
+            _tool("mail.send_message", "Send an email message to a person"),
+        ]
+    )
+
+
+def _selector(catalog: Catalog, **kwargs: object) -> Selector:
+    config = FusionConfig(abstain_below=None)
+    return Selector.for_catalog(catalog, embedder=HashingEmbedder(), config=config, **kwargs)
+
+
+def test_catalog_changes_reach_the_index_without_a_rebuild() -> None:
+    catalog = _catalog()
+    selector = _selector(catalog)
+    catalog.add(_tool("calendar.create_event", "Create a calendar event with attendees"))
+    assert selector.select("create a calendar event", principal=READER, k=1).names == (
+        "calendar.create_event",
+    )
+    catalog.add(_tool("calendar.create_event", "Book a meeting room"))
+    assert selector.select("book a meeting room", principal=READER, k=1).names == (
+        "calendar.create_event",
+    )
+    assert selector.rank("attendees", allowed=selector.allowed(READER), depth=5).keyword == []
+    catalog.remove("calendar.create_event")
+    assert "calendar.create_event" not in selector.select("book a meeting room", k=5).names
+    assert len(selector) == 3
+    selector.close()
+    catalog.add(_tool("late.tool", "Added after close"))
+    assert len(selector) == 3
+
+
+def test_permission_changes_update_the_cached_filter() -> None:
+    catalog = _catalog()
+    selector = _selector(catalog)
+    assert "files.read_text" in selector.select("read a text file", principal=READER).names
+    catalog.add(_tool("files.read_text", "Read a text file", permissions=("files:admin",)))
+    assert "files.read_text" not in selector.select("read a text file", principal=READER).names
+
+
+def test_tools_of_disconnected_sources_are_never_ranked() -> None:
+    catalog = Catalog([_tool("mail.send_message", "Send an email", source="mail-server")])
+    connected = {"mail-server": False}
+    selector = _selector(catalog, connected=lambda source: connected.get(source, True))
+    assert selector.select("send an email", principal=READER).names == ()
+    connected["mail-server"] = True
+    assert selector.select("send an email", principal=READER).names == ("mail.send_message",)
+
+
+def test_selector_abstains_when_the_best_match_is_weak() -> None:
+    selector = Selector(embedder=HashingEmbedder(), config=FusionConfig(abstain_below=0.5))
+    selector.upsert_many(t.spec for t in _catalog())
+    weak = selector.select("translate this poem into latin", principal=READER)
+    assert weak.abstained
+    assert weak.names == ()
+    strong = selector.select("weather forecast for a city", principal=READER)
+    assert not strong.abstained
+    assert strong.names[0] == "weather.get_forecast"
+    assert not selector.select("translate this poem", principal=READER, abstain=False).abstained
+
+
+def test_runtime_context_joins_the_query() -> None:
+    selector = _selector(_catalog())
+    selection = selector.select(
+        "do it", principal=READER, k=1, context=QueryContext(plan_step="send an email message")
+    )
+    assert selection.names == ("mail.send_message",)
+    assert "send an email message" in selection.query
+
+
+def test_selection_exports_definitions_and_counts_their_tokens() -> None:
+    selector = _selector(_catalog())
+    selection = selector.select("weather forecast", principal=READER, k=1)
+    exported = selection.to("anthropic")
+    assert exported[0]["name"] == "weather_get_forecast"
+    assert exported[0]["description"] == "Weather forecast for a city"
+    assert selection.tokens() > 10

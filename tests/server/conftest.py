@@ -1,0 +1,112 @@
+"""A gateway built from a real configuration: the example demo tools, the test upstream over
+stdio, a SQLite ledger, and three principals."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from toolkeeper.config import parse_config
+from toolkeeper.server import Deployment, build, serve_http
+
+ROOT = Path(__file__).resolve().parents[2]
+UPSTREAM = ROOT / "tests" / "connectors" / "upstream_server.py"
+
+TOKENS = {
+    "alice": "alice-token-1",
+    "bob": "bob-token-2",
+    "carol": "carol-token-3",
+    "erin": "erin-token-4",
+}
+
+
+def config_text(tmp_path: Path, *, stdio_principal: str = "alice") -> str:
+    return f"""
+[server]
+ledger = "sqlite:///{tmp_path}/ledger.db"
+stdio_principal = "{stdio_principal}"
+
+[[tools]]
+file = "{ROOT / "examples" / "demo_tools.py"}"
+
+[upstreams.t]
+command = "{sys.executable}"
+args = ["{UPSTREAM}"]
+timeout = 10
+
+[principals.alice]
+token = "{TOKENS["alice"]}"
+grants = ["notes:*", "t:*"]
+
+[principals.bob]
+token = "{TOKENS["bob"]}"
+grants = ["notes:read"]
+
+[principals.carol]
+token = "{TOKENS["carol"]}"
+grants = ["notes:*"]
+exposure = "progressive"
+
+[principals.erin]
+token = "{TOKENS["erin"]}"
+grants = ["notes:*"]
+approve_by_elicitation = false
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "toolkeeper.toml"
+    path.write_text(config_text(tmp_path))
+    return path
+
+
+@pytest.fixture
+async def deployment(tmp_path: Path) -> AsyncIterator[Deployment]:
+    config = parse_config(config_text(tmp_path), file="test.toml", base_dir=str(tmp_path))
+    async with build(config) as running:
+        assert all(u.connected for u in running.upstreams)
+        yield running
+
+
+@pytest.fixture
+async def gateway_url(deployment: Deployment) -> AsyncIterator[str]:
+    ready = anyio.Event()
+    ports: list[int] = []
+
+    def started(port: int) -> None:
+        ports.append(port)
+        ready.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(serve_http, deployment.gateway, port=0, started=started))
+        with anyio.fail_after(10):
+            await ready.wait()
+        yield f"http://127.0.0.1:{ports[0]}/mcp"
+        tg.cancel_scope.cancel()
+
+
+ClientFactory = Callable[..., AbstractAsyncContextManager[Client]]
+
+
+@pytest.fixture
+def http_client(gateway_url: str) -> ClientFactory:
+    @asynccontextmanager
+    async def connect(token: str | None, **options: object) -> AsyncIterator[Client]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0)) as http,
+            Client(streamable_http_client(gateway_url, http_client=http), **options) as client,  # type: ignore[arg-type]
+        ):
+            yield client
+
+    return connect

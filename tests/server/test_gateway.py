@@ -1,0 +1,212 @@
+"""What a principal sees and what each tools/call does: the ledger, approvals (by error result,
+or by elicitation in both protocol eras), an upstream dying mid-call, progressive exposure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from toolkeeper.core import CallStatus
+from toolkeeper.ledger.base import ApprovalStatus
+from toolkeeper.server import Deployment
+
+from .conftest import TOKENS, ClientFactory
+
+pytestmark = pytest.mark.anyio
+
+
+def code_of(result: mcp_types.CallToolResult) -> str | None:
+    return (result.meta or {}).get("dev.toolkeeper/error-code")
+
+
+async def test_repeated_reads_run_each_time_and_are_each_recorded(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    async with http_client(TOKENS["alice"]) as alice:
+        first = await alice.call_tool("demo.list_notes", {})
+        await alice.call_tool("demo.add_note", {"text": "x"})
+        second = await alice.call_tool("demo.list_notes", {})
+    assert first.structured_content is None or first.structured_content == {"result": []}
+    assert code_of(second) is None
+    assert "x" in second.content[0].text  # type: ignore[union-attr]
+    reads = [r for r in await deployment.keeper.store.list_calls() if r.tool == "demo.list_notes"]
+    assert len(reads) == 2
+    assert {r.status for r in reads} == {CallStatus.SUCCEEDED}
+
+
+async def test_approval_is_named_in_the_error_and_the_retry_runs_once_when_approved(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    keeper = deployment.keeper
+    async with http_client(TOKENS["alice"]) as alice:
+        await alice.call_tool("demo.add_note", {"text": "a"})
+        asked = await alice.call_tool("demo.clear_notes", {})
+        assert asked.is_error
+        assert code_of(asked) == "APPROVAL_REQUIRED"
+        approval_id = (asked.meta or {})["dev.toolkeeper/approval-id"]
+        assert f"toolkeeper approvals approve {approval_id}" in asked.content[0].text  # type: ignore[union-attr]
+        still_waiting = await alice.call_tool("demo.clear_notes", {})
+        assert code_of(still_waiting) == "APPROVAL_REQUIRED"
+        await keeper.approvals.approve(approval_id, by="ops", note="fine")
+        ran = await alice.call_tool("demo.clear_notes", {})
+        again = await alice.call_tool("demo.clear_notes", {})
+    assert not ran.is_error
+    assert ran.content[0].text == "1 notes deleted"  # type: ignore[union-attr]
+    assert code_of(again) == "APPROVAL_REQUIRED"
+    assert (again.meta or {})["dev.toolkeeper/approval-id"] != approval_id
+    clears = [r for r in await keeper.store.list_calls() if r.tool == "demo.clear_notes"]
+    assert sorted(r.status for r in clears) == [
+        CallStatus.AWAITING_APPROVAL,
+        CallStatus.SUCCEEDED,
+    ]
+
+
+def answering(approve: bool | None, asked: list[str]) -> Any:
+    async def elicit(context: Any, params: Any) -> mcp_types.ElicitResult:
+        asked.append(params.message)
+        if approve is None:
+            return mcp_types.ElicitResult(action="cancel")
+        if not approve:
+            return mcp_types.ElicitResult(action="decline")
+        return mcp_types.ElicitResult(action="accept", content={"approve": True})
+
+    return elicit
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_elicitation_asks_the_user_and_an_accepted_call_runs(
+    http_client: ClientFactory, deployment: Deployment, mode: str
+) -> None:
+    asked: list[str] = []
+    async with http_client(
+        TOKENS["alice"], elicitation_callback=answering(True, asked), mode=mode
+    ) as alice:
+        result = await alice.call_tool("demo.clear_notes", {})
+    assert not result.is_error, result
+    assert len(asked) == 1
+    assert "demo.clear_notes" in asked[0]
+    [approval] = await deployment.keeper.store.list_approvals()
+    assert (approval.status, approval.decided_by) == (ApprovalStatus.APPROVED, "alice")
+    [record] = await deployment.keeper.store.list_calls()
+    assert (record.status, record.approval_id) == (CallStatus.SUCCEEDED, approval.id)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_declined_elicitation_denies_the_call(
+    http_client: ClientFactory, deployment: Deployment, mode: str
+) -> None:
+    asked: list[str] = []
+    async with http_client(
+        TOKENS["alice"], elicitation_callback=answering(False, asked), mode=mode
+    ) as alice:
+        result = await alice.call_tool("demo.clear_notes", {})
+    assert code_of(result) == "APPROVAL_DENIED"
+    [approval] = await deployment.keeper.store.list_approvals()
+    assert approval.status is ApprovalStatus.DENIED
+
+
+async def test_a_dismissed_elicitation_leaves_the_approval_pending(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    asked: list[str] = []
+    async with http_client(TOKENS["alice"], elicitation_callback=answering(None, asked)) as alice:
+        result = await alice.call_tool("demo.clear_notes", {})
+    assert code_of(result) == "APPROVAL_REQUIRED"
+    assert [a.status for a in await deployment.keeper.store.list_approvals()] == [
+        ApprovalStatus.PENDING
+    ]
+
+
+async def test_a_principal_barred_from_self_approval_is_not_asked(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    asked: list[str] = []
+    async with http_client(TOKENS["erin"], elicitation_callback=answering(True, asked)) as erin:
+        result = await erin.call_tool("demo.clear_notes", {})
+    assert code_of(result) == "APPROVAL_REQUIRED"
+    assert asked == []
+
+
+async def test_upstream_killed_mid_call_gives_a_clean_error_and_unknown_outcome(
+    http_client: ClientFactory, deployment: Deployment, tmp_path: Path
+) -> None:
+    marker = tmp_path / "marker.txt"
+    async with http_client(TOKENS["alice"]) as alice:
+        result = await alice.call_tool("t.die_midway", {"path": str(marker)})
+    assert result.is_error
+    assert code_of(result) == "UNKNOWN_OUTCOME"
+    assert marker.read_text() == "started\n"
+    [record] = await deployment.keeper.store.list_calls()
+    assert (record.tool, record.status) == ("t.die_midway", CallStatus.UNKNOWN_OUTCOME)
+
+
+async def test_progressive_principal_sees_meta_tools_and_calls_through_them(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    async with http_client(TOKENS["carol"]) as carol:
+        listed = {t.name for t in (await carol.list_tools()).tools}
+        found = await carol.call_tool("search_tools", {"query": "keep a short note"})
+        details = await carol.call_tool("get_tool_details", {"names": ["demo.list_notes"]})
+        hidden = await carol.call_tool("get_tool_details", {"names": ["t.append_line"]})
+        forbidden = await carol.call_tool(
+            "call_tool", {"name": "t.append_line", "arguments": {"path": "x", "line": "y"}}
+        )
+        called = await carol.call_tool("call_tool", {"name": "demo.list_notes", "arguments": {}})
+        with pytest.raises(MCPError):
+            await carol.call_tool("demo.list_notes", {})
+    assert listed == {"search_tools", "get_tool_details", "call_tool"}
+    names = [t["name"] for t in (found.structured_content or {})["tools"]]
+    assert "demo.add_note" in names
+    assert all(not n.startswith("t.") for n in names)
+    assert [t["name"] for t in (details.structured_content or {})["tools"]] == ["demo.list_notes"]
+    assert (hidden.structured_content or {}) == {"tools": [], "unknown": ["t.append_line"]}
+    assert code_of(forbidden) == "UNKNOWN_TOOL"
+    assert not called.is_error
+    [record] = await deployment.keeper.store.list_calls()
+    assert (record.tool, record.principal_id) == ("demo.list_notes", "carol")
+
+
+async def test_a_client_call_id_in_meta_makes_its_retry_a_replay(
+    http_client: ClientFactory, deployment: Deployment, tmp_path: Path
+) -> None:
+    target = tmp_path / "lines.txt"
+    args = {"path": str(target), "line": "once"}
+    meta: Any = {"dev.toolkeeper/call-id": "client-42"}
+    async with http_client(TOKENS["alice"]) as alice:
+        first = await alice.call_tool("t.append_line", args, meta=meta)
+        retry = await alice.call_tool("t.append_line", args, meta=meta)
+    assert not first.is_error
+    assert not retry.is_error
+    assert target.read_text() == "once\n"
+    [record] = await deployment.keeper.store.list_calls()
+    assert record.call_id == "client-42"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_clients_hear_when_an_upstream_adds_a_tool(
+    http_client: ClientFactory, mode: str
+) -> None:
+    heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            heard.set()
+
+    async with http_client(TOKENS["alice"], mode=mode, message_handler=on_message) as alice:
+        if mode == "auto":
+            async with alice.listen(tools_list_changed=True) as changes:
+                await alice.call_tool("t.add_tool", {"name": "fresh"})
+                with anyio.fail_after(20):
+                    async for _event in changes:
+                        break
+        else:
+            await alice.call_tool("t.add_tool", {"name": "fresh"})
+            with anyio.fail_after(20):
+                await heard.wait()
+        listed = {t.name for t in (await alice.list_tools()).tools}
+    assert "t.fresh" in listed

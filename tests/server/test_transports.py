@@ -1,0 +1,205 @@
+"""The gateway over streamable HTTP (bearer tokens) and stdio, with the official SDK client and
+the MCP Inspector CLI as downstream clients."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from toolkeeper.catalog import Catalog
+from toolkeeper.connectors.mcp import McpUpstream, UpstreamParams
+from toolkeeper.core import ANONYMOUS, CallContext, CallStatus, ToolSpec
+from toolkeeper.server import Deployment
+
+from .conftest import ROOT, TOKENS, ClientFactory, config_text
+
+pytestmark = pytest.mark.anyio
+
+CLI = "from toolkeeper.cli import main; raise SystemExit(main())"
+
+
+async def names(client: Client) -> set[str]:
+    return {tool.name for tool in (await client.list_tools()).tools}
+
+
+async def test_each_principal_lists_only_the_tools_it_is_granted(
+    http_client: ClientFactory,
+) -> None:
+    async with http_client(TOKENS["alice"]) as alice:
+        seen_by_alice = await names(alice)
+    async with http_client(TOKENS["bob"]) as bob:
+        seen_by_bob = await names(bob)
+    assert {"demo.add_note", "demo.clear_notes", "t.echo", "t.append_line"} <= seen_by_alice
+    assert seen_by_bob == {"demo.list_notes"}
+
+
+@pytest.mark.parametrize("token", [None, "not-a-token"])
+async def test_a_request_without_a_valid_token_gets_401_and_sees_nothing(
+    gateway_url: str, token: str | None
+) -> None:
+    headers = {"Accept": "application/json, text/event-stream"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    async with httpx2.AsyncClient() as http:
+        response = await http.post(gateway_url, json=body, headers=headers)
+    assert response.status_code == 401
+    assert "demo." not in response.text
+
+
+async def test_sdk_client_without_a_token_cannot_connect(http_client: ClientFactory) -> None:
+    with pytest.raises(Exception):  # noqa: B017, PT011 - the SDK raises its transport's error
+        async with http_client(None) as client:
+            await client.list_tools()
+
+
+async def test_another_principals_token_cannot_call_a_tool_it_is_not_granted(
+    http_client: ClientFactory, deployment: Deployment, tmp_path: Path
+) -> None:
+    target = tmp_path / "lines.txt"
+    async with http_client(TOKENS["bob"]) as bob:
+        with pytest.raises(MCPError) as refused:
+            await bob.call_tool("t.append_line", {"path": str(target), "line": "x"})
+    assert "Unknown tool" in refused.value.message
+    assert not target.exists()
+    assert await deployment.keeper.store.list_calls() == []
+
+
+async def test_a_granted_call_over_http_runs_and_is_recorded(
+    http_client: ClientFactory, deployment: Deployment, tmp_path: Path
+) -> None:
+    target = tmp_path / "lines.txt"
+    async with http_client(TOKENS["alice"]) as alice:
+        result = await alice.call_tool("t.append_line", {"path": str(target), "line": "one"})
+    assert not result.is_error
+    assert target.read_text() == "one\n"
+    [record] = await deployment.keeper.store.list_calls()
+    assert (record.tool, record.principal_id, record.status) == (
+        "t.append_line",
+        "alice",
+        CallStatus.SUCCEEDED,
+    )
+
+
+def stdio_server(config: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-c", CLI, "serve", "--config", str(config), "--stdio"],
+        env={"PYTHONPATH": str(ROOT / "src")},
+    )
+
+
+async def test_stdio_client_lists_and_calls_through_the_gateway(config_file: Path) -> None:
+    with anyio.fail_after(60):
+        async with Client(stdio_server(config_file)) as client:
+            assert "t.echo" in await names(client)
+            result = await client.call_tool("t.echo", {"text": "hi"})
+    assert result.structured_content is not None
+    assert result.structured_content["text"] == "hi"
+    assert str(result.structured_content["key"]).startswith("tk_")
+
+
+async def test_stdio_principal_cannot_list_or_call_what_it_is_not_granted(tmp_path: Path) -> None:
+    config = tmp_path / "bob.toml"
+    config.write_text(config_text(tmp_path, stdio_principal="bob"))
+    with anyio.fail_after(60):
+        async with Client(stdio_server(config)) as client:
+            assert await names(client) == {"demo.list_notes"}
+            with pytest.raises(MCPError):
+                await client.call_tool("t.echo", {"text": "hi"})
+
+
+INSPECTOR = ROOT / ".cache" / "inspector" / "node_modules" / ".bin" / "mcp-inspector"
+
+
+def inspector(*args: str) -> subprocess.CompletedProcess[str]:
+    if not INSPECTOR.exists():
+        if os.environ.get("CI") or shutil.which("npm") is None:
+            pytest.fail("the MCP Inspector is not installed: run `make inspector`")
+        subprocess.run(
+            [
+                "npm",
+                "install",
+                "--prefix",
+                str(ROOT / ".cache" / "inspector"),
+                "--no-audit",
+                "--no-fund",
+                "@modelcontextprotocol/inspector@0.15.0",
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return subprocess.run(
+        [str(INSPECTOR), "--cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+
+
+def test_inspector_cli_lists_and_calls_tools_through_the_gateway(config_file: Path) -> None:
+    serve = [sys.executable, "--", "-c", CLI, "serve", "--config", str(config_file), "--stdio"]
+    listed = inspector(*serve, "--method", "tools/list")
+    assert listed.returncode == 0, listed.stderr
+    assert "t.echo" in {tool["name"] for tool in json.loads(listed.stdout)["tools"]}
+    called = inspector(
+        *serve, "--method", "tools/call", "--tool-name", "t.echo", "--tool-arg", "text=inspected"
+    )
+    assert called.returncode == 0, called.stderr
+    result = json.loads(called.stdout)
+    assert result["isError"] is False
+    assert result["structuredContent"]["text"] == "inspected"
+
+
+async def test_inspector_cli_without_a_token_sees_no_tools(gateway_url: str) -> None:
+    listed = await anyio.to_thread.run_sync(
+        lambda: inspector(gateway_url, "--transport", "http", "--method", "tools/list")
+    )
+    assert listed.returncode != 0
+    assert "demo." not in listed.stdout
+
+
+def upstream_context(spec: ToolSpec) -> CallContext:
+    return CallContext(
+        call_id="outer-1",
+        task_id="outer",
+        tool=spec.name,
+        version=spec.version,
+        principal=ANONYMOUS,
+        attempt=1,
+        deadline=time.monotonic() + 30,
+        idempotency_key="outer-key",
+    )
+
+
+async def test_the_gateway_is_itself_an_upstream_over_streamable_http(gateway_url: str) -> None:
+    catalog = Catalog()
+    auth = {"Authorization": f"Bearer {TOKENS['alice']}"}
+    params = UpstreamParams(name="gw", url=gateway_url, headers=auth, connect_timeout=20)
+    async with McpUpstream(params, catalog) as upstream:
+        tool = catalog.get("gw.t.echo")
+        assert tool is not None
+        data = await upstream.invoke(tool.spec, {"text": "via http"}, upstream_context(tool.spec))
+    assert data["text"] == "via http"
+    assert "gw.demo.clear_notes" in {t.name for t in catalog}
+
+
+async def test_an_http_upstream_refusing_the_token_provides_no_tools(gateway_url: str) -> None:
+    catalog = Catalog()
+    auth = {"Authorization": "Bearer wrong"}
+    params = UpstreamParams(name="gw", url=gateway_url, headers=auth, connect_timeout=10)
+    async with McpUpstream(params, catalog) as upstream:
+        assert not upstream.connected
+    assert len(catalog) == 0

@@ -1,0 +1,79 @@
+"""The gateway configuration: the example parses; every error names file, line and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toolkeeper.config import ConfigError, load_config, parse_config
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "toolkeeper.toml"
+
+
+def test_the_commented_example_is_a_valid_configuration() -> None:
+    config = load_config(EXAMPLE)
+    assert config.upstreams["time"].command == "python"
+    assert config.principals["demo"].token
+    assert config.base_dir == str(EXAMPLE.parent)
+
+
+def test_a_wrong_value_names_file_line_and_key() -> None:
+    text = '[server]\nport = 8765\n\n[principals.alice]\ntoken = "t"\ngrants = "notes:*"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.file, error.value.line, error.value.key) == (
+        "gw.toml",
+        6,
+        "principals.alice.grants",
+    )
+    assert str(error.value).startswith("gw.toml:6: principals.alice.grants: ")
+
+
+def test_an_unknown_key_is_refused_with_its_line() -> None:
+    text = '[upstreams.time]\ncommand = "x"\ntimeot = 3\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "upstreams.time.timeot")
+
+
+def test_a_rule_in_an_array_of_tables_is_located_by_its_index() -> None:
+    text = '[[rules]]\nkind = "deny"\n\n[[rules]]\nkind = "at_most"\nparam = "amount"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (4, "rules.1")
+
+
+def test_invalid_toml_names_its_line() -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config("[server]\nport = = 3\n", file="gw.toml")
+    assert error.value.line == 2
+
+
+def test_an_upstream_needs_exactly_one_of_command_and_url() -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config('[upstreams.x]\ncommand = "a"\nurl = "http://h/mcp"\n', file="gw.toml")
+    assert (error.value.line, error.value.key) == (1, "upstreams.x")
+
+
+def test_a_token_may_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = '[principals.ci]\ntoken_env = "TK_TEST_TOKEN"\ngrants = ["*"]\n'
+    monkeypatch.setenv("TK_TEST_TOKEN", "from-env")
+    assert parse_config(text).principals["ci"].token == "from-env"
+    monkeypatch.delenv("TK_TEST_TOKEN")
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (2, "principals.ci.token_env")
+
+
+def test_two_principals_cannot_share_a_token() -> None:
+    text = '[principals.a]\ntoken = "same"\n[principals.b]\ntoken = "same"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text)
+    assert error.value.key == "principals"
+
+
+def test_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path / "nope.toml")
+    assert error.value.line is None
