@@ -70,7 +70,7 @@ def _parse(rt: Runtime, st: CallState) -> None:
             return
         if not floats and raw.isascii() and isinstance(parsed, dict):
             # Without floats or non-ASCII keys, json.dumps already writes the canonical form.
-            text = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
+            text = _SORTED_JSON(parsed)
             st.request_digest = hashlib.sha256(text.encode()).hexdigest()
             st.arguments = parsed
             return
@@ -93,6 +93,9 @@ def _parse(rt: Runtime, st: CallState) -> None:
         st.arguments = parsed
     else:
         st.parse_error = f"arguments must be a JSON object, not {type(parsed).__name__}"
+
+
+_SORTED_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 
 class _FloatSpy:

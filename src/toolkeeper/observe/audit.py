@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections import deque
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
@@ -54,7 +55,16 @@ class AuditEvent:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, without empty fields."""
-        return {k: v for k, v in asdict(self).items() if v not in (None, {}, ())}
+        out: dict[str, Any] = {}
+        for name in _FIELDS:
+            value = getattr(self, name)
+            if value is not None and value != {} and value != ():
+                out[name] = dict(value) if isinstance(value, Mapping) else value
+        return out
+
+
+_FIELDS = tuple(f.name for f in fields(AuditEvent))
+_ENCODE = json.JSONEncoder(default=str, ensure_ascii=False, separators=(",", ":")).encode
 
 
 @runtime_checkable
@@ -81,10 +91,10 @@ class NullAuditSink:
 
 
 class MemoryAuditSink:
-    """Keeps events in a list (`events`); the test double."""
+    """Keeps the latest `limit` events in `events`; the test double."""
 
-    def __init__(self) -> None:
-        self.events: list[AuditEvent] = []
+    def __init__(self, limit: int = 100_000) -> None:
+        self.events: deque[AuditEvent] = deque(maxlen=limit)
 
     def emit(self, event: AuditEvent) -> None:
         """Append it."""
@@ -107,7 +117,7 @@ class JsonlAuditSink:
 
     def emit(self, event: AuditEvent) -> None:
         """Write one line."""
-        line = json.dumps(event.to_dict(), default=str, ensure_ascii=False, separators=(",", ":"))
+        line = _ENCODE(event.to_dict())
         with self._lock:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

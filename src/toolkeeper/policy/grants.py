@@ -55,4 +55,6 @@ def may_use(principal: Principal, spec: ToolSpec) -> bool:
         return False
     if spec.environments is not None and principal.environment not in spec.environments:
         return False
+    if "*" in principal.grants:
+        return True
     return not missing_permissions(principal, spec)
