@@ -11,6 +11,8 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from ..bench.stats import percentile as _percentile
+
 __all__ = [
     "AbstainCounts",
     "best_threshold",
@@ -63,13 +65,7 @@ def ndcg_at(ranked: Sequence[str], gold: Collection[str], k: int) -> float:
 
 def percentile(values: Sequence[float], q: float) -> float:
     """The `q`-th percentile (0-100) by linear interpolation; 0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    low = math.floor(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+    return _percentile(values, q) if values else 0.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
