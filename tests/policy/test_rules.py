@@ -66,3 +66,25 @@ async def test_global_rules_run_after_tool_rules() -> None:
         result = await keeper.execute(ToolCall(call_id="1", name="ping"))
     assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
     assert seen == ["tool", "global"]
+
+
+async def test_a_broken_rule_fails_closed_without_leaking() -> None:
+    ran: list[str] = []
+
+    def broken(inp: object) -> object:
+        raise KeyError("internal/secret/path")
+
+    keeper = Keeper(ledger=MemoryStore())
+
+    @keeper.tool(effect="read_only", rules=[broken])
+    async def ping() -> str:
+        ran.append("ping")
+        return "pong"
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="1", name="ping"))
+        record = await keeper.store.get_call("default", "1")
+    assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
+    assert "secret" not in result.error.message
+    assert record is not None and record.status is CallStatus.REJECTED
+    assert ran == []

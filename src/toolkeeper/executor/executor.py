@@ -97,8 +97,10 @@ class Executor:
             try:
                 results[index] = await self.execute(call)
             finally:
-                for lock in reversed(locks):
+                for key, lock in zip(reversed(keys), reversed(locks), strict=True):
                     lock.release()
+                    if not lock.locked() and not lock.statistics().tasks_waiting:
+                        self._locks.pop(key, None)
 
         async with anyio.create_task_group() as tg:
             for index, call in enumerate(calls):

@@ -13,6 +13,7 @@ import difflib
 import hashlib
 import inspect
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -45,6 +46,8 @@ __all__ = [
 ]
 
 Gate = Callable[[Runtime, CallState], Awaitable[Any]]
+
+_log = logging.getLogger("toolkeeper")
 
 
 def _refuse(code: ErrorCode, message: str, **details: Any) -> CallRefused:
@@ -230,9 +233,17 @@ async def rules(rt: Runtime, st: CallState) -> Any:
             spec=st.tool.spec, arguments=st.validated, principal=st.principal, call=st.call
         )
         for rule in checks:
-            decision: Decision | None = rule(inp)
-            if inspect.isawaitable(decision):
-                decision = await decision
+            try:
+                decision: Decision | None = rule(inp)
+                if inspect.isawaitable(decision):
+                    decision = await decision
+            except Exception as exc:  # a broken rule fails closed, and says nothing inside
+                _log.exception("business rule %r failed", rule)
+                raise _refuse(
+                    ErrorCode.PERMISSION_DENIED,
+                    "a policy rule could not be evaluated; the call was not run",
+                    rule=getattr(rule, "__name__", "rule"),
+                ) from exc
             if decision is None:
                 continue
             if decision.verdict is Verdict.DENY:
