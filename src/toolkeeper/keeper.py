@@ -257,6 +257,7 @@ class Keeper:
         if self.state is KeeperState.CLOSED:
             raise ConfigurationError("this Keeper is closed")
         await self.store.open()
+        self.runtime.cancel_scope = type(anyio.CancelScope())
         from .ledger.recovery import recover_abandoned
 
         await recover_abandoned(self.store, now=self.runtime.clock())

@@ -53,7 +53,7 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
     assert st.tool is not None and st.validated is not None
     spec = st.tool.spec
     try:
-        value = await _invoke(st, ctx)
+        value = await _invoke(rt, st, ctx)
     except TimeoutError:
         return _timed_out(spec.name, spec.timeout)
     except ToolFailed as exc:
@@ -115,7 +115,7 @@ class _Resume:
                     return done.value
 
 
-async def _invoke(st: CallState, ctx: CallContext) -> Any:
+async def _invoke(rt: Runtime, st: CallState, ctx: CallContext) -> Any:
     """Run one attempt; raise TimeoutError when it outlives the tool's timeout.
 
     The attempt starts eagerly inside a cancel scope without a deadline: a tool that finishes
@@ -128,7 +128,7 @@ async def _invoke(st: CallState, ctx: CallContext) -> Any:
     if not inspect.iscoroutine(pending):
         with anyio.fail_after(spec.timeout):
             return await pending
-    with anyio.CancelScope() as scope:
+    with rt.cancel_scope() as scope:
         try:
             first = pending.send(None)
         except StopIteration as done:

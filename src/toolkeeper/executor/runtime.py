@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from ..catalog.registry import Catalog, CatalogEvent, Tool
 from ..core.retry import RetryPolicy
 from ..core.values import Principal
@@ -74,6 +76,9 @@ class Runtime:
     """Wall clock (epoch seconds)."""
     sleep: Callable[[float], Any] | None = None
     """Waits between retries (anyio.sleep unless a test clock replaces it)."""
+    cancel_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
+    """Makes cancel scopes; `Keeper.open` binds it to the running backend's class, which
+    saves looking the backend up on every attempt."""
     _prepared: dict[int, tuple[Tool, Prepared]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

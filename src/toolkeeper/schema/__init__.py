@@ -1,6 +1,6 @@
 """JSON Schema from Python signatures, compiled validators and canonical JSON digests."""
 
-from .canonical import argument_digest, canonical_json, digest
+from .canonical import canonical_json, digest
 from .coerce import Coerced, Coercion, coerce
 from .docstrings import ParsedDocstring, parse_docstring
 from .from_callable import FunctionSchema, function_schema, to_jsonable
@@ -25,7 +25,6 @@ __all__ = [
     "Validator",
     "Violation",
     "apply_defaults",
-    "argument_digest",
     "canonical_json",
     "coerce",
     "compile_validator",

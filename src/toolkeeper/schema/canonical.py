@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["argument_digest", "canonical_json", "digest"]
+__all__ = ["canonical_json", "digest"]
 
 
 def _number(value: int | float) -> str:
@@ -94,8 +94,3 @@ def canonical_json(value: Any) -> str:
 def digest(value: Any) -> str:
     """SHA-256 (hex) of the canonical JSON of `value`."""
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
-
-
-def argument_digest(arguments: Mapping[str, Any]) -> str:
-    """The digest of a call's validated arguments; what dedupe compares."""
-    return digest(arguments)
