@@ -50,10 +50,14 @@ async def test_serve_prints_url_token_and_a_command_that_lists_tools(
             argv = shlex.split(probe.removeprefix("list its tools: "))
             assert Path(argv[0]).name == "toolkeeper"
             code = await anyio.to_thread.run_sync(main, argv[1:])
+            wrong = [*argv[1:-1], "not-the-token"]
+            refused = await anyio.to_thread.run_sync(main, wrong)
         finally:
             process.terminate()
     assert any(line.startswith("toolkeeper gateway on http://127.0.0.1:") for line in lines)
     assert "principal demo: token demo-token-for-tests" in lines
     assert code == 0
-    listed = capsys.readouterr().out
-    assert "demo.add_note" in listed
+    assert refused == 1
+    captured = capsys.readouterr()
+    assert "demo.add_note" in captured.out
+    assert "401" in captured.err

@@ -115,8 +115,26 @@ def _probe(args: argparse.Namespace) -> int:
     except Exception as exc:  # one line for a person, not a traceback
         while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
             exc = exc.exceptions[0]  # type: ignore[assignment]
+        if _refused_token(args.url, args.token):
+            print(
+                "toolkeeper list-tools: the gateway answered 401: the token is missing or "
+                "not one of its principals' tokens",
+                file=sys.stderr,
+            )
+            return 1
         print(f"toolkeeper list-tools: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _refused_token(url: str, token: str | None) -> bool:
+    """Whether the gateway at `url` answers 401 to this token (for a clear error message)."""
+    import httpx2
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        return httpx2.post(url, headers=headers, json={}, timeout=5.0).status_code == 401
+    except Exception:
+        return False
 
 
 async def _probe_async(url: str, token: str | None, call: str | None, arguments: Any) -> int:
