@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
+from functools import lru_cache
 from typing import Any
 
 from ._deps import require
@@ -29,14 +30,16 @@ def normalize(text: str) -> str:
 
     Applied to documents and queries alike; the result holds no query-language syntax.
     """
-    out: list[str] = []
-    for token in _WORD.findall(text):
-        parts = split_identifier(token)
-        out.extend(parts)
-        joined = token.lower()
-        if len(parts) > 1:
-            out.append(joined)
-    return " ".join(out)
+    return " ".join(map(_normalize_token, _WORD.findall(text)))
+
+
+@lru_cache(maxsize=1 << 17)
+def _normalize_token(token: str) -> str:
+    # Catalogs and queries repeat the same tokens endlessly: split each once.
+    parts = split_identifier(token)
+    if len(parts) > 1:
+        parts.append(token.lower())
+    return " ".join(parts)
 
 
 class KeywordIndex:

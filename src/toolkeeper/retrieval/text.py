@@ -11,6 +11,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ..core.values import ToolSpec
@@ -184,13 +185,19 @@ def _stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=1 << 17)
+def _token_content(token: str) -> tuple[str, ...]:
+    # Catalogs and queries repeat the same tokens endlessly: split and stem each once.
+    return tuple(
+        _stem(word) for word in split_identifier(token) if word not in _STOP and not word.isdigit()
+    )
+
+
 def content_words(text: str) -> frozenset[str]:
     """Lower-case, lightly stemmed words of `text` without stop words or bare numbers."""
     words: set[str] = set()
     for token in _WORD.findall(text):
-        for word in split_identifier(token):
-            if word not in _STOP and not word.isdigit():
-                words.add(_stem(word))
+        words.update(_token_content(token))
     return frozenset(words)
 
 
