@@ -17,7 +17,7 @@ from typing import Any
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .base import ChoiceMode, Dialect, ToolChoice, first, items_of, mapping, plain
-from .schemas import FullSchema, GeminiSchema, object_root
+from .schemas import FullSchema, GeminiSchema, full_schema, object_root
 
 __all__ = ["SYNTHETIC_ID_PREFIX", "Gemini", "from_openapi_schema"]
 
@@ -89,9 +89,7 @@ class Gemini(Dialect):
         if output is None and data.get("response") is not None:
             output = from_openapi_schema(data["response"])
         if output is not None:
-            converted = FullSchema(output).walk()
-            output = converted.value
-            losses.extend(prefixed("/response", converted.losses))
+            output = full_schema(output, "/response", losses)
         spec = ToolSpec(
             name=str(data["name"]),
             description=str(data.get("description") or ""),

@@ -17,7 +17,7 @@ from typing import Any
 from ..core.values import Effect, ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .base import ChoiceMode, Dialect, ToolChoice, mapping, plain, result_text
-from .schemas import FullSchema, object_root
+from .schemas import FullSchema, full_schema, object_root
 
 __all__ = ["MCP"]
 
@@ -42,9 +42,7 @@ class MCP(Dialect):
             tool["description"] = spec.description
         tool["inputSchema"] = schema.value
         if spec.output_schema is not None:
-            output = FullSchema(spec.output_schema).walk()
-            tool["outputSchema"] = output.value
-            losses.extend(prefixed("/output_schema", output.losses))
+            tool["outputSchema"] = full_schema(spec.output_schema, "/output_schema", losses)
         tool["annotations"] = {
             "readOnlyHint": spec.effect is Effect.READ_ONLY,
             "destructiveHint": spec.effect is Effect.DESTRUCTIVE,
@@ -60,9 +58,7 @@ class MCP(Dialect):
         losses = list(prefixed("/inputSchema", rooted.losses))
         output = data.get("outputSchema")
         if isinstance(output, Mapping):
-            converted = FullSchema(output).walk()
-            output = converted.value
-            losses.extend(prefixed("/outputSchema", converted.losses))
+            output = full_schema(output, "/outputSchema", losses)
         hints = dict(data.get("annotations") or {})
         if hints.get("readOnlyHint") is True:
             effect = Effect.READ_ONLY

@@ -13,7 +13,7 @@ from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Converted, Loss, prefixed
 from .base import Dialect, ToolChoice, items_of, plain, result_text
 from .openai_chat import drop_absent_nulls, openai_parameters
-from .schemas import FullSchema, object_root
+from .schemas import FullSchema, full_schema, object_root
 
 __all__ = ["OpenAIResponses"]
 
@@ -37,11 +37,9 @@ class OpenAIResponses(Dialect):
             tool["description"] = spec.description
         tool["parameters"] = params.value
         tool["strict"] = is_strict
-        out_losses: tuple[Loss, ...] = ()
+        out_losses: list[Loss] = []
         if spec.output_schema is not None:
-            output = FullSchema(spec.output_schema).walk()
-            tool["output_schema"] = output.value
-            out_losses = prefixed("/output_schema", output.losses)
+            tool["output_schema"] = full_schema(spec.output_schema, "/output_schema", out_losses)
         return Converted(value=tool, losses=(*losses, *params.losses, *out_losses)).check(strict)
 
     def import_tool(
@@ -54,9 +52,7 @@ class OpenAIResponses(Dialect):
         losses = list(prefixed("/parameters", rooted.losses))
         output = None
         if isinstance(data.get("output_schema"), Mapping):
-            converted = FullSchema(data["output_schema"]).walk()
-            output = converted.value
-            losses.extend(prefixed("/output_schema", converted.losses))
+            output = full_schema(data["output_schema"], "/output_schema", losses)
         spec = ToolSpec(
             name=str(data["name"]),
             description=str(data.get("description") or ""),

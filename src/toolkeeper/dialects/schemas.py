@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..schema.losses import Action, Converted, Loss
+from ..schema.losses import Action, Converted, Loss, prefixed
 from ..schema.walker import SchemaWalker
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "GeminiSchema",
     "NotStrict",
     "OpenAIStrictSchema",
+    "full_schema",
     "is_nullable",
     "object_root",
     "types_of",
@@ -155,6 +156,13 @@ def object_root(converted: Converted[dict[str, Any]], target: str) -> Converted[
 
 class FullSchema(SchemaWalker):
     """JSON Schema 2020-12 kept as it is (normalized: one root `$defs`)."""
+
+
+def full_schema(schema: Mapping[str, Any], pointer: str, losses: list[Loss]) -> dict[str, Any]:
+    """`schema` walked as full JSON Schema; its losses are appended under `pointer`."""
+    converted = FullSchema(schema).walk()
+    losses.extend(prefixed(pointer, converted.losses))
+    return converted.value
 
 
 class NotStrict(Exception):
