@@ -1,4 +1,6 @@
 import os
+import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -10,3 +12,25 @@ def anyio_backend() -> str:
 
 def postgres_url() -> str:
     return os.environ.get("TOOLKEEPER_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test, dropped afterwards.
+
+    Skips when the server is unreachable, except in CI (`CI=true`), where it fails.
+    """
+    psycopg = pytest.importorskip("psycopg")
+    url = postgres_url()
+    try:
+        admin = psycopg.connect(url, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL at {url} is unreachable in CI: {exc}")
+        pytest.skip(f"PostgreSQL at {url} is unreachable: {exc}")
+    schema = f"tk_test_{uuid.uuid4().hex[:12]}"
+    with admin:
+        try:
+            yield schema
+        finally:
+            admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")

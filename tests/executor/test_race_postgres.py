@@ -2,7 +2,6 @@
 
 import multiprocessing
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,31 +13,6 @@ from toolkeeper import CallContext, Keeper, ToolCall
 from ..conftest import postgres_url
 
 pytestmark = pytest.mark.postgres
-
-
-def _server_available(url: str) -> bool:
-    try:
-        import psycopg
-
-        with psycopg.connect(url, connect_timeout=3):
-            return True
-    except Exception:
-        return False
-
-
-@pytest.fixture
-def pg_schema() -> Any:
-    url = postgres_url()
-    if not _server_available(url):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is not reachable at {url}")
-        pytest.skip(f"PostgreSQL is not reachable at {url}")
-    import psycopg
-
-    schema = "race_" + uuid.uuid4().hex[:12]
-    yield url, schema
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 def _racer(url: str, schema: str, effects: str, barrier: Any, out: Any) -> None:
@@ -63,10 +37,8 @@ def _racer(url: str, schema: str, effects: str, barrier: Any, out: Any) -> None:
     anyio.run(main)
 
 
-def test_eight_processes_execute_one_call_exactly_once(
-    pg_schema: tuple[str, str], tmp_path: Path
-) -> None:
-    url, schema = pg_schema
+def test_eight_processes_execute_one_call_exactly_once(pg_schema: str, tmp_path: Path) -> None:
+    url, schema = postgres_url(), pg_schema
     effects = tmp_path / "effects.txt"
     effects.touch()
 
