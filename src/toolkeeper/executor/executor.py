@@ -10,6 +10,7 @@ input, and a call never stays RUNNING because of one.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -119,8 +120,6 @@ class Executor:
             return [f"tool:{tool.spec.name}"]
         arguments: Any = call.arguments
         if isinstance(arguments, str):
-            import json
-
             try:
                 arguments = json.loads(arguments)
             except ValueError:

@@ -24,13 +24,13 @@ from ..core.states import CallStatus
 from ..core.values import Effect
 from ..ledger.base import is_abandoned
 from ..observe.redact import redact
-from ..policy.approvals import ApprovalCheck, Binding
+from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES
 from ..policy.grants import may_use, missing_permissions
 from ..policy.rules import Decision, RuleInput, Verdict
-from ..schema.canonical import canonical_json, digest
+from ..schema.canonical import canonical_json
 from ..schema.validate import apply_defaults
-from .records import approval_pending_result, mark_unknown, replay
+from .records import approval_pending_result, binding, mark_unknown, replay
 from .runtime import Runtime
 from .state import CallState
 
@@ -266,18 +266,6 @@ async def rules(rt: Runtime, st: CallState) -> Any:
     return None
 
 
-def _binding(st: CallState) -> Binding:
-    assert st.tool is not None and st.validated is not None
-    return Binding(
-        task_id=st.call.task_id,
-        call_id=st.call.call_id,
-        tool=st.tool.spec.name,
-        version=st.tool.spec.version,
-        principal_id=st.principal.id,
-        digest=digest(st.validated),
-    )
-
-
 async def approval(rt: Runtime, st: CallState) -> Any:
     """6. An approval bound to these exact validated arguments, when one is needed."""
     record = st.record
@@ -286,7 +274,7 @@ async def approval(rt: Runtime, st: CallState) -> Any:
         found = await rt.approvals.get(record.approval_id)
         if found is None:
             raise _refuse(ErrorCode.INTERNAL_ERROR, "the approval request disappeared")
-        check = rt.approvals.check(found, _binding(st))
+        check = rt.approvals.check(found, binding(st))
         if check is ApprovalCheck.GRANTED:
             st.approval = found
             return None
@@ -312,7 +300,7 @@ async def approval(rt: Runtime, st: CallState) -> Any:
     if st.approval_reason is None:
         return None
     requested = await rt.approvals.request(
-        _binding(st), arguments=st.redacted, reason=st.approval_reason
+        binding(st), arguments=st.redacted, reason=st.approval_reason
     )
     from .run import hold_for_approval
 

@@ -15,6 +15,8 @@ from ..ledger.base import (
     current_owner,
 )
 from ..observe.audit import AuditEvent
+from ..policy.approvals import Binding
+from ..schema.canonical import digest
 from .runtime import Runtime, idempotency_key
 from .state import CallState
 
@@ -22,6 +24,7 @@ __all__ = [
     "UNKNOWN_OUTCOME_ERROR",
     "approval_pending_result",
     "audit",
+    "binding",
     "mark_unknown",
     "new_record",
     "replay",
@@ -145,3 +148,18 @@ async def mark_unknown(store: LedgerStore, record: CallRecord) -> None:
         pass
     except KeyError as exc:  # pragma: no cover - records are never deleted
         raise StoreError("call record vanished") from exc
+
+
+def binding(st: CallState) -> Binding:
+    """What an approval of this call is bound to."""
+    assert st.tool is not None and st.validated is not None
+    return Binding(
+        task_id=st.call.task_id,
+        call_id=st.call.call_id,
+        tool=st.tool.spec.name,
+        version=st.tool.spec.version,
+        principal_id=st.principal.id,
+        # Without defaults to fill in, the validated arguments are the parsed ones, whose
+        # canonical digest dedupe already computed.
+        digest=st.request_digest if st.validated is st.arguments else digest(st.validated),
+    )

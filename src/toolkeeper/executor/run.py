@@ -23,9 +23,14 @@ from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFai
 from ..core.states import CallStatus
 from ..core.values import CallContext, ToolResult
 from ..ledger.base import ApprovalRecord, StaleState, current_owner
-from ..policy.approvals import Binding
-from ..schema.canonical import digest
-from .records import UNKNOWN_OUTCOME_ERROR, approval_pending_result, audit, new_record, replay
+from .records import (
+    UNKNOWN_OUTCOME_ERROR,
+    approval_pending_result,
+    audit,
+    binding,
+    new_record,
+    replay,
+)
 from .runtime import Runtime, idempotency_key
 from .state import CallState
 
@@ -311,16 +316,8 @@ async def _tool_asked_approval(
     rt: Runtime, st: CallState, outcome: _Outcome, persisted: CallStatus | None
 ) -> ToolResult:
     assert st.tool is not None and st.validated is not None
-    binding = Binding(
-        task_id=st.call.task_id,
-        call_id=st.call.call_id,
-        tool=st.tool.spec.name,
-        version=st.tool.spec.version,
-        principal_id=st.principal.id,
-        digest=digest(st.validated),
-    )
     requested = await rt.approvals.request(
-        binding, arguments=st.redacted, reason=outcome.approval_reason or "the tool asked"
+        binding(st), arguments=st.redacted, reason=outcome.approval_reason or "the tool asked"
     )
     if persisted is not None:
         st.record = await rt.store().get_call(st.call.task_id, st.call.call_id)
