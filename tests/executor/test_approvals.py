@@ -160,3 +160,34 @@ async def test_approvals_survive_a_restart(tmp_path: Path) -> None:
         again = await third.execute(call)
     assert ran.ok and again.replayed
     assert published == ["blog:A"]
+
+
+async def test_a_tool_can_ask_for_approval_before_its_effect(keeper: Keeper) -> None:
+    from toolkeeper import ApprovalRequired, CallContext
+
+    sent: list[int] = []
+
+    @keeper.tool(effect="write")
+    async def wire(amount: int, ctx: CallContext) -> str:
+        if amount > 100 and ctx.approval_id is None:
+            raise ApprovalRequired(f"{amount} is above the daily limit")
+        sent.append(amount)
+        return "sent"
+
+    call = ToolCall(call_id="w1", name="wire", arguments={"amount": 500})
+    waiting = await keeper.execute(call)
+    assert waiting.status is CallStatus.AWAITING_APPROVAL
+    assert waiting.approval_id is not None and sent == []
+    [pending] = await keeper.approvals.pending()
+    assert pending.reason == "500 is above the daily limit"
+    await keeper.approvals.approve(pending.id, by="alice")
+    ran = await keeper.execute(call)
+    assert ran.ok and sent == [500]
+    record = await keeper.store.get_call("default", "w1")
+    assert record is not None
+    assert [s for s, _ in record.history] == [
+        CallStatus.RUNNING,
+        CallStatus.AWAITING_APPROVAL,
+        CallStatus.RUNNING,
+        CallStatus.SUCCEEDED,
+    ]
