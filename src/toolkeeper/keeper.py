@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio
 import anyio.from_thread
+import sniffio
 
 from .catalog.registry import Catalog, Reconciler, ResourceKey, Tool
 from .connectors.python import FunctionConnector
@@ -258,6 +259,7 @@ class Keeper:
             raise ConfigurationError("this Keeper is closed")
         await self.store.open()
         self.runtime.cancel_scope = type(anyio.CancelScope())
+        self.runtime.native_asyncio = sniffio.current_async_library() == "asyncio"
         from .ledger.recovery import recover_abandoned
 
         await recover_abandoned(self.store, now=self.runtime.clock())

@@ -168,3 +168,28 @@ async def test_visible_tools_are_filtered_by_permission(orders: Keeper) -> None:
     writer = Principal(id="ann", grants=frozenset({"orders:write"}))
     assert [s.name for s in orders.visible_tools(reader)] == ["ping"]
     assert [s.name for s in orders.visible_tools(writer)] == ["create_order", "ping"]
+
+
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        ('{"a": 2.50, "b": 1}', '{"b":1,"a":2.5}'),  # a float, written two ways
+        ('{"a": 1.0, "b": 1}', {"b": 1, "a": 1}),  # 1.0 and 1 are one JSON number
+        ('{"a": "é", "b": 1}', {"b": 1, "a": "\u00e9"}),  # non-ASCII text
+        ('{"a": [1, {"y": 2, "x": 1e2}], "b": 1}', '{"b": 1, "a": [1, {"x": 100, "y": 2}]}'),
+    ],
+)
+async def test_the_same_arguments_written_differently_replay_the_same_call(
+    keeper: Keeper, first: object, again: object
+) -> None:
+    runs: list[object] = []
+
+    @keeper.tool(effect="write")
+    async def record(a: object, b: int) -> int:
+        runs.append(a)
+        return len(runs)
+
+    one = await keeper.execute(ToolCall(call_id="c1", name="record", arguments=first))
+    two = await keeper.execute(ToolCall(call_id="c1", name="record", arguments=again))
+    assert one.ok and two.replayed and two.data == one.data
+    assert len(runs) == 1

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ._fastinit import fast_init
+
 __all__ = [
     "ERROR_TABLE",
     "CallRefused",
@@ -89,6 +91,7 @@ ERROR_TABLE: Mapping[ErrorCode, ErrorInfo] = {
 }
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolError:
     """Why a call did not produce data: safe to show to the model that proposed it."""

@@ -76,11 +76,17 @@ class Executor:
                 return _internal(call, "an internal error stopped the call")
 
     async def _pipeline(self, st: CallState) -> ToolResult:
+        rt = self.runtime
         for gate in self.pipeline:
-            result = await gate(self.runtime, st)
-            if result is not None:
-                return result  # type: ignore[no-any-return]
-        return await run_call(self.runtime, st)
+            result = gate(rt, st)
+            if result is None:
+                continue
+            if not isinstance(result, ToolResult):
+                result = await result
+                if result is None:
+                    continue
+            return result  # type: ignore[no-any-return]
+        return await run_call(rt, st)
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run independent calls concurrently; calls that write a same resource one at a time.

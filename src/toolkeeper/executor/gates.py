@@ -2,9 +2,11 @@
 
 1 dedupe → 2 lookup → 3 authorize → 4 validate → 5 business rules → 6 approval → 7 budget.
 
-Each gate is `async (rt, st) -> ToolResult | None`: None lets the call go on, a result ends the
-pipeline early (a replay, an approval request), and `CallRefused` refuses the call. Steps 8-11
-(ledger, execute, retry, record) are in `run.py`.
+Each gate is `(rt, st) -> None | ToolResult | Awaitable[ToolResult | None]`: None lets the call
+go on, a result ends the pipeline early (a replay, an approval request), and `CallRefused`
+refuses the call. A gate with nothing to wait for answers directly, and one that must wait
+(for the ledger, a rule, a limiter) returns an awaitable: most calls then pass most gates
+without creating a coroutine. Steps 8-11 (ledger, execute, retry, record) are in `run.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import hashlib
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -45,7 +47,7 @@ __all__ = [
     "validate",
 ]
 
-Gate = Callable[[Runtime, CallState], Awaitable[Any]]
+Gate = Callable[[Runtime, CallState], Any]
 
 _log = logging.getLogger("toolkeeper")
 
@@ -64,9 +66,12 @@ def _parse(rt: Runtime, st: CallState) -> None:
                 f"arguments are {size} bytes; the limit is {rt.max_argument_bytes}",
                 limit=rt.max_argument_bytes,
             )
-        floats: list[str] = []
         try:
-            parsed = json.loads(raw, parse_float=_FloatSpy(floats)) if raw.strip() else {}
+            try:
+                parsed = _decode_without_floats(raw) if raw.strip() else {}
+                floats = False
+            except _HasFloat:
+                parsed, floats = json.loads(raw), True
         except (ValueError, RecursionError) as exc:
             st.parse_error = f"arguments are not valid JSON: {exc}"
             st.request_digest = "raw:" + hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()
@@ -101,17 +106,17 @@ def _parse(rt: Runtime, st: CallState) -> None:
 _SORTED_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 
-class _FloatSpy:
-    """`json.loads(parse_float=...)` hook that notes whether the text held any float."""
+class _HasFloat(Exception):
+    """The text holds a float, whose canonical form json.dumps does not write."""
 
-    __slots__ = ("seen",)
 
-    def __init__(self, seen: list[str]) -> None:
-        self.seen = seen
+def _no_floats(text: str) -> float:
+    raise _HasFloat
 
-    def __call__(self, text: str) -> float:
-        self.seen.append(text)
-        return float(text)
+
+# One decoder for every call (building one per call costs more than the parse): it stops at
+# the first float, and the caller parses such arguments again on the canonical path.
+_decode_without_floats = json.JSONDecoder(parse_float=_no_floats).decode
 
 
 async def _await_outcome(rt: Runtime, st: CallState) -> Any:
@@ -163,7 +168,7 @@ async def dedupe(rt: Runtime, st: CallState) -> Any:
     return None
 
 
-async def lookup(rt: Runtime, st: CallState) -> Any:
+def lookup(rt: Runtime, st: CallState) -> Any:
     """2. The tool must exist."""
     tool = rt.catalog.get(st.call.name)
     if tool is None:
@@ -178,7 +183,7 @@ async def lookup(rt: Runtime, st: CallState) -> Any:
     return None
 
 
-async def authorize(rt: Runtime, st: CallState) -> Any:
+def authorize(rt: Runtime, st: CallState) -> Any:
     """3. The principal must be granted the tool, in its tenant and environment."""
     assert st.tool is not None
     spec = st.tool.spec
@@ -196,7 +201,7 @@ async def authorize(rt: Runtime, st: CallState) -> Any:
     )
 
 
-async def validate(rt: Runtime, st: CallState) -> Any:
+def validate(rt: Runtime, st: CallState) -> Any:
     """4. The arguments must parse to an object that matches the input schema."""
     assert st.tool is not None
     if st.parse_error is not None or st.arguments is None:
@@ -224,8 +229,16 @@ async def validate(rt: Runtime, st: CallState) -> Any:
     return None
 
 
-async def rules(rt: Runtime, st: CallState) -> Any:
+def rules(rt: Runtime, st: CallState) -> Any:
     """5. Business rules; destructive tools need approval unless a rule waives it."""
+    assert st.tool is not None
+    if st.tool.rules or rt.rules:
+        return _rules(rt, st)
+    _default_approval(st)
+    return None
+
+
+async def _rules(rt: Runtime, st: CallState) -> Any:
     assert st.tool is not None and st.validated is not None
     checks = (*st.tool.rules, *rt.rules)
     if checks:
@@ -257,17 +270,31 @@ async def rules(rt: Runtime, st: CallState) -> Any:
                 st.approval_reason = decision.reason
             if decision.verdict is Verdict.ALLOW and decision.skip_approval:
                 st.skip_approval = True
+    _default_approval(st)
+    return None
+
+
+def _default_approval(st: CallState) -> None:
+    assert st.tool is not None
     if (
         st.tool.spec.effect is Effect.DESTRUCTIVE
         and st.approval_reason is None
         and not st.skip_approval
     ):
         st.approval_reason = f"{st.tool.spec.name} is destructive"
-    return None
 
 
-async def approval(rt: Runtime, st: CallState) -> Any:
+def approval(rt: Runtime, st: CallState) -> Any:
     """6. An approval bound to these exact validated arguments, when one is needed."""
+    record = st.record
+    if st.approval_reason is None and (
+        record is None or record.status is not CallStatus.AWAITING_APPROVAL
+    ):
+        return None
+    return _approval(rt, st)
+
+
+async def _approval(rt: Runtime, st: CallState) -> Any:
     record = st.record
     waiting = record is not None and record.status is CallStatus.AWAITING_APPROVAL
     if waiting and record is not None and record.approval_id:
@@ -307,12 +334,14 @@ async def approval(rt: Runtime, st: CallState) -> Any:
     return await hold_for_approval(rt, st, requested)
 
 
-async def budget(rt: Runtime, st: CallState) -> Any:
+def budget(rt: Runtime, st: CallState) -> Any:
     """7. Call budgets per task and tool, and the principal's rate limit."""
+    return None if rt.budgets is None else _budget(rt, st)
+
+
+async def _budget(rt: Runtime, st: CallState) -> Any:
     limits = rt.budgets
-    if limits is None:
-        return None
-    assert st.tool is not None
+    assert st.tool is not None and limits is not None
     store = rt.store()
     task = st.call.task_id
     if limits.max_calls_per_task is not None:

@@ -9,6 +9,7 @@ effect may or may not have happened ends UNKNOWN_OUTCOME and is never replayed b
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from collections.abc import Coroutine, Generator
@@ -123,9 +124,9 @@ class _Resume:
 async def _invoke(rt: Runtime, st: CallState, ctx: CallContext) -> Any:
     """Run one attempt; raise TimeoutError when it outlives the tool's timeout.
 
-    The attempt starts eagerly inside a cancel scope without a deadline: a tool that finishes
-    without ever suspending (an in-memory lookup, a cache hit) cannot time out, so it never
-    pays for a deadline timer. Only when it suspends does the scope get its deadline.
+    The attempt starts eagerly, without a deadline: a tool that finishes without ever
+    suspending (an in-memory lookup, a cache hit) cannot time out, so it never pays for a
+    deadline timer. Only when it suspends does its deadline start to count.
     """
     assert st.tool is not None and st.validated is not None
     spec = st.tool.spec
@@ -133,6 +134,16 @@ async def _invoke(rt: Runtime, st: CallState, ctx: CallContext) -> Any:
     if not inspect.iscoroutine(pending):
         with anyio.fail_after(spec.timeout):
             return await pending
+    if rt.native_asyncio:
+        # asyncio's own timeout keeps no stack of scopes, so it can start after the first
+        # step, and a tool that never suspends costs nothing at all.
+        try:
+            first = pending.send(None)
+        except StopIteration as done:
+            return done.value
+        async with asyncio.timeout(spec.timeout):
+            return await _Resume(pending, first)
+    # anyio scopes must nest: this one is entered before the tool may enter its own.
     with rt.cancel_scope() as scope:
         try:
             first = pending.send(None)

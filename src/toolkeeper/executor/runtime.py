@@ -79,6 +79,9 @@ class Runtime:
     cancel_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
     """Makes cancel scopes; `Keeper.open` binds it to the running backend's class, which
     saves looking the backend up on every attempt."""
+    native_asyncio: bool = False
+    """The event loop is asyncio's: attempts are timed by `asyncio.timeout`, which costs less
+    than an anyio cancel scope (`Keeper.open` sets it)."""
     _prepared: dict[int, tuple[Tool, Prepared]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

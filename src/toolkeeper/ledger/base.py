@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from ..core._fastinit import fast_init
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
 
@@ -46,6 +47,7 @@ class StaleState(ToolkeeperError):
         self.actual = actual
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CallRecord:
     """One call as the ledger knows it. Keyed by (`task_id`, `call_id`)."""

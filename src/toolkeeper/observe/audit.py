@@ -15,9 +15,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
+from ..core._fastinit import fast_init
+
 __all__ = ["AuditEvent", "AuditSink", "JsonlAuditSink", "MemoryAuditSink", "NullAuditSink"]
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AuditEvent:
     """One state change of one call."""

@@ -1,0 +1,94 @@
+"""A faster `__init__` for the frozen dataclasses built on every call.
+
+A frozen dataclass sets each field through `object.__setattr__`, a full function call per
+field: building a 23-field ledger record costs about 7 us on a slow core, against under 3 us
+for a mutable dataclass of the same fields, and one call builds several such objects (its
+record, audit event, context and result). `fast_init` gives such a class an `__init__` of the
+same signature and defaults that stores the fields as a mutable class would, then freezes the
+instance:
+
+- the class is paired with a *builder*: a plain class with the same `__slots__`, hence the same
+  memory layout;
+- `__init__` switches the new instance to the builder, assigns every slot with ordinary
+  attribute stores, and switches it back.
+
+Seen from outside nothing changes: the instance is of the frozen class before and after, its
+`__setattr__` still raises `FrozenInstanceError`, and `dataclasses.fields`, `replace`, equality
+and hashing are the dataclass's own. A class whose layout cannot be shared falls back to one
+`object.__setattr__` per field, which is still quicker than the generated code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, TypeVar
+
+__all__ = ["fast_init"]
+
+T = TypeVar("T")
+
+_set = object.__setattr__
+
+
+def fast_init(cls: type[T]) -> type[T]:
+    """Give a frozen, slotted, keyword-only dataclass a faster `__init__` (same signature).
+
+    Raises:
+        TypeError: `cls` is not such a dataclass, or has fields this does not reproduce
+            (positional or `init=False` fields).
+    """
+    params = getattr(cls, "__dataclass_params__", None)
+    slots = cls.__dict__.get("__slots__")
+    if params is None or not params.frozen or slots is None:
+        raise TypeError(f"{cls.__name__} is not a frozen, slotted dataclass")
+    builder = type(f"_{cls.__name__}Builder", (), {"__slots__": slots})
+    shared_layout = _can_share_layout(cls, builder)
+    names: dict[str, Any] = {
+        "__tk_set": _set,
+        "__tk_missing": dataclasses.MISSING,
+        "__tk_builder": builder,
+        "__tk_class": cls,
+    }
+    signature: list[str] = []
+    body: list[str] = ["__tk_set(self, '__class__', __tk_builder)"] if shared_layout else []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if not f.init or not f.kw_only:
+            raise TypeError(f"fast_init needs keyword-only init fields; {f.name} is not")
+        if f.default is not dataclasses.MISSING:
+            names[f"__tk_default_{f.name}"] = f.default
+            signature.append(f"{f.name}=__tk_default_{f.name}")
+        elif f.default_factory is not dataclasses.MISSING:
+            names[f"__tk_factory_{f.name}"] = f.default_factory
+            signature.append(f"{f.name}=__tk_missing")
+            body.append(f"if {f.name} is __tk_missing: {f.name} = __tk_factory_{f.name}()")
+        else:
+            signature.append(f.name)
+        body.append(
+            f"self.{f.name} = {f.name}"
+            if shared_layout
+            else f"__tk_set(self, {f.name!r}, {f.name})"
+        )
+    if shared_layout:
+        body.append("self.__class__ = __tk_class")
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    source = f"def __init__(self, *, {', '.join(signature)}) -> None:\n" + "".join(
+        f"    {line}\n" for line in body or ["pass"]
+    )
+    exec(source, names)
+    init = names["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    init.__signature__ = inspect.signature(cls.__init__)  # what help() and docs show
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls
+
+
+def _can_share_layout(cls: type, builder: type) -> bool:
+    probe: object = object.__new__(cls)
+    try:
+        _set(probe, "__class__", builder)
+    except TypeError:
+        return False
+    return True
