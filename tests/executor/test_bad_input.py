@@ -176,6 +176,7 @@ async def test_visible_tools_are_filtered_by_permission(orders: Keeper) -> None:
         ('{"a": 2.50, "b": 1}', '{"b":1,"a":2.5}'),  # a float, written two ways
         ('{"a": 1.0, "b": 1}', {"b": 1, "a": 1}),  # 1.0 and 1 are one JSON number
         ('{"a": "é", "b": 1}', {"b": 1, "a": "\u00e9"}),  # non-ASCII text
+        ('{"a": "\\u00e9", "b": 1}', '{"b": 1, "a": "é"}'),  # escaped and raw
         ('{"a": [1, {"y": 2, "x": 1e2}], "b": 1}', '{"b": 1, "a": [1, {"x": 100, "y": 2}]}'),
     ],
 )

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolkeeper.schema.canonical import _encode, canonical_json, digest
+from toolkeeper.schema.canonical import _encode, canonical_json, digest, parse_canonical
 
 
 @pytest.mark.parametrize(
@@ -56,3 +56,46 @@ def test_the_fast_path_writes_what_the_full_encoder_writes(value: object) -> Non
     _encode(value, out)
     assert canonical_json(value) == "".join(out)
     assert json.loads(canonical_json(value)) == value
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    # every plane: ASCII, the rest of the BMP (U+E000..U+FFFF sorts after astral keys in
+    # UTF-16 order) and astral characters
+    | st.text(st.characters(codec="utf-8")),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(st.characters(codec="utf-8"), max_size=4), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(_json_values, st.booleans())
+def test_the_fast_parse_digests_exactly_what_the_general_path_does(
+    value: object, escape: bool
+) -> None:
+    text = json.dumps(value, ensure_ascii=escape)
+    fast = parse_canonical(text)
+    if fast is not None:
+        parsed, fast_digest = fast
+        assert parsed == json.loads(text)
+        assert fast_digest == digest(json.loads(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a": 1.5}', '{"a": 1e3}', '{"\\ud83d\\ude00": 1, "\\uffff": 2}', '{"a": "\\ud800"}', "{"],
+)
+def test_the_fast_parse_leaves_what_it_cannot_do_exactly_to_the_general_path(text: str) -> None:
+    assert parse_canonical(text) is None
+
+
+def test_the_fast_parse_takes_escaped_and_raw_text_as_one_value() -> None:
+    escaped = parse_canonical('{"b": 1, "a": "\\u00e9"}')
+    raw = parse_canonical('{"a":"é","b":1}')
+    assert escaped is not None and raw is not None and escaped == raw
+    assert raw[1] == digest({"a": "é", "b": 1})

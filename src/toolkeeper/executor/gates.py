@@ -30,7 +30,7 @@ from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES
 from ..policy.grants import may_use, missing_permissions
 from ..policy.rules import Decision, RuleInput, Verdict
-from ..schema.canonical import canonical_json
+from ..schema.canonical import canonical_json, parse_canonical
 from ..schema.validate import apply_defaults
 from .records import approval_pending_result, binding, mark_unknown, replay
 from .runtime import Runtime
@@ -59,28 +59,23 @@ def _refuse(code: ErrorCode, message: str, **details: Any) -> CallRefused:
 def _parse(rt: Runtime, st: CallState) -> None:
     raw = st.call.arguments
     if isinstance(raw, str):
-        size = len(raw.encode("utf-8", "surrogatepass"))
+        # A character is at most 4 bytes of UTF-8: most texts need no encoding to be sized.
+        size = len(raw) if len(raw) * 4 <= rt.max_argument_bytes else _utf8_size(raw)
         if size > rt.max_argument_bytes:
             raise _refuse(
                 ErrorCode.PAYLOAD_TOO_LARGE,
                 f"arguments are {size} bytes; the limit is {rt.max_argument_bytes}",
                 limit=rt.max_argument_bytes,
             )
+        fast = parse_canonical(raw)
+        if fast is not None and isinstance(fast[0], dict):
+            st.arguments, st.request_digest = fast
+            return
         try:
-            try:
-                parsed = _decode_without_floats(raw) if raw.strip() else {}
-                floats = False
-            except _HasFloat:
-                parsed, floats = json.loads(raw), True
+            parsed = json.loads(raw) if raw.strip() else {}
         except (ValueError, RecursionError) as exc:
             st.parse_error = f"arguments are not valid JSON: {exc}"
             st.request_digest = "raw:" + hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()
-            return
-        if not floats and raw.isascii() and isinstance(parsed, dict):
-            # Without floats or non-ASCII keys, json.dumps already writes the canonical form.
-            text = _SORTED_JSON(parsed)
-            st.request_digest = hashlib.sha256(text.encode()).hexdigest()
-            st.arguments = parsed
             return
     else:
         parsed = raw
@@ -103,20 +98,8 @@ def _parse(rt: Runtime, st: CallState) -> None:
         st.parse_error = f"arguments must be a JSON object, not {type(parsed).__name__}"
 
 
-_SORTED_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-
-
-class _HasFloat(Exception):
-    """The text holds a float, whose canonical form json.dumps does not write."""
-
-
-def _no_floats(text: str) -> float:
-    raise _HasFloat
-
-
-# One decoder for every call (building one per call costs more than the parse): it stops at
-# the first float, and the caller parses such arguments again on the canonical path.
-_decode_without_floats = json.JSONDecoder(parse_float=_no_floats).decode
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 async def _await_outcome(rt: Runtime, st: CallState) -> Any:

@@ -248,16 +248,23 @@ class LedgerStore(Protocol):
         ...
 
 
-_OWNER: tuple[int, str] = (0, "")
+_OWNER: str | None = None
 
 
 def current_owner() -> str:
     """`host:pid` of this process, written on every claim."""
     global _OWNER
-    pid = os.getpid()
-    if _OWNER[0] != pid:  # computed once per process (a fork gets its own)
-        _OWNER = (pid, f"{socket.gethostname()}:{pid}")
-    return _OWNER[1]
+    if _OWNER is None:  # once per process: a forked child forgets its parent's (below)
+        _OWNER = f"{socket.gethostname()}:{os.getpid()}"
+    return _OWNER
+
+
+def _forget_owner() -> None:
+    global _OWNER
+    _OWNER = None
+
+
+os.register_at_fork(after_in_child=_forget_owner)
 
 
 def _pid_alive(pid: int) -> bool:

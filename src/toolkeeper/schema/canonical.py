@@ -10,10 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["canonical_json", "digest"]
+import msgspec
+
+__all__ = ["canonical_json", "digest", "parse_canonical"]
 
 
 def _number(value: int | float) -> str:
@@ -94,3 +97,38 @@ def canonical_json(value: Any) -> str:
 def digest(value: Any) -> str:
     """SHA-256 (hex) of the canonical JSON of `value`."""
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+class _HasFloat(Exception):
+    """The text holds a float literal."""
+
+
+def _no_floats(text: str) -> float:
+    raise _HasFloat
+
+
+# msgspec parses and writes in C. Without floats its sorted, compact, UTF-8 output is the
+# canonical form, except that it orders keys by code point where RFC 8785 uses UTF-16 code
+# units: the two differ only around astral-plane characters (4-byte UTF-8 sequences).
+_decode_without_floats = msgspec.json.Decoder(float_hook=_no_floats).decode
+_encode_sorted = msgspec.json.Encoder(order="sorted").encode
+_ASTRAL = re.compile(rb"[\xf0-\xf4]")
+
+
+def parse_canonical(text: str) -> tuple[Any, str] | None:
+    """Parse JSON text and digest its canonical form, on the fast path when it is exact.
+
+    Returns:
+        (value, SHA-256 hex of `canonical_json(value)`), or None when the text needs the
+        general path (`json.loads`, then `digest`): it holds a float, an astral-plane
+        character, or something the strict parser refuses (invalid JSON, lone surrogates,
+        numbers out of range).
+    """
+    try:
+        value = _decode_without_floats(text)
+    except (msgspec.DecodeError, _HasFloat):
+        return None
+    out = _encode_sorted(value)
+    if not out.isascii() and _ASTRAL.search(out):
+        return None
+    return value, hashlib.sha256(out).hexdigest()

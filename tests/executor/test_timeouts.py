@@ -1,0 +1,75 @@
+"""Timeouts hold on every event loop anyio runs on, whatever the tool does with cancel scopes."""
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from toolkeeper import CallStatus, ErrorCode, Keeper, RetryPolicy, ToolCall
+from toolkeeper.testing import MemoryStore
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def test_a_tool_that_never_suspends_returns_its_value() -> None:
+    async with Keeper(ledger=MemoryStore()) as keeper:
+
+        @keeper.tool()
+        async def double(x: int) -> int:
+            return 2 * x
+
+        result = await keeper.execute(ToolCall(call_id="c1", name="double", arguments={"x": 4}))
+    assert result.ok and result.data == 8
+
+
+async def test_a_tool_that_suspends_runs_to_its_end() -> None:
+    async with Keeper(ledger=MemoryStore()) as keeper:
+
+        @keeper.tool(timeout=5)
+        async def later(x: int) -> int:
+            await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
+            return x
+
+        result = await keeper.execute(ToolCall(call_id="c1", name="later", arguments={"x": 3}))
+    assert result.ok and result.data == 3
+
+
+async def test_a_tool_with_its_own_cancel_scopes_keeps_them_apart_from_the_timeout() -> None:
+    async with Keeper(ledger=MemoryStore()) as keeper:
+
+        @keeper.tool(effect="read_only", timeout=0.2, retry=RetryPolicy(max_attempts=1))
+        async def careful() -> str:
+            with anyio.move_on_after(0.01) as inner:  # the tool's own deadline fires first
+                await anyio.sleep_forever()
+            assert inner.cancelled_caught
+            with anyio.fail_after(5):
+                await anyio.lowlevel.checkpoint()
+            await anyio.sleep_forever()  # then the call's timeout ends it
+            return "never"
+
+        result = await keeper.execute(ToolCall(call_id="c1", name="careful"))
+    assert result.status is CallStatus.TIMED_OUT
+    assert result.error is not None and result.error.code is ErrorCode.TIMEOUT
+
+
+async def test_cancelling_the_caller_cancels_the_tool_and_not_as_a_timeout() -> None:
+    started = anyio.Event()
+    async with Keeper(ledger=MemoryStore()) as keeper:
+
+        @keeper.tool(effect="write", idempotent=True, timeout=60)
+        async def slow() -> str:
+            started.set()
+            await anyio.sleep_forever()
+            return "never"
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keeper.execute, ToolCall(call_id="c1", name="slow"))
+            await started.wait()
+            tg.cancel_scope.cancel()
+        record = await keeper.store.get_call("default", "c1")
+    assert record is not None and record.status is CallStatus.CANCELLED
