@@ -3,7 +3,7 @@ import inspect
 
 import pytest
 
-from toolkeeper.core._fastinit import fast_init
+from toolkeeper.core._fastinit import fast_init, replace
 from toolkeeper.core.states import CallStatus
 from toolkeeper.core.values import ToolResult
 
@@ -82,3 +82,20 @@ def test_the_values_of_a_call_use_it() -> None:
     assert result.data == 1 and type(result) is ToolResult
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.data = 2  # type: ignore[misc]
+
+
+def test_replace_copies_every_field_and_changes_only_the_named_ones() -> None:
+    _, fast = _plain_and_fast()
+    old = fast(x=1, y=2, tags=["a"])
+    new = replace(old, {"y": 5})
+    assert type(new) is fast and (new.x, new.y, new.tags) == (1, 5, ["a"])
+    assert (old.x, old.y) == (1, 2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        new.y = 6
+    with pytest.raises(AttributeError):
+        replace(old, {"nope": 1})
+
+
+def test_replace_of_a_class_without_a_fast_init_is_dataclasses_replace() -> None:
+    plain, _ = _plain_and_fast()
+    assert replace(plain(x=1), {"y": 3}) == plain(x=1, y=3)

@@ -1,5 +1,6 @@
 """One audit event per persisted state change; sensitive arguments never stored in the clear."""
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated
@@ -8,7 +9,7 @@ import pytest
 from pydantic import Field
 
 from toolkeeper import Keeper, ToolCall
-from toolkeeper.observe.audit import JsonlAuditSink
+from toolkeeper.observe.audit import AuditEvent, JsonlAuditSink
 from toolkeeper.observe.redact import REDACTED, redact, sensitive_pointers
 from toolkeeper.testing import MemoryAuditSink, MemoryStore
 
@@ -70,3 +71,67 @@ def test_sensitive_pointers_follow_refs_and_nesting() -> None:
         "auth": {"key": REDACTED},
         "note": "n",
     }
+
+
+def test_an_event_written_as_json_keeps_every_field_that_is_set() -> None:
+    full = AuditEvent(
+        at=1.5,
+        task_id="t",
+        call_id="c",
+        tool="x",
+        version="2",
+        principal_id="p",
+        tenant="acme",
+        status="FAILED",
+        previous="RUNNING",
+        attempt=2,
+        error_code="TOOL_ERROR",
+        message="boom",
+        approval_id="a1",
+        arguments={"k": 1},
+        extra={"duration": 0.5},
+    )
+    written = full.to_dict()
+    assert set(written) == {f.name for f in dataclasses.fields(AuditEvent)}
+    assert written == {f.name: getattr(full, f.name) for f in dataclasses.fields(AuditEvent)}
+    bare = AuditEvent(
+        at=1.0,
+        task_id="t",
+        call_id="c",
+        tool="x",
+        version=None,
+        principal_id="p",
+        tenant="d",
+        status="REJECTED",
+    )
+    assert set(bare.to_dict()) == {
+        "at",
+        "task_id",
+        "call_id",
+        "tool",
+        "principal_id",
+        "tenant",
+        "status",
+        "attempt",
+    }
+
+
+def test_the_jsonl_sink_writes_one_parsable_line_per_event(tmp_path: Path) -> None:
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl")
+    event = AuditEvent(
+        at=1.0,
+        task_id="t",
+        call_id="c",
+        tool="x",
+        version=None,
+        principal_id="p",
+        tenant="d",
+        status="SUCCEEDED",
+        arguments={"when": "é", "n": [1, 2.5]},
+        extra={"odd": object.__name__},
+    )
+    sink.emit(event)
+    sink.emit(event)
+    sink.close()
+    lines = (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [event.to_dict()] * 2

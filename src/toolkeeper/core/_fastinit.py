@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
-__all__ = ["fast_init"]
+__all__ = ["fast_init", "replace"]
 
 T = TypeVar("T")
 
@@ -82,7 +83,46 @@ def fast_init(cls: type[T]) -> type[T]:
     init.__module__ = cls.__module__
     init.__signature__ = inspect.signature(cls.__init__)  # what help() and docs show
     cls.__init__ = init  # type: ignore[method-assign]
+    if shared_layout:
+        _REPLACERS[cls] = _replacer(cls, builder)
     return cls
+
+
+_REPLACERS: dict[type, Any] = {}
+
+
+def _replacer(cls: type, builder: type) -> Any:
+    slots = cls.__dict__["__slots__"]
+    source = (
+        "def __replace(old, changes):\n"
+        "    new = __tk_new(__tk_builder)\n"
+        + "".join(f"    new.{name} = old.{name}\n" for name in slots)
+        + "    for name, value in changes.items():\n"
+        "        __tk_setattr(new, name, value)\n"
+        "    new.__class__ = __tk_class\n"
+        "    return new\n"
+    )
+    names: dict[str, Any] = {
+        "__tk_new": object.__new__,
+        "__tk_builder": builder,
+        "__tk_class": cls,
+        "__tk_setattr": setattr,
+    }
+    exec(source, names)  # the source is built above from the slot names only
+    return names["__replace"]
+
+
+def replace(value: T, changes: Mapping[str, Any]) -> T:
+    """`dataclasses.replace(value, **changes)` for a `fast_init` class, without running
+    `__init__` (so without `__post_init__`); `changes` must name fields only.
+
+    Raises:
+        AttributeError: `changes` names something that is not a field.
+    """
+    replacer = _REPLACERS.get(type(value))
+    if replacer is None:
+        return dataclasses.replace(value, **changes)  # type: ignore[type-var]
+    return replacer(value, changes)  # type: ignore[no-any-return]
 
 
 def _can_share_layout(cls: type, builder: type) -> bool:

@@ -14,6 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from ..core.errors import StoreError
 from ..core.states import CallStatus
 from .base import ApprovalRecord, ApprovalStatus, CallRecord
@@ -71,10 +73,24 @@ APPROVAL_COLUMNS = (
 
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_encode_fast = msgspec.json.Encoder().encode
 _STATUS = {s.value: s for s in CallStatus}
 
 
 def dump_json(value: Any) -> str:
+    """Compact JSON text of a ledger field.
+
+    Raises:
+        StoreError: `value` is not JSON data (NaN and infinities included).
+    """
+    try:
+        out = _encode_fast(value)
+    except (TypeError, ValueError, OverflowError):
+        pass  # the standard encoder below says what is wrong
+    else:
+        # msgspec writes NaN and infinities as null: text without null held none.
+        if b"null" not in out:
+            return out.decode()
     try:
         return _encode(value)
     except (TypeError, ValueError) as exc:

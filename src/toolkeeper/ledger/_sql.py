@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
+from ..core._fastinit import fast_init
 from ..core.states import CallStatus
 from ._rows import (
     APPROVAL_COLUMNS,
@@ -133,6 +134,7 @@ def for_psycopg(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
+@fast_init
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Transition:
     """One compare-and-set transition as a single UPDATE statement."""

@@ -10,29 +10,22 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
+from ..core._fastinit import replace as fast_replace
 from ..core.errors import IllegalTransition
 from ..core.states import CallStatus, can_transition
 from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
 
-__all__ = ["MemoryStore", "apply_transition", "check_transition", "stamp_new"]
+__all__ = ["MemoryStore", "apply_checked", "apply_transition", "check_transition", "stamp_new"]
 
 # Fields a transition never takes from `changes`: the key, and what the store derives.
 _KEY_FIELDS = frozenset({"task_id", "call_id", "status", "history", "updated_at", "result_ref"})
-_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(CallRecord))
-_FIELDS = frozenset(_FIELD_NAMES)
-_set = object.__setattr__
+_FIELDS = frozenset(f.name for f in dataclasses.fields(CallRecord))
 
 
 def _replace(record: CallRecord, changes: Mapping[str, Any]) -> CallRecord:
-    # `dataclasses.replace` introspects the fields and re-runs the frozen `__init__` on every
-    # call, which makes it the largest cost of a memory-store write. CallRecord has no
-    # `__post_init__`, so copying its slots is the same thing, in less than half the time.
-    new = object.__new__(CallRecord)
-    for name in _FIELD_NAMES:
-        _set(new, name, getattr(record, name))
-    for name, value in changes.items():
-        _set(new, name, value)
-    return new
+    # `dataclasses.replace` re-reads the fields and re-runs `__init__`: the largest cost of a
+    # memory-store write. CallRecord has no `__post_init__`, so copying its slots is the same.
+    return fast_replace(record, changes)
 
 
 def check_transition(
@@ -77,6 +70,14 @@ def apply_transition(
     checked = check_transition(expected, target, changes)
     if record.status is not expected:
         raise StaleState(expected, record.status)
+    return apply_checked(record, target=target, checked=checked, now=now)
+
+
+def apply_checked(
+    record: CallRecord, *, target: CallStatus, checked: dict[str, Any], now: float
+) -> CallRecord:
+    """`apply_transition` of changes `check_transition` returned, to a record known to be in
+    the expected state (consumes `checked`)."""
     checked.update(status=target, updated_at=now, history=(*record.history, (target, now)))
     return _replace(record, checked)
 

@@ -25,7 +25,6 @@ the store falls back to `UPDATE ... RETURNING`.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sqlite3
 import threading
@@ -42,7 +41,7 @@ from ..core.states import CallStatus
 from . import _rows as codec
 from . import _sql as q
 from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
-from .memory import apply_transition, check_transition, stamp_new
+from .memory import apply_checked, check_transition, stamp_new
 from .migrations import INSERT_VERSION, SCHEMA_VERSION_DDL, SELECT_VERSIONS, missing
 
 __all__ = ["SQLiteStore"]
@@ -262,11 +261,9 @@ class SQLiteStore:
         if done is not None:
             return self._remember(*done)
         assert known is not None
-        record = apply_transition(
-            known[0], expected=expected, target=target, changes=checked, now=now
-        )
-        if update.sets_result and record.result_ref != update.result_ref:
-            record = dataclasses.replace(record, result_ref=update.result_ref)
+        if update.sets_result:
+            checked["result_ref"] = update.result_ref
+        record = apply_checked(known[0], target=target, checked=checked, now=now)
         return self._remember(record, known[1] + update.history_growth)
 
     async def list_calls(

@@ -11,9 +11,11 @@ import os
 import threading
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
+
+import msgspec
 
 from ..core._fastinit import fast_init
 
@@ -58,16 +60,42 @@ class AuditEvent:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, without empty fields."""
-        out: dict[str, Any] = {}
-        for name in _FIELDS:
+        out: dict[str, Any] = {
+            "at": self.at,
+            "task_id": self.task_id,
+            "call_id": self.call_id,
+            "tool": self.tool,
+        }
+        if self.version is not None:
+            out["version"] = self.version
+        out["principal_id"] = self.principal_id
+        out["tenant"] = self.tenant
+        out["status"] = self.status
+        if self.previous is not None:
+            out["previous"] = self.previous
+        out["attempt"] = self.attempt
+        for name in _OPTIONAL:
             value = getattr(self, name)
-            if value is not None and value != {} and value != ():
-                out[name] = dict(value) if isinstance(value, Mapping) else value
+            if value is not None:
+                out[name] = value
+        if self.arguments:
+            out["arguments"] = dict(self.arguments)
+        if self.extra:
+            out["extra"] = dict(self.extra)
         return out
 
 
-_FIELDS = tuple(f.name for f in fields(AuditEvent))
+_OPTIONAL = ("error_code", "message", "approval_id")
 _ENCODE = json.JSONEncoder(default=str, ensure_ascii=False, separators=(",", ":")).encode
+_ENCODE_FAST = msgspec.json.Encoder(enc_hook=str).encode
+
+
+def _line(event: AuditEvent) -> bytes:
+    data = event.to_dict()
+    try:
+        return _ENCODE_FAST(data) + b"\n"
+    except (TypeError, ValueError, OverflowError):  # what msgspec refuses, json may still write
+        return (_ENCODE(data) + "\n").encode("utf-8", "surrogatepass")
 
 
 @runtime_checkable
@@ -114,18 +142,18 @@ class JsonlAuditSink:
     def __init__(self, path: str | os.PathLike[str], *, flush_every: int = 64) -> None:
         self.path = Path(path)
         self._flush_every = flush_every
-        self._file: IO[str] | None = None
+        self._file: IO[bytes] | None = None
         self._pending = 0
         self._lock = threading.Lock()
 
     def emit(self, event: AuditEvent) -> None:
         """Write one line."""
-        line = _ENCODE(event.to_dict())
+        line = _line(event)
         with self._lock:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("a", encoding="utf-8")
-            self._file.write(line + "\n")
+                self._file = self.path.open("ab")
+            self._file.write(line)
             self._pending += 1
             if self._pending >= self._flush_every:
                 self._file.flush()
