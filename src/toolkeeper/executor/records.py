@@ -122,8 +122,8 @@ def audit(
             version=st.tool.spec.version if st.tool is not None else None,
             principal_id=st.principal.id,
             tenant=st.principal.tenant,
-            status=status.value,
-            previous=previous.value if previous is not None else None,
+            status=status,  # a StrEnum: already the text
+            previous=previous,
             attempt=attempt,
             error_code=error.code.value if error is not None else None,
             message=error.message if error is not None else None,
