@@ -17,6 +17,7 @@ def call(
     status: CallStatus = CallStatus.RUNNING,
     tool: str = "payments.transfer",
     idempotent: bool = False,
+    effect: str = "write",
     owner: str | None = None,
     **fields: Any,
 ) -> CallRecord:
@@ -31,7 +32,7 @@ def call(
         principal_id="alice",
         tenant="acme",
         status=status,
-        effect="write",
+        effect=effect,
         idempotent=idempotent,
         idempotency_key=f"tk-{task_id}-{call_id}",
         owner=current_owner() if owner is None else owner,

@@ -1,0 +1,124 @@
+"""Group commit for the SQLite store: writes that may wait share one commit.
+
+What it is: the owner of the store's event-loop connection. Every statement on it runs under
+one lock, in one of three modes:
+
+- `READ`: runs as it is (inside the open batch, if there is one, so it sees its writes);
+- `WRITE`: must be durable when it returns: it runs, then everything pending commits with it;
+- `DEFERRED`: may wait up to `delay` seconds for its commit: it joins the open batch (opening
+  one with `BEGIN IMMEDIATE`), and a background thread commits the batch when `delay` has
+  passed, unless a `WRITE` committed it first.
+
+A commit in WAL mode costs tens of microseconds of page writes however little it holds, so a
+batch of N records costs one commit instead of N. What may wait is decided by the store: the
+record of a finished read-only call, which a crash may lose without harm (the call changed
+nothing; run again, it records anew). While a batch is open this connection holds the file's
+write lock, so another process's write waits at most `delay` (its busy timeout covers it).
+
+What it is not: a write-behind queue. Statements run at once, in order, on the caller's
+thread; only the commit of deferred ones waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["GroupCommit", "Mode"]
+
+T = TypeVar("T")
+
+_log = logging.getLogger("toolkeeper")
+
+
+class Mode(enum.Enum):
+    """How a statement's effect must be committed."""
+
+    READ = "read"
+    WRITE = "write"
+    DEFERRED = "deferred"
+
+
+class GroupCommit:
+    """Runs operations on one connection and commits deferred writes in batches.
+
+    Args:
+        conn: A connection in autocommit mode (`isolation_level=None`).
+        delay: The longest a deferred write waits for its commit; 0 commits each at once.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, *, delay: float) -> None:
+        self.conn = conn
+        self.delay = delay
+        self.lock = threading.Lock()
+        self._open = False
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if delay > 0:
+            self._thread = threading.Thread(
+                target=self._commit_later, name="toolkeeper-sqlite-commit", daemon=True
+            )
+            self._thread.start()
+
+    def run(self, op: Callable[[sqlite3.Connection], T], mode: Mode) -> T:
+        """Run `op` on the connection under the lock, committing as `mode` requires.
+
+        Raises:
+            sqlite3.Error: from `op`, from `BEGIN IMMEDIATE` (the file is locked: nothing ran
+                and nothing is pending), or from the commit of a `WRITE`.
+        """
+        with self.lock:
+            if mode is Mode.DEFERRED and self._thread is not None:
+                if not self._open:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    self._open = True
+                    self._wake.set()
+                return op(self.conn)
+            result = op(self.conn)
+            if mode is Mode.WRITE and self._open:
+                self._commit(raising=True)
+            return result
+
+    def flush(self) -> None:
+        """Commit what is pending now (before another connection needs the write lock)."""
+        with self.lock:
+            if self._open:
+                self._commit(raising=False)
+
+    def close(self) -> None:
+        """Stop the committing thread and commit what is pending. Idempotent."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.flush()
+
+    def _commit(self, *, raising: bool) -> None:
+        self._open = False
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error:
+            with contextlib.suppress(sqlite3.Error):  # the transaction may be gone already
+                self.conn.execute("ROLLBACK")
+            if raising:
+                raise
+            _log.exception("the SQLite ledger lost a batch of read-only call records")
+
+    def _commit_later(self) -> None:
+        while True:
+            self._wake.wait()
+            # Let the batch fill (writers commit it sooner); closing cuts the wait short.
+            if self._stop.wait(self.delay):
+                return  # close() commits what is pending
+            with self.lock:
+                if not self._stop.is_set():  # a close now must find the event still set
+                    self._wake.clear()
+                if self._open:
+                    self._commit(raising=False)

@@ -1,0 +1,103 @@
+"""The SQLite store commits finished read-only calls together, and nothing else late."""
+
+import sqlite3
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from toolkeeper.core.states import CallStatus
+from toolkeeper.ledger import CallRecord, SQLiteStore
+
+from .records import call
+
+pytestmark = pytest.mark.anyio
+
+
+def _finished_read(call_id: str) -> CallRecord:
+    return call(call_id, status=CallStatus.SUCCEEDED, effect="read_only", result={"n": 1})
+
+
+def _committed(path: Path) -> set[str]:
+    """Call ids another connection (another process) can read."""
+    with sqlite3.connect(path) as other:
+        return {row[0] for row in other.execute("SELECT call_id FROM calls")}
+
+
+async def _until_committed(path: Path, call_id: str) -> None:
+    with anyio.fail_after(5):
+        while call_id not in _committed(path):
+            await anyio.lowlevel.checkpoint()
+
+
+async def test_a_finished_read_is_committed_within_the_delay(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path, commit_delay=0.01) as store:
+        await store.claim_call(_finished_read("r1"))
+        assert (await store.get_call("task-1", "r1")) is not None  # this store sees it at once
+        await _until_committed(path, "r1")
+
+
+async def test_a_call_with_side_effects_is_committed_before_the_claim_returns(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path, commit_delay=60) as store:
+        await store.claim_call(_finished_read("r1"))
+        await store.claim_call(call("w1"))  # RUNNING, effect write
+        # The write's commit takes the pending read with it.
+        assert _committed(path) == {"r1", "w1"}
+        await store.claim_call(_finished_read("r2"))
+        await store.transition(
+            "task-1", "w1", expected=CallStatus.RUNNING, target=CallStatus.SUCCEEDED
+        )
+        assert _committed(path) == {"r1", "r2", "w1"}
+
+
+async def test_closing_the_store_commits_what_is_pending(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path, commit_delay=60) as store:
+        await store.claim_call(_finished_read("r1"))
+        assert _committed(path) == set()
+    assert _committed(path) == {"r1"}
+
+
+async def test_without_a_delay_every_record_is_committed_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path, commit_delay=0) as store:
+        await store.claim_call(_finished_read("r1"))
+        assert _committed(path) == {"r1"}
+
+
+async def test_another_writer_waits_for_a_pending_batch_then_writes(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    async with (
+        SQLiteStore(path, commit_delay=0.05) as first,
+        SQLiteStore(path, commit_delay=0.05) as second,
+    ):
+        await first.claim_call(_finished_read("r1"))
+        # `first` holds the write lock until its batch commits; `second` waits off the loop.
+        _, created = await second.claim_call(call("w1"))
+        assert created
+        assert _committed(path) == {"r1", "w1"}
+
+
+async def test_a_store_locked_out_of_its_batch_still_records_the_read(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path, commit_delay=60) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        results: list[bool] = []
+
+        async def claim() -> None:
+            results.append((await store.claim_call(_finished_read("r1")))[1])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(claim)
+            await anyio.wait_all_tasks_blocked()
+            assert results == []
+            other.execute("COMMIT")
+        other.close()
+        assert results == [True]
+        assert _committed(path) == {"r1"}  # written durably by the waiting connection
