@@ -16,6 +16,11 @@ operation again in a worker thread, on a second connection that waits up to `bus
 so the event loop never waits for another process. A WAL checkpoint (every ~1000 pages)
 does run on the loop and may take a few milliseconds.
 
+What it commits when: every write is committed before the store returns, except the record of
+a finished read-only call, which waits up to `commit_delay` to share one commit with others
+(`_group_commit.py`): a crash may lose the read-only calls of its last few milliseconds, never
+a call with side effects.
+
 A transition is one `UPDATE` that checks the state and appends to the history. When the store
 holds the version of the record it last read or wrote (unsettled calls only), the update is
 also guarded by that version and the new record is computed from it rather than read back,
