@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shlex
+import signal
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -61,3 +63,42 @@ async def test_serve_prints_url_token_and_a_command_that_lists_tools(
     captured = capsys.readouterr()
     assert "demo.add_note" in captured.out
     assert "401" in captured.err
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_stops_the_gateway_cleanly_with_every_call_recorded(tmp_path: Path) -> None:
+    config = tmp_path / "gw.toml"
+    config.write_text(
+        f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\nport = 0\n'
+        f'[[tools]]\nfile = "{ROOT / "examples" / "demo_tools.py"}"\n'
+        '[principals.demo]\ntoken = "demo-token-for-tests"\ngrants = ["notes:*"]\n'
+    )
+    command = [sys.executable, "-c", CLI, "serve", "--config", str(config), "--show-tokens"]
+    async with await anyio.open_process(command) as process:
+        try:
+            assert process.stdout is not None and process.stderr is not None
+            with anyio.fail_after(60):
+                buffer = b""
+                async for chunk in process.stdout:
+                    buffer += chunk
+                    if b"list its tools: " in buffer and buffer.endswith(b"\n"):
+                        break
+            probe = next(
+                line for line in buffer.decode().splitlines() if line.startswith("list its tools")
+            )
+            argv = shlex.split(probe.removeprefix("list its tools: "))
+            called = await anyio.to_thread.run_sync(main, [*argv[1:], "--call", "demo.list_notes"])
+            process.send_signal(signal.SIGINT)
+            with anyio.fail_after(30):
+                code = await process.wait()
+            errors = b"".join([chunk async for chunk in process.stderr]).decode()
+        finally:
+            if process.returncode is None:
+                process.kill()
+    assert called == 0
+    assert code == 0
+    assert "Traceback" not in errors
+    with sqlite3.connect(tmp_path / "l.db") as ledger:
+        assert ledger.execute("SELECT tool, status FROM calls").fetchall() == [
+            ("demo.list_notes", "SUCCEEDED")
+        ]

@@ -8,8 +8,11 @@ bound to the principal that opened them (the SDK refuses another token on the sa
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -160,20 +163,22 @@ async def serve_http(
 
     changes = ToolListChanges(gateway.keeper.catalog)
     app = http_app(gateway, host=host, path=path, changes=changes)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    # The app's lifespan (the MCP session manager) runs here, in our task group, rather than
+    # in a task of uvicorn's that nothing would wait for on the way out.
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    server = _quiet_server(uvicorn.Server)(config)
     stopped = anyio.Event()
 
     async def run() -> None:
         # Shielded: only `should_exit` stops it, so uvicorn always shuts down cleanly
-        # (closes its sockets, ends the MCP session manager) even when we are cancelled.
+        # (closes its sockets) even when we are cancelled.
         try:
             with anyio.CancelScope(shield=True):
                 await server.serve()
         finally:
             stopped.set()
 
-    async with anyio.create_task_group() as tg:
+    async with app.router.lifespan_context(app), anyio.create_task_group() as tg:
         tg.start_soon(run)
         tg.start_soon(changes.run)
         try:
@@ -191,3 +196,29 @@ async def serve_http(
                 await stopped.wait()
             changes.close()
             tg.cancel_scope.cancel()
+
+
+def _quiet_server(base: type[Any]) -> type[Any]:
+    """uvicorn's server, except that the signal which stopped it is not raised again.
+
+    uvicorn shuts down gracefully on SIGINT or SIGTERM, then raises the signal once more for
+    whoever runs it. Here that is our own event loop, still closing the gateway (the ledger,
+    the upstreams): the KeyboardInterrupt would cut that short and, depending on timing,
+    print a traceback. The shutdown the signal asked for has happened; `serve` returns.
+    """
+
+    class QuietServer(base):  # type: ignore[misc]
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            handled = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return QuietServer
