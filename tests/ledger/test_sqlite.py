@@ -89,10 +89,15 @@ async def test_a_lock_held_past_the_busy_timeout_is_a_store_error(tmp_path: Path
         assert (await store.claim_call(call()))[1]
 
 
-async def test_migrations_apply_once_however_often_the_file_is_opened(tmp_path: Path) -> None:
+@pytest.mark.parametrize("attempt", range(5))
+async def test_migrations_apply_once_however_often_the_file_is_opened(
+    tmp_path: Path, attempt: int
+) -> None:
+    # Several stores opening a new file at once: one switches it to WAL and migrates it,
+    # the others wait for that instead of failing with "database is locked".
     path = tmp_path / "nested" / "ledger.db"
     async with anyio.create_task_group() as tg:
-        for _ in range(4):
+        for _ in range(6):
             tg.start_soon(_open_and_close, path)
     await _open_and_close(path)
     with sqlite3.connect(path) as conn:

@@ -67,6 +67,27 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return code is not None and code & 0xFF in _BUSY
 
 
+def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch the file to WAL (once per file: the mode is stored in it).
+
+    The switch needs an exclusive lock, and SQLite answers SQLITE_BUSY at once, without its
+    busy handler, when two connections opening a new file at the same moment would otherwise
+    wait for each other: so wait here, up to `timeout` (this runs in a worker thread).
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.002
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
 def _migrate(conn: sqlite3.Connection) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -157,10 +178,14 @@ class SQLiteStore:
         self._state = q.Lifecycle.OPEN
 
     def _connection(self, timeout: float) -> sqlite3.Connection:
+        # Set up while waiting for locks like every opener (another one may be switching a
+        # new file to WAL), then keep the busy timeout asked for.
         conn = sqlite3.connect(
-            self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
         )
         conn.execute("PRAGMA synchronous=NORMAL")
+        if timeout != self.busy_timeout:
+            conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
         return conn
 
     def _connect(self) -> None:
@@ -168,7 +193,7 @@ class SQLiteStore:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         slow = self._connection(self.busy_timeout)
         try:
-            slow.execute("PRAGMA journal_mode=WAL")
+            _use_wal(slow, self.busy_timeout)
             _migrate(slow)
             fast = slow if self.path in _IN_MEMORY else self._connection(0.0)
         except BaseException:
