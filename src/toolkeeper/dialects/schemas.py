@@ -187,14 +187,7 @@ class OpenAIStrictSchema(SchemaWalker):
         return keyword in OPENAI_STRICT_KEYWORDS
 
     def transform(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
-        if "oneOf" in node:
-            node["anyOf"] = node.pop("oneOf")
-            self.loss(
-                pointer + "/oneOf",
-                "oneOf",
-                Action.REWRITTEN,
-                "strict mode has no oneOf; rewritten as anyOf (several branches may match)",
-            )
+        _one_of_as_any_of(self, node, pointer, "strict mode has no oneOf; rewritten as anyOf")
         types = types_of(node)
         if "object" in types or "properties" in node:
             self._close(node, pointer)
@@ -252,14 +245,7 @@ class GeminiSchema(SchemaWalker):
         return keyword in GEMINI_KEYWORDS
 
     def transform(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
-        if "oneOf" in node:
-            node["anyOf"] = node.pop("oneOf")
-            self.loss(
-                pointer + "/oneOf",
-                "oneOf",
-                Action.REWRITTEN,
-                "Gemini reads oneOf as anyOf (several branches may match)",
-            )
+        _one_of_as_any_of(self, node, pointer, "Gemini reads oneOf as anyOf")
         if "const" in node:
             node["enum"] = [node.pop("const")]
         types = types_of(node)
@@ -269,6 +255,15 @@ class GeminiSchema(SchemaWalker):
             del node["type"]
             node["anyOf"] = [{"type": t} for t in types]
         return node
+
+
+def _one_of_as_any_of(walker: SchemaWalker, node: dict[str, Any], pointer: str, why: str) -> None:
+    """Rewrite `oneOf` (exactly one branch) as `anyOf` (at least one), reporting the loss."""
+    if "oneOf" in node:
+        node["anyOf"] = node.pop("oneOf")
+        walker.loss(
+            pointer + "/oneOf", "oneOf", Action.REWRITTEN, f"{why} (several branches may match)"
+        )
 
 
 def _enumerable(value: Any) -> bool:

@@ -60,7 +60,11 @@ def _parse(rt: Runtime, st: CallState) -> None:
     raw = st.call.arguments
     if isinstance(raw, str):
         # A character is at most 4 bytes of UTF-8: most texts need no encoding to be sized.
-        size = len(raw) if len(raw) * 4 <= rt.max_argument_bytes else _utf8_size(raw)
+        size = (
+            len(raw)
+            if len(raw) * 4 <= rt.max_argument_bytes
+            else len(raw.encode("utf-8", "surrogatepass"))
+        )
         if size > rt.max_argument_bytes:
             raise _refuse(
                 ErrorCode.PAYLOAD_TOO_LARGE,
@@ -96,10 +100,6 @@ def _parse(rt: Runtime, st: CallState) -> None:
         st.arguments = parsed
     else:
         st.parse_error = f"arguments must be a JSON object, not {type(parsed).__name__}"
-
-
-def _utf8_size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 async def _await_outcome(rt: Runtime, st: CallState) -> Any:

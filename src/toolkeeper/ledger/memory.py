@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-from ..core._fastinit import replace as fast_replace
+from ..core._fastinit import replace
 from ..core.errors import IllegalTransition
 from ..core.states import CallStatus, can_transition
 from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
@@ -20,12 +20,6 @@ __all__ = ["MemoryStore", "apply_checked", "apply_transition", "check_transition
 # Fields a transition never takes from `changes`: the key, and what the store derives.
 _KEY_FIELDS = frozenset({"task_id", "call_id", "status", "history", "updated_at", "result_ref"})
 _FIELDS = frozenset(f.name for f in dataclasses.fields(CallRecord))
-
-
-def _replace(record: CallRecord, changes: Mapping[str, Any]) -> CallRecord:
-    # `dataclasses.replace` re-reads the fields and re-runs `__init__`: the largest cost of a
-    # memory-store write. CallRecord has no `__post_init__`, so copying its slots is the same.
-    return fast_replace(record, changes)
 
 
 def check_transition(
@@ -79,7 +73,7 @@ def apply_checked(
     """`apply_transition` of changes `check_transition` returned, to a record known to be in
     the expected state (consumes `checked`)."""
     checked.update(status=target, updated_at=now, history=(*record.history, (target, now)))
-    return _replace(record, checked)
+    return replace(record, checked)
 
 
 def stamp_new(record: CallRecord, now: float) -> CallRecord:
@@ -87,7 +81,7 @@ def stamp_new(record: CallRecord, now: float) -> CallRecord:
     when the caller stamped the record already)."""
     if record.created_at and record.history:
         return record
-    return _replace(
+    return replace(
         record, {"created_at": now, "updated_at": now, "history": ((record.status, now),)}
     )
 

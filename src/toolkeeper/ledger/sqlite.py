@@ -43,6 +43,7 @@ import anyio.to_thread
 
 from ..core.errors import StoreError
 from ..core.states import CallStatus
+from ..core.values import Effect
 from . import _rows as codec
 from . import _sql as q
 from ._group_commit import GroupCommit, Mode
@@ -105,7 +106,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 def _claim_mode(record: CallRecord) -> Mode:
     """A finished read-only call's record may wait for a shared commit; nothing else may."""
-    if record.effect == "read_only" and record.status.terminal:
+    if record.effect == Effect.READ_ONLY and record.status.terminal:
         return Mode.DEFERRED
     return Mode.WRITE
 
@@ -139,7 +140,6 @@ class SQLiteStore:
         self.commit_delay = commit_delay
         self._state = q.Lifecycle.NEW
         self._batch: GroupCommit | None = None
-        self._fast: sqlite3.Connection | None = None
         self._slow: sqlite3.Connection | None = None
         self._slow_lock = threading.Lock()
         self._recent: dict[tuple[str, str], tuple[CallRecord, int]] = {}
@@ -199,7 +199,7 @@ class SQLiteStore:
         except BaseException:
             slow.close()
             raise
-        self._slow, self._fast = slow, fast
+        self._slow = slow
         self._batch = GroupCommit(fast, delay=self.commit_delay)
 
     async def aclose(self) -> None:
@@ -208,7 +208,8 @@ class SQLiteStore:
         batch, self._batch = self._batch, None
         if batch is not None:
             await anyio.to_thread.run_sync(batch.close)
-        fast, slow, self._fast, self._slow = self._fast, self._slow, None, None
+        fast = batch.conn if batch is not None else None
+        slow, self._slow = self._slow, None
         for conn in {id(c): c for c in (fast, slow) if c is not None}.values():
             with self._slow_lock:
                 conn.close()
