@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import signal
 import sqlite3
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import Process
 
 from toolkeeper.cli import main
 
@@ -26,10 +29,9 @@ def test_a_configuration_error_exits_2_naming_file_and_line(
     assert f"{config}:2: server.port:" in capsys.readouterr().err
 
 
-@pytest.mark.anyio
-async def test_serve_prints_url_token_and_a_command_that_lists_tools(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+@contextlib.asynccontextmanager
+async def _serving(tmp_path: Path) -> AsyncIterator[tuple[Process, list[str]]]:
+    """`toolkeeper serve` on the demo tools, once it has printed its banner."""
     config = tmp_path / "gw.toml"
     config.write_text(
         f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\nport = 0\n'
@@ -37,7 +39,6 @@ async def test_serve_prints_url_token_and_a_command_that_lists_tools(
         '[principals.demo]\ntoken = "demo-token-for-tests"\ngrants = ["notes:*"]\n'
     )
     command = [sys.executable, "-c", CLI, "serve", "--config", str(config), "--show-tokens"]
-    lines: list[str] = []
     async with await anyio.open_process(command) as process:
         try:
             assert process.stdout is not None
@@ -47,15 +48,28 @@ async def test_serve_prints_url_token_and_a_command_that_lists_tools(
                     buffer += chunk
                     if b"list its tools: " in buffer and buffer.endswith(b"\n"):
                         break
-            lines = buffer.decode().splitlines()
-            probe = next(line for line in lines if line.startswith("list its tools: "))
-            argv = shlex.split(probe.removeprefix("list its tools: "))
-            assert Path(argv[0]).name == "toolkeeper"
-            code = await anyio.to_thread.run_sync(main, argv[1:])
-            wrong = [*argv[1:-1], "not-the-token"]
-            refused = await anyio.to_thread.run_sync(main, wrong)
+            yield process, buffer.decode().splitlines()
         finally:
-            process.terminate()
+            if process.returncode is None:
+                process.terminate()
+
+
+def _probe(lines: list[str]) -> list[str]:
+    """The argv of the command the banner prints to list tools."""
+    probe = next(line for line in lines if line.startswith("list its tools: "))
+    return shlex.split(probe.removeprefix("list its tools: "))
+
+
+@pytest.mark.anyio
+async def test_serve_prints_url_token_and_a_command_that_lists_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with _serving(tmp_path) as (_, lines):
+        argv = _probe(lines)
+        assert Path(argv[0]).name == "toolkeeper"
+        code = await anyio.to_thread.run_sync(main, argv[1:])
+        wrong = [*argv[1:-1], "not-the-token"]
+        refused = await anyio.to_thread.run_sync(main, wrong)
     assert any(line.startswith("toolkeeper gateway on http://127.0.0.1:") for line in lines)
     assert "principal demo: token demo-token-for-tests" in lines
     assert code == 0
@@ -67,34 +81,14 @@ async def test_serve_prints_url_token_and_a_command_that_lists_tools(
 
 @pytest.mark.anyio
 async def test_ctrl_c_stops_the_gateway_cleanly_with_every_call_recorded(tmp_path: Path) -> None:
-    config = tmp_path / "gw.toml"
-    config.write_text(
-        f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\nport = 0\n'
-        f'[[tools]]\nfile = "{ROOT / "examples" / "demo_tools.py"}"\n'
-        '[principals.demo]\ntoken = "demo-token-for-tests"\ngrants = ["notes:*"]\n'
-    )
-    command = [sys.executable, "-c", CLI, "serve", "--config", str(config), "--show-tokens"]
-    async with await anyio.open_process(command) as process:
-        try:
-            assert process.stdout is not None and process.stderr is not None
-            with anyio.fail_after(60):
-                buffer = b""
-                async for chunk in process.stdout:
-                    buffer += chunk
-                    if b"list its tools: " in buffer and buffer.endswith(b"\n"):
-                        break
-            probe = next(
-                line for line in buffer.decode().splitlines() if line.startswith("list its tools")
-            )
-            argv = shlex.split(probe.removeprefix("list its tools: "))
-            called = await anyio.to_thread.run_sync(main, [*argv[1:], "--call", "demo.list_notes"])
-            process.send_signal(signal.SIGINT)
-            with anyio.fail_after(30):
-                code = await process.wait()
-            errors = b"".join([chunk async for chunk in process.stderr]).decode()
-        finally:
-            if process.returncode is None:
-                process.kill()
+    async with _serving(tmp_path) as (process, lines):
+        argv = _probe(lines)
+        called = await anyio.to_thread.run_sync(main, [*argv[1:], "--call", "demo.list_notes"])
+        process.send_signal(signal.SIGINT)
+        with anyio.fail_after(30):
+            code = await process.wait()
+        assert process.stderr is not None
+        errors = b"".join([chunk async for chunk in process.stderr]).decode()
     assert called == 0
     assert code == 0
     assert "Traceback" not in errors

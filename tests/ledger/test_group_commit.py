@@ -10,6 +10,7 @@ import pytest
 from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import CallRecord, SQLiteStore
 
+from .locking import claim_while_locked
 from .records import call
 
 pytestmark = pytest.mark.anyio
@@ -86,18 +87,5 @@ async def test_another_writer_waits_for_a_pending_batch_then_writes(tmp_path: Pa
 async def test_a_store_locked_out_of_its_batch_still_records_the_read(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     async with SQLiteStore(path, commit_delay=60) as store:
-        other = sqlite3.connect(path, isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")
-        results: list[bool] = []
-
-        async def claim() -> None:
-            results.append((await store.claim_call(_finished_read("r1")))[1])
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(claim)
-            await anyio.wait_all_tasks_blocked()
-            assert results == []
-            other.execute("COMMIT")
-        other.close()
-        assert results == [True]
+        assert await claim_while_locked(store, path, _finished_read("r1"))
         assert _committed(path) == {"r1"}  # written durably by the waiting connection

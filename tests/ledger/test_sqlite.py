@@ -14,6 +14,7 @@ from toolkeeper.ledger import LedgerStore, SQLiteStore
 from toolkeeper.ledger.migrations import LATEST
 
 from .contract import Connect, LedgerContract
+from .locking import claim_while_locked
 from .records import call
 
 pytestmark = pytest.mark.anyio
@@ -58,21 +59,7 @@ def test_threads_racing_on_one_file_claim_exactly_once(tmp_path: Path) -> None:
 async def test_a_locked_file_is_waited_for_off_the_event_loop(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     async with SQLiteStore(path) as store:
-        other = sqlite3.connect(path, isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")
-        results: list[bool] = []
-
-        async def claim() -> None:
-            results.append((await store.claim_call(call()))[1])
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(claim)
-            await anyio.wait_all_tasks_blocked()
-            # The claim waits in a worker thread, so this task still runs.
-            assert results == []
-            other.execute("COMMIT")
-        other.close()
-        assert results == [True]
+        assert await claim_while_locked(store, path, call())
 
 
 async def test_a_lock_held_past_the_busy_timeout_is_a_store_error(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 import dataclasses
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 from pydantic import Field
@@ -73,6 +73,21 @@ def test_sensitive_pointers_follow_refs_and_nesting() -> None:
     }
 
 
+def _event(**fields: Any) -> AuditEvent:
+    """An event with only the required fields set, and `fields`."""
+    required: dict[str, Any] = {
+        "at": 1.0,
+        "task_id": "t",
+        "call_id": "c",
+        "tool": "x",
+        "version": None,
+        "principal_id": "p",
+        "tenant": "d",
+        "status": "SUCCEEDED",
+    }
+    return AuditEvent(**(required | fields))
+
+
 def test_an_event_written_as_json_keeps_every_field_that_is_set() -> None:
     full = AuditEvent(
         at=1.5,
@@ -94,16 +109,7 @@ def test_an_event_written_as_json_keeps_every_field_that_is_set() -> None:
     written = full.to_dict()
     assert set(written) == {f.name for f in dataclasses.fields(AuditEvent)}
     assert written == {f.name: getattr(full, f.name) for f in dataclasses.fields(AuditEvent)}
-    bare = AuditEvent(
-        at=1.0,
-        task_id="t",
-        call_id="c",
-        tool="x",
-        version=None,
-        principal_id="p",
-        tenant="d",
-        status="REJECTED",
-    )
+    bare = _event(status="REJECTED")
     assert set(bare.to_dict()) == {
         "at",
         "task_id",
@@ -118,14 +124,7 @@ def test_an_event_written_as_json_keeps_every_field_that_is_set() -> None:
 
 def test_the_jsonl_sink_writes_one_parsable_line_per_event(tmp_path: Path) -> None:
     sink = JsonlAuditSink(tmp_path / "audit.jsonl")
-    event = AuditEvent(
-        at=1.0,
-        task_id="t",
-        call_id="c",
-        tool="x",
-        version=None,
-        principal_id="p",
-        tenant="d",
+    event = _event(
         status="SUCCEEDED",
         arguments={"when": "é", "n": [1, 2.5]},
         extra={"odd": object.__name__},
