@@ -53,3 +53,23 @@ def test_recall_plot_is_a_png(tmp_path: Path) -> None:
     out = tmp_path / "recall.png"
     plot_recall(report, out, title="x")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_learned_ranker_orders_real_requests_better_than_rank_fusion() -> None:
+    pytest.importorskip("onnxruntime")
+    from toolkeeper.retrieval.embed import MiniLMEmbedder
+
+    catalog = load_tools(FIXTURES / "bfcl.tools.jsonl")
+    queries = load_queries(FIXTURES / "bfcl.queries.jsonl")
+    embedder = MiniLMEmbedder()
+
+    def hybrid(config: FusionConfig) -> dict[str, float]:
+        report = evaluate_retrieval(
+            catalog, queries, embedder=embedder, score="name", config=config, show_progress=False
+        )
+        return report["methods"]["hybrid"]  # type: ignore[no-any-return]
+
+    learned, rrf = hybrid(FusionConfig()), hybrid(FusionConfig(learned=False))
+    assert learned["ndcg@10"] > rrf["ndcg@10"]
+    assert learned["mrr"] > rrf["mrr"]
+    assert learned["recall@5"] >= rrf["recall@5"]

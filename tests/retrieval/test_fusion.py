@@ -1,4 +1,4 @@
-from toolkeeper.retrieval.fusion import AbstentionModel, FusionConfig, fuse
+from toolkeeper.retrieval.fusion import AbstentionModel, Coverage, FusionConfig, fuse
 
 
 def test_a_tool_both_rankers_like_beats_one_only_one_likes() -> None:
@@ -32,3 +32,33 @@ def test_fit_probability_grows_with_similarity_and_coverage() -> None:
     strong = model.fit_probability(0.7, 0.8, 6)
     assert weak < 0.5 < strong
     assert model.fit_probability(0.4, 0.9, 6) > model.fit_probability(0.4, 0.1, 6)
+
+
+def test_the_learned_ranker_lifts_the_candidate_that_covers_the_query() -> None:
+    # Both lists rank "vague" first; "exact" holds every word of the query and its name.
+    keyword = [("vague", 9.0), ("exact", 8.5)]
+    dense = [("vague", 0.62), ("exact", 0.60)]
+    coverage = {
+        "vague": Coverage(query=0.2, name=0.0),
+        "exact": Coverage(query=1.0, name=1.0),
+    }
+    learned = fuse(keyword, dense, FusionConfig(), coverage=coverage)
+    assert [f.name for f in learned] == ["exact", "vague"]
+    rrf = fuse(keyword, dense, FusionConfig(learned=False), coverage=coverage)
+    assert [f.name for f in rrf] == ["vague", "exact"]
+
+
+def test_the_learned_ranker_needs_coverage_and_a_dense_ranking() -> None:
+    keyword = [("a", 9.0), ("b", 8.0)]
+    coverage = {"a": Coverage(query=0.0, name=0.0), "b": Coverage(query=1.0, name=1.0)}
+    # Keyword search alone (no embedder): the BM25 order stands.
+    assert [f.name for f in fuse(keyword, [], FusionConfig(), coverage=coverage)] == ["a", "b"]
+
+
+def test_a_dense_only_candidate_is_scored_by_its_cosine() -> None:
+    keyword = [("a", 3.0)]
+    dense = [("b", 0.9), ("a", 0.3)]
+    coverage = {n: Coverage(query=0.5, name=0.5) for n in ("a", "b")}
+    fused = fuse(keyword, dense, FusionConfig(), coverage=coverage)
+    assert [f.name for f in fused] == ["b", "a"]
+    assert fused[0].keyword_rank is None and fused[0].similarity == 0.9

@@ -14,7 +14,7 @@ from .embed import (
     MiniLMEmbedder,
     default_cache_path,
 )
-from .fusion import AbstentionModel, FusionConfig, fuse
+from .fusion import AbstentionModel, Coverage, FusionConfig, RankModel, fuse
 from .keyword import KeywordIndex
 from .meta import (
     CALL_TOOL,
@@ -39,6 +39,7 @@ __all__ = [
     "AbstentionModel",
     "CallFunction",
     "Candidate",
+    "Coverage",
     "Embedder",
     "EmbeddingCache",
     "FusionConfig",
@@ -46,6 +47,7 @@ __all__ = [
     "KeywordIndex",
     "MiniLMEmbedder",
     "QueryContext",
+    "RankModel",
     "Ranking",
     "Selection",
     "Selector",

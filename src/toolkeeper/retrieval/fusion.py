@@ -1,8 +1,9 @@
 """Fusing keyword and dense rankings, and the model that decides to abstain.
 
-What it is: weighted reciprocal rank fusion of two ranked lists, the abstention model, and
-the one frozen configuration every catalog shares. What it is not: a search — the lists come
-from `keyword` and `dense`.
+What it is: the learned linear ranker that orders the candidates of both lists by seven
+signals (the default), weighted reciprocal rank fusion (the fallback), the abstention model,
+and the one frozen configuration every catalog shares. What it is not: a search — the lists
+come from `keyword` and `dense`, the word coverage from `selector`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["AbstentionModel", "Fused", "FusionConfig", "fuse"]
+__all__ = ["AbstentionModel", "Coverage", "Fused", "FusionConfig", "RankModel", "fuse"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,17 +43,54 @@ class AbstentionModel:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Coverage:
+    """How much of the query a candidate's words cover, for the learned ranker."""
+
+    query: float
+    """Share of the query's content words found in the tool's text."""
+    name: float
+    """Share of the tool name's content words found in the query."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankModel:
+    """A linear score over seven signals of each candidate; higher ranks first.
+
+    `score = keyword_rank / log2(1 + r_kw) + dense_rank / log2(1 + r_dense) + keyword_hit
+    + log_bm25 * log(1 + bm25) + relative_cosine * cos / max_cos + coverage * c_query
+    + name_coverage * c_name`, where a term is 0 when the candidate is missing from that list.
+    The weights were fitted once by pairwise logistic regression on the three retrieval dev
+    sets (BFCL, MetaTool, Seal-Tools; each weighted equally, gold tools against the 30
+    strongest other candidates) and hold for every catalog. 5-fold cross-validated R@5 against
+    reciprocal rank fusion on the same candidates: BFCL .821 vs .813, MetaTool .727 vs .697
+    (3,000 queries), Seal-Tools .878 vs .817.
+    """
+
+    keyword_rank: float = 1.0837
+    dense_rank: float = 0.935
+    keyword_hit: float = -1.997
+    log_bm25: float = 0.8388
+    relative_cosine: float = 3.0041
+    coverage: float = 4.599
+    name_coverage: float = 2.05
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class FusionConfig:
     """How rankings are fused and when the selector abstains (one setting for all catalogs).
 
-    Weighted reciprocal rank fusion: a tool scores `w / (rrf_k + rank)` in each list that ranks
-    it. A small `rrf_k` lets the head of either list win: on the dev sets dense similarity wins
-    on paraphrased requests (MetaTool), BM25 on requests that name the tool's words
-    (Seal-Tools), and the fusion beats both on BFCL.
+    By default the candidates of both lists are ordered by `RankModel`, which weighs their
+    ranks with how many of the query's words they cover and how close their vectors are. With
+    `learned=False`, or without word coverage or a dense ranking, weighted reciprocal rank
+    fusion orders them: a tool scores `w / (rrf_k + rank)` in each list that ranks it.
     """
 
     depth: int = 50
     """Candidates taken from each ranker before fusion."""
+    learned: bool = True
+    """Order candidates with `ranker` (else reciprocal rank fusion)."""
+    ranker: RankModel = RankModel()
+    """The learned ranker's weights."""
     rrf_k: float = 5.0
     """The rank offset of reciprocal rank fusion."""
     keyword_weight: float = 1.0
@@ -91,14 +129,16 @@ def fuse(
     dense: Sequence[tuple[str, float]],
     config: FusionConfig,
     similarity: Mapping[str, float] | None = None,
+    coverage: Mapping[str, Coverage] | None = None,
 ) -> list[Fused]:
-    """Weighted reciprocal rank fusion of a keyword and a dense ranking, best first.
+    """Order the union of a keyword and a dense ranking, best first.
 
     Args:
         keyword: (name, BM25 score), best first.
         dense: (name, cosine), best first.
-        config: Weights and the rank offset.
-        similarity: Cosine of tools the dense list did not reach (for abstention only).
+        config: The ranker, or the weights and rank offset of reciprocal rank fusion.
+        similarity: Cosine of tools the dense list did not reach.
+        coverage: Word coverage of every candidate; needed by the learned ranker.
     """
     acc: dict[str, _Acc] = {}
     for rank, (name, _score) in enumerate(keyword, start=1):
@@ -114,6 +154,8 @@ def fuse(
         for name, entry in acc.items():
             if entry.similarity is None and name in similarity:
                 entry.similarity = similarity[name]
+    if config.learned and coverage is not None and dense:
+        _learned_scores(acc, keyword, coverage, config.ranker)
     ranked = sorted(acc.items(), key=lambda item: (-item[1].score, item[0]))
     return [
         Fused(
@@ -125,3 +167,26 @@ def fuse(
         )
         for name, e in ranked
     ]
+
+
+def _learned_scores(
+    acc: Mapping[str, _Acc],
+    keyword: Sequence[tuple[str, float]],
+    coverage: Mapping[str, Coverage],
+    model: RankModel,
+) -> None:
+    """Replace every candidate's score by `model`'s (see `RankModel` for the formula)."""
+    bm25 = dict(keyword)
+    top_cosine = max((e.similarity or 0.0 for e in acc.values()), default=0.0)
+    none = Coverage(query=0.0, name=0.0)
+    for name, e in acc.items():
+        score = 0.0
+        if e.keyword_rank is not None:
+            score += model.keyword_rank / math.log2(1 + e.keyword_rank) + model.keyword_hit
+            score += model.log_bm25 * math.log1p(max(bm25.get(name, 0.0), 0.0))
+        if e.dense_rank is not None:
+            score += model.dense_rank / math.log2(1 + e.dense_rank)
+        if e.similarity is not None and top_cosine > 0:
+            score += model.relative_cosine * e.similarity / top_cosine
+        cov = coverage.get(name, none)
+        e.score = score + model.coverage * cov.query + model.name_coverage * cov.name

@@ -19,7 +19,7 @@ from ..core.values import ANONYMOUS, Principal, ToolSpec
 from ..policy.grants import may_use
 from .dense import VectorIndex
 from .embed import Embedder, EmbeddingCache, MiniLMEmbedder, default_cache_path
-from .fusion import Fused, FusionConfig, fuse
+from .fusion import Coverage, Fused, FusionConfig, fuse
 from .keyword import KeywordIndex
 from .selection import Candidate, Selection
 from .text import QueryContext, compose_query, content_words, tool_text
@@ -81,6 +81,7 @@ class Selector:
         self._specs: dict[str, ToolSpec] = {}
         self._passages: dict[str, str] = {}
         self._words: dict[str, frozenset[str]] = {}
+        self._name_words: dict[str, frozenset[str]] = {}
         self._keyword = KeywordIndex()
         self._dense = VectorIndex(embedder.dimension) if embedder is not None else None
         self._allowed: dict[tuple[Any, ...], _Allowed] = {}
@@ -153,6 +154,7 @@ class Selector:
             self._words[spec.name] = content_words(
                 f"{text.name} {text.description} {text.parameters}"
             )
+            self._name_words[spec.name] = content_words(spec.name)
         self._keyword.commit()
         if self._dense is not None and self._embedder is not None:
             passages = [t.dense for t in texts]
@@ -188,6 +190,7 @@ class Selector:
             self._dense.remove(name)
         self._passages.pop(name, None)
         self._words.pop(name, None)
+        self._name_words.pop(name, None)
         for entry in self._allowed.values():
             entry.names.discard(name)
 
@@ -229,8 +232,24 @@ class Selector:
             for name, _ in keyword:
                 if name not in reached and name in self._dense:
                     similarity[name] = float(self._dense.vector(name) @ vector)
-        fused = fuse(keyword, dense, self.config, similarity)
+        coverage = self._coverage(text, keyword, dense) if self.config.learned else None
+        fused = fuse(keyword, dense, self.config, similarity, coverage)
         return Ranking(keyword=keyword, dense=dense, fused=fused)
+
+    def _coverage(
+        self, text: str, keyword: list[tuple[str, float]], dense: list[tuple[str, float]]
+    ) -> dict[str, Coverage]:
+        query_words = content_words(text)
+        size = max(len(query_words), 1)
+        out: dict[str, Coverage] = {}
+        for name, _ in (*keyword, *dense):
+            if name not in out:
+                words = self._name_words.get(name, frozenset())
+                out[name] = Coverage(
+                    query=len(query_words & self._words.get(name, frozenset())) / size,
+                    name=len(words & query_words) / max(len(words), 1),
+                )
+        return out
 
     def _fit_probability(self, text: str, top: list[Fused]) -> float:
         if not top:
