@@ -84,3 +84,29 @@ def test_minilm_runs_offline_and_ranks_paraphrases_close() -> None:
     assert vectors.shape == (3, 384)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
+
+
+def test_the_int8_graph_is_built_once_and_agrees_with_the_float_model(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    texts = ["What is the weather in Paris?", "book a table for two at an Italian restaurant"]
+    fast = MiniLMEmbedder(model_dir=tmp_path)
+    kept = list(tmp_path.iterdir())
+    assert len(kept) == 1
+    stamp = kept[0].stat().st_mtime_ns
+    again = MiniLMEmbedder(model_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == kept
+    assert kept[0].stat().st_mtime_ns == stamp
+    exact = MiniLMEmbedder(int8=False)
+    assert fast.model_id != exact.model_id  # cached vectors of one never serve the other
+    a, b = fast.embed(texts), exact.embed(texts)
+    assert np.all((a * b).sum(axis=1) > 0.98)
+    assert np.allclose(again.embed(texts), a, atol=1e-5)
+
+
+def test_long_inputs_on_two_threads_give_the_same_vectors_as_on_one() -> None:
+    pytest.importorskip("onnxruntime")
+    long = " ".join(["the quarterly revenue report for the northern sales region"] * 6)
+    texts = [long, "short query"]
+    assert np.allclose(
+        MiniLMEmbedder().embed(texts), MiniLMEmbedder(threads=1).embed(texts), atol=1e-4
+    )

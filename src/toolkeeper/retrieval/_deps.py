@@ -10,6 +10,7 @@ __all__ = ["require"]
 _EXTRA = {
     "tantivy": "retrieval",
     "numpy": "retrieval",
+    "threadpoolctl": "retrieval",
     "onnxruntime": "retrieval",
     "onnx": "retrieval",
     "tokenizers": "retrieval",

