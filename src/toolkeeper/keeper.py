@@ -266,10 +266,12 @@ class Keeper:
         self.state = KeeperState.OPEN
 
     async def aclose(self) -> None:
-        """Close the ledger and the audit sink. Idempotent."""
+        """Close the ledger, the audit sink and the selector, if one was made. Idempotent."""
         if self.state is KeeperState.CLOSED:
             return
         self.state = KeeperState.CLOSED
+        if self._selector is not None:
+            self._selector.close()
         await self.store.aclose()
         self.audit.close()
 

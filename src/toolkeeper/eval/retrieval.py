@@ -111,6 +111,8 @@ def evaluate_retrieval(
     if embedder is None:
         del methods["dense"]
     all_tokens = sum(count_tokens(tool_definition_json(s)) for s in catalog.specs)
+    exposure = _unsafe_exposure(selector, catalog, queries[:200])
+    selector.close()
     return {
         "tools": len(catalog.specs),
         "queries": len(queries),
@@ -129,7 +131,7 @@ def evaluate_retrieval(
             "all_schemas": all_tokens,
             "direct_top5_mean": sum(selected_tokens) / max(len(selected_tokens), 1),
         },
-        "unsafe_exposure_rate": _unsafe_exposure(selector, catalog, queries[:200]),
+        "unsafe_exposure_rate": exposure,
     }
 
 
@@ -207,6 +209,7 @@ def evaluate_abstention(
         t0 = time.perf_counter()
         selection = selector.select(query.text, principal=EVALUATOR, k=3, abstain=False)
         latencies.append(time.perf_counter() - t0)
+        selector.close()
         threshold = config.abstain_below
         abstained.append(threshold is not None and selection.confidence < threshold)
         should.append(not query.answerable)
