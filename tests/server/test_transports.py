@@ -120,6 +120,52 @@ async def test_stdio_principal_cannot_list_or_call_what_it_is_not_granted(tmp_pa
                 await client.call_tool("t.echo", {"text": "hi"})
 
 
+async def test_a_line_that_is_not_json_rpc_does_not_end_the_stdio_session(
+    config_file: Path,
+) -> None:
+    params = stdio_server(config_file)
+    lines = [
+        b"this is not json\n",
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            }
+        ).encode()
+        + b"\n",
+        b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n',
+        b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}\n',
+    ]
+    with anyio.fail_after(60):
+        async with await anyio.open_process(
+            [params.command, *params.args],
+            env={**os.environ, **(params.env or {})},
+            stderr=subprocess.DEVNULL,
+        ) as process:
+            assert process.stdin is not None and process.stdout is not None
+            for line in lines:
+                await process.stdin.send(line)
+            buffer = b""
+            answers: dict[int, dict[str, object]] = {}
+            while 2 not in answers:
+                buffer += await process.stdout.receive()
+                *complete, buffer = buffer.split(b"\n")
+                for raw in complete:
+                    message = json.loads(raw)
+                    if "id" in message:
+                        answers[message["id"]] = message
+            await process.stdin.aclose()
+    result = answers[2]["result"]
+    assert isinstance(result, dict)
+    assert "t.echo" in {tool["name"] for tool in result["tools"]}
+
+
 INSPECTOR = ROOT / ".cache" / "inspector" / "node_modules" / ".bin" / "mcp-inspector"
 
 

@@ -48,36 +48,88 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
         asyncio.streams.FlowControlMixin, out_file
     )
     writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def read_lines() -> None:
-        async with to_session:
-            while line := await reader.readline():
-                try:
-                    message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:
-                    await to_session.send(exc)
-                    continue
-                await to_session.send(SessionMessage(message))
-
-    async def write_lines() -> None:
-        async with from_session:
-            async for item in from_session:
-                data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                writer.write(data.encode() + b"\n")
-                await writer.drain()
-
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_lines)
-            tg.start_soon(write_lines)
-            yield read_stream, write_stream
-            tg.cancel_scope.cancel()
+        yield _LineReader(reader), _LineWriter(writer)
     finally:
         read_transport.close()
         write_transport.close()
         _restore(saved)
+
+
+class _LineReader:
+    """The read stream: each `receive` reads and parses the next line itself.
+
+    No reader task and no channel stand between the pipe and the session: a message costs no
+    extra task switch. A line that is not a JSON-RPC message is handed on as the exception,
+    as the SDK's transport does.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+        self._closed = False
+
+    async def receive(self) -> SessionMessage | Exception:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        try:
+            line = await self._reader.readline()
+        except ValueError as exc:  # a line over the limit: dropped, and said so
+            return exc
+        if not line:
+            raise anyio.EndOfStream
+        try:
+            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except Exception as exc:
+            return exc
+        return SessionMessage(message)
+
+    def __aiter__(self) -> _LineReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _LineReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._closed = True
+
+
+class _LineWriter:
+    """The write stream: each `send` writes its line at once (the pipe buffers it)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._closed = False
+
+    async def send(self, item: SessionMessage) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        self._writer.write(data.encode() + b"\n")
+        await self._writer.drain()
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _LineWriter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._closed = True
 
 
 def _pipes(*fds: int) -> bool:
