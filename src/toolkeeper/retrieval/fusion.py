@@ -59,20 +59,20 @@ class RankModel:
     `score = keyword_rank / log2(1 + r_kw) + dense_rank / log2(1 + r_dense) + keyword_hit
     + log_bm25 * log(1 + bm25) + relative_cosine * cos / max_cos + coverage * c_query
     + name_coverage * c_name`, where a term is 0 when the candidate is missing from that list.
-    The weights were fitted once by pairwise logistic regression on the three retrieval dev
-    sets (BFCL, MetaTool, Seal-Tools; each weighted equally, gold tools against the 30
-    strongest other candidates) and hold for every catalog. 5-fold cross-validated R@5 against
-    reciprocal rank fusion on the same candidates: BFCL .821 vs .813, MetaTool .727 vs .697
-    (3,000 queries), Seal-Tools .878 vs .817.
+    The weights were fitted once, with the bundled embedder (MiniLM, int8), by pairwise
+    logistic regression on the three retrieval dev sets (BFCL, MetaTool, Seal-Tools; each
+    weighted equally, gold tools against the 30 strongest other candidates) and hold for every
+    catalog. 5-fold cross-validated R@5 against reciprocal rank fusion on the same candidates:
+    BFCL .818 vs .813, MetaTool .763 vs .752 (3,000 random queries), Seal-Tools .882 vs .817.
     """
 
-    keyword_rank: float = 1.0837
-    dense_rank: float = 0.935
-    keyword_hit: float = -1.997
-    log_bm25: float = 0.8388
-    relative_cosine: float = 3.0041
-    coverage: float = 4.599
-    name_coverage: float = 2.05
+    keyword_rank: float = 1.2459
+    dense_rank: float = 1.0909
+    keyword_hit: float = -2.1082
+    log_bm25: float = 0.8744
+    relative_cosine: float = 2.6746
+    coverage: float = 4.5264
+    name_coverage: float = 1.9235
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
