@@ -103,6 +103,16 @@ def test_the_int8_graph_is_built_once_and_agrees_with_the_float_model(tmp_path: 
     assert np.allclose(again.embed(texts), a, atol=1e-5)
 
 
+def test_a_kept_int8_graph_that_does_not_load_is_built_again(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    texts = ["What is the weather in Paris?"]
+    expected = MiniLMEmbedder(model_dir=tmp_path).embed(texts)
+    [kept] = list(tmp_path.iterdir())
+    kept.write_bytes(b"cut short")
+    assert np.allclose(MiniLMEmbedder(model_dir=tmp_path).embed(texts), expected, atol=1e-5)
+    assert kept.stat().st_size > 1_000_000
+
+
 def test_long_inputs_on_two_threads_give_the_same_vectors_as_on_one() -> None:
     pytest.importorskip("onnxruntime")
     long = " ".join(["the quarterly revenue report for the northern sales region"] * 6)
