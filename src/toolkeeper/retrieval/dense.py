@@ -7,7 +7,7 @@ rows only. What it is not: an embedder (see `toolkeeper.retrieval.embed`).
 
 from __future__ import annotations
 
-import threading
+import functools
 from collections.abc import Collection
 from typing import Any
 
@@ -15,8 +15,10 @@ from ._deps import require
 
 __all__ = ["VectorIndex"]
 
-_blas: Any = None
-_blas_lock = threading.Lock()
+
+@functools.cache
+def _blas() -> Any:
+    return require("threadpoolctl").ThreadpoolController()
 
 
 def _one_blas_thread() -> Any:
@@ -26,12 +28,7 @@ def _one_blas_thread() -> Any:
     OpenBLAS's second thread then spins for a while after each product, taking a whole core
     from the query embedding that runs next (CPU per query doubled in `bench retrieval`).
     """
-    global _blas
-    if _blas is None:
-        with _blas_lock:
-            if _blas is None:
-                _blas = require("threadpoolctl").ThreadpoolController()
-    return _blas.limit(limits=1, user_api="blas")
+    return _blas().limit(limits=1, user_api="blas")
 
 
 class VectorIndex:

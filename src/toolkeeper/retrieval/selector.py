@@ -51,6 +51,10 @@ class Ranking:
     """(name, cosine), best first."""
     fused: list[Fused]
     """The fused order, best first."""
+    coverage: dict[str, Coverage]
+    """Word coverage of every candidate (the learned ranker's and abstention's signal)."""
+    query_words: int
+    """Content words in the query."""
 
 
 @dataclass(slots=True)
@@ -257,14 +261,23 @@ class Selector:
             for name, _ in keyword:
                 if name not in reached and name in self._dense:
                     similarity[name] = float(self._dense.vector(name) @ vector)
-        coverage = self._coverage(text, keyword, dense) if self.config.learned else None
+        query_words = content_words(text)
+        coverage = self._coverage(query_words, keyword, dense)
         fused = fuse(keyword, dense, self.config, similarity, coverage)
-        return Ranking(keyword=keyword, dense=dense, fused=fused)
+        return Ranking(
+            keyword=keyword,
+            dense=dense,
+            fused=fused,
+            coverage=coverage,
+            query_words=len(query_words),
+        )
 
     def _coverage(
-        self, text: str, keyword: list[tuple[str, float]], dense: list[tuple[str, float]]
+        self,
+        query_words: frozenset[str],
+        keyword: list[tuple[str, float]],
+        dense: list[tuple[str, float]],
     ) -> dict[str, Coverage]:
-        query_words = content_words(text)
         size = max(len(query_words), 1)
         out: dict[str, Coverage] = {}
         for name, _ in (*keyword, *dense):
@@ -276,15 +289,13 @@ class Selector:
                 )
         return out
 
-    def _fit_probability(self, text: str, top: list[Fused]) -> float:
+    def _fit_probability(self, ranking: Ranking) -> float:
+        top = ranking.fused[:_CONFIDENCE_DEPTH]
         if not top:
             return 0.0
-        query_words = content_words(text)
         similarity = max((f.similarity for f in top if f.similarity is not None), default=0.0)
-        coverage = max(
-            (len(query_words & self._words.get(f.name, frozenset())) for f in top), default=0
-        ) / max(len(query_words), 1)
-        return self.config.abstention.fit_probability(similarity, coverage, len(query_words))
+        coverage = max(ranking.coverage[f.name].query for f in top)
+        return self.config.abstention.fit_probability(similarity, coverage, ranking.query_words)
 
     # -- one turn -----------------------------------------------------------------------------
 
@@ -320,7 +331,7 @@ class Selector:
             )
             for f in fused[:k]
         )
-        confidence = self._fit_probability(text, fused[:_CONFIDENCE_DEPTH])
+        confidence = self._fit_probability(ranking)
         threshold = self.config.abstain_below
         if abstain and threshold is not None and (not candidates or confidence < threshold):
             return Selection(
