@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import mcp_types
@@ -56,7 +56,25 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
         _restore(saved)
 
 
-class _LineReader:
+class _Stream:
+    """What the SDK asks of a stream besides moving messages: close it, use it in `async with`."""
+
+    _closed = False
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._closed = True
+
+
+class _LineReader(_Stream):
     """The read stream: each `receive` reads and parses the next line itself.
 
     No reader task and no channel stand between the pipe and the session: a message costs no
@@ -66,7 +84,6 @@ class _LineReader:
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
-        self._closed = False
 
     async def receive(self) -> SessionMessage | Exception:
         if self._closed:
@@ -92,25 +109,12 @@ class _LineReader:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        self._closed = True
 
-    def close(self) -> None:
-        self._closed = True
-
-    async def __aenter__(self) -> _LineReader:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._closed = True
-
-
-class _LineWriter:
+class _LineWriter(_Stream):
     """The write stream: each `send` writes its line at once (the pipe buffers it)."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
-        self._closed = False
 
     async def send(self, item: SessionMessage) -> None:
         if self._closed:
@@ -118,18 +122,6 @@ class _LineWriter:
         data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
         self._writer.write(data.encode() + b"\n")
         await self._writer.drain()
-
-    async def aclose(self) -> None:
-        self._closed = True
-
-    def close(self) -> None:
-        self._closed = True
-
-    async def __aenter__(self) -> _LineWriter:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._closed = True
 
 
 def _pipes(*fds: int) -> bool:
