@@ -15,17 +15,14 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Self
+from typing import Any
 
-import anyio
-import mcp_types
 import sniffio
 from mcp.server.stdio import stdio_server as sdk_stdio_server
-from mcp.shared.message import SessionMessage
 
-__all__ = ["stdio_transport"]
+from ..connectors._lines import LINE_LIMIT, LineReader, LineWriter
 
-_LINE_LIMIT = 64 * 1024 * 1024
+__all__ = ["LineReader", "LineWriter", "stdio_transport"]
 
 
 @asynccontextmanager
@@ -38,7 +35,7 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     wire_in, wire_out = os.dup(0), os.dup(1)
     saved = _divert()
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=_LINE_LIMIT)
+    reader = asyncio.StreamReader(limit=LINE_LIMIT)
     in_file = os.fdopen(wire_in, "rb", buffering=0)
     out_file = os.fdopen(wire_out, "wb", buffering=0)
     read_transport, _ = await loop.connect_read_pipe(
@@ -49,79 +46,11 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     )
     writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
     try:
-        yield _LineReader(reader), _LineWriter(writer)
+        yield LineReader(reader), LineWriter(writer)
     finally:
         read_transport.close()
         write_transport.close()
         _restore(saved)
-
-
-class _Stream:
-    """What the SDK asks of a stream besides moving messages: close it, use it in `async with`."""
-
-    _closed = False
-
-    async def aclose(self) -> None:
-        self._closed = True
-
-    def close(self) -> None:
-        self._closed = True
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._closed = True
-
-
-class _LineReader(_Stream):
-    """The read stream: each `receive` reads and parses the next line itself.
-
-    No reader task and no channel stand between the pipe and the session: a message costs no
-    extra task switch. A line that is not a JSON-RPC message is handed on as the exception,
-    as the SDK's transport does.
-    """
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
-
-    async def receive(self) -> SessionMessage | Exception:
-        if self._closed:
-            raise anyio.ClosedResourceError
-        try:
-            line = await self._reader.readline()
-        except ValueError as exc:  # a line over the limit: dropped, and said so
-            return exc
-        if not line:
-            raise anyio.EndOfStream
-        try:
-            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except Exception as exc:
-            return exc
-        return SessionMessage(message)
-
-    def __aiter__(self) -> _LineReader:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-
-class _LineWriter(_Stream):
-    """The write stream: each `send` writes its line at once (the pipe buffers it)."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
-
-    async def send(self, item: SessionMessage) -> None:
-        if self._closed:
-            raise anyio.ClosedResourceError
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-        self._writer.write(data.encode() + b"\n")
-        await self._writer.drain()
 
 
 def _pipes(*fds: int) -> bool:

@@ -17,7 +17,7 @@ streamable HTTP; this module works for whichever principal a transport authentic
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -35,7 +35,7 @@ from ..policy.grants import may_use
 from .call_ids import CallIds
 from .progressive import MetaTools
 
-__all__ = ["APPROVAL_INPUT_KEY", "Exposure", "Gateway", "GatewayPrincipal"]
+__all__ = ["APPROVAL_INPUT_KEY", "ClientView", "Exposure", "Gateway", "GatewayPrincipal"]
 
 Exposure = Literal["direct", "progressive"]
 _MAX_REDERIVE = 5
@@ -67,6 +67,41 @@ class GatewayPrincipal:
     """How it sees tools."""
     approve_by_elicitation: bool = True
     """Whether its client's user may approve its calls through elicitation."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClientView:
+    """What the gateway needs to know of the client a call came from to ask its user."""
+
+    protocol_version: str
+    """The protocol version the call was made in."""
+    capabilities: mcp_types.ClientCapabilities | None
+    """What the client declared it can do."""
+    elicit: Callable[[str, dict[str, Any]], Awaitable[Any]] | None = None
+    """Sends a form elicitation (message, schema) and returns the client's answer; None when
+    no request can be sent to the client (the 2026-07-28 era asks by `InputRequiredResult`)."""
+
+    @classmethod
+    def of(cls, ctx: ServerRequestContext[Any, Any]) -> ClientView:
+        """The client of an SDK request context."""
+        session = ctx.session
+
+        async def elicit(message: str, schema: dict[str, Any]) -> Any:
+            return await session.elicit_form(message, schema, related_request_id=ctx.request_id)
+
+        return cls(
+            protocol_version=ctx.protocol_version,
+            capabilities=session.client_capabilities,
+            elicit=elicit if session.can_send_request else None,
+        )
+
+    def can_elicit_form(self) -> bool:
+        """Form elicitation is supported when declared, or when `elicitation` is empty (the
+        spec's backwards-compatible reading)."""
+        caps = self.capabilities
+        if caps is None or caps.elicitation is None:
+            return False
+        return caps.elicitation.form is not None or caps.elicitation.url is None
 
 
 class Gateway:
@@ -132,7 +167,24 @@ class Gateway:
         params: mcp_types.CallToolRequestParams,
         ctx: ServerRequestContext[Any, Any] | None = None,
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
-        """Answer one `tools/call` for `who`.
+        """Answer one `tools/call` for `who`, as the SDK's handler.
+
+        Raises:
+            MCPError: INVALID_PARAMS for a tool that does not exist for `who`.
+        """
+        answer = await self.answer(who, params, ClientView.of(ctx) if ctx is not None else None)
+        if isinstance(answer, mcp_types.InputRequiredResult):
+            return answer
+        return mcp_types.CallToolResult.model_validate(answer)
+
+    async def answer(
+        self,
+        who: GatewayPrincipal,
+        params: mcp_types.CallToolRequestParams,
+        client: ClientView | None,
+    ) -> dict[str, Any] | mcp_types.InputRequiredResult:
+        """Answer one `tools/call` for `who`: the `CallToolResult` as its wire dict, or the
+        question to the user when `client` can be asked to approve.
 
         Raises:
             MCPError: INVALID_PARAMS for a tool that does not exist for `who`.
@@ -141,19 +193,19 @@ class Gateway:
             if not self._meta_tools.is_meta(params.name):
                 raise MCPError(mcp_types.INVALID_PARAMS, f"Unknown tool: {params.name}")
             result = await self._meta_tools.call(who.principal, params.name, params.arguments or {})
-            return self._to_mcp(result, None)
+            return self._wire(result, None)
         tool = self.keeper.catalog.get(params.name)
         if tool is None or not may_use(who.principal, tool.spec):
             raise MCPError(mcp_types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         meta = dict(params.meta or {})
         call, result = await self._run(who, params.name, params.arguments or {}, meta)
-        if _needs_approval(result) and who.approve_by_elicitation and ctx is not None:
-            asked = await self._ask(ctx, params, call, result)
+        if _needs_approval(result) and who.approve_by_elicitation and client is not None:
+            asked = await self._ask(client, params, call, result)
             if isinstance(asked, mcp_types.InputRequiredResult):
                 return asked
             result = asked
         self._call_ids.ended(call.task_id, call.call_id, result.status)
-        return self._to_mcp(result, tool.spec)
+        return self._wire(result, tool.spec)
 
     async def _run_inner(self, call: ToolCall) -> ToolResult:
         """The inner call of `call_tool`, run like a direct call of its principal."""
@@ -209,19 +261,19 @@ class Gateway:
 
     async def _ask(
         self,
-        ctx: ServerRequestContext[Any, Any],
+        client: ClientView,
         params: mcp_types.CallToolRequestParams,
         call: ToolCall,
         pending: ToolResult,
     ) -> ToolResult | mcp_types.InputRequiredResult:
         """Ask the client's user to approve a pending call; the call's result once decided,
         the pending result when the user dismissed the question or the client cannot ask."""
-        if not _can_elicit_form(ctx.session.client_capabilities):
+        if not client.can_elicit_form():
             return pending
         approval_id = pending.approval_id
         assert approval_id is not None
         message = _approval_message(call, pending)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             answer = (params.input_responses or {}).get(APPROVAL_INPUT_KEY)
             if answer is None or params.request_state not in (None, approval_id):
                 request = mcp_types.ElicitRequest(
@@ -232,10 +284,8 @@ class Gateway:
                 return mcp_types.InputRequiredResult(
                     input_requests={APPROVAL_INPUT_KEY: request}, request_state=approval_id
                 )
-        elif ctx.session.can_send_request:
-            answer = await ctx.session.elicit_form(
-                message, _APPROVAL_SCHEMA, related_request_id=ctx.request_id
-            )
+        elif client.elicit is not None:
+            answer = await client.elicit(message, _APPROVAL_SCHEMA)
         else:
             return pending
         if not isinstance(answer, mcp_types.ElicitResult) or answer.action == "cancel":
@@ -251,7 +301,8 @@ class Gateway:
             )
         return await self.keeper.execute(call)
 
-    def _to_mcp(self, result: ToolResult, spec: ToolSpec | None) -> mcp_types.CallToolResult:
+    def _wire(self, result: ToolResult, spec: ToolSpec | None) -> dict[str, Any]:
+        """`result` as the wire dict of an MCP `CallToolResult`."""
         wire = self._dialect.format_result(result)
         if (
             result.error is None
@@ -268,15 +319,7 @@ class Gateway:
                     {"dev.toolkeeper/approval-id": result.approval_id} if result.approval_id else {}
                 ),
             }
-        return mcp_types.CallToolResult.model_validate(wire)
-
-
-def _can_elicit_form(caps: mcp_types.ClientCapabilities | None) -> bool:
-    """Form elicitation is supported when declared, or when `elicitation` is empty (the
-    spec's backwards-compatible reading)."""
-    if caps is None or caps.elicitation is None:
-        return False
-    return caps.elicitation.form is not None or caps.elicitation.url is None
+        return wire
 
 
 def _object_schema(schema: Mapping[str, Any] | None) -> bool:

@@ -28,7 +28,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 
-from ._stdio import stdio_transport
+from .. import __version__
+from ._fastcall import FastCalls
+from ._stdio import LineReader, LineWriter, stdio_transport
 from .changes import ToolListChanges
 from .gateway import Gateway, GatewayPrincipal
 
@@ -81,6 +83,7 @@ def mcp_server(gateway: Gateway, resolve: Resolve, changes: ToolListChanges) -> 
 
     server = _GatewayServer(
         gateway.name,
+        version=__version__,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_subscriptions_listen=ListenHandler(changes),
@@ -91,12 +94,24 @@ def mcp_server(gateway: Gateway, resolve: Resolve, changes: ToolListChanges) -> 
 
 
 async def serve_stdio(gateway: Gateway, principal: GatewayPrincipal) -> None:
-    """Serve MCP on this process's stdin/stdout for `principal` until stdin closes."""
+    """Serve MCP on this process's stdin/stdout for `principal` until stdin closes.
+
+    `tools/call` requests are answered by `FastCalls` where the transport reads the pipes
+    itself (asyncio); everything else, and everything on other event loops, by the SDK."""
     changes = ToolListChanges(gateway.keeper.catalog)
     server = mcp_server(gateway, lambda ctx: principal, changes)
     try:
         async with anyio.create_task_group() as tg, stdio_transport() as (read, write):
             tg.start_soon(changes.run)
+            if isinstance(read, LineReader) and isinstance(write, LineWriter):
+                calls = FastCalls(
+                    gateway,
+                    principal,
+                    server_info=server.server_info_stamp,
+                    write=write.write_line,
+                    tasks=tg,
+                )
+                read.take, write.sent = calls.take, calls.sent
             await server.run(read, write, server.create_initialization_options())
             tg.cancel_scope.cancel()
     finally:

@@ -1,0 +1,123 @@
+"""MCP messages as JSON lines on asyncio pipes, as the SDK's sessions read and write them.
+
+The SDK's stdio transports put tasks and memory channels (or worker threads) between a pipe
+and its session; the gateway sits in the middle of every call, on both sides (its own stdio
+server, its stdio upstreams), so its sessions read and write the pipes themselves: each
+`receive` reads and parses the next line, each `send` writes its line. Two hooks let the
+gateway handle the lines it answers in bulk itself (`LineReader.take`, `LineWriter.sent`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Self
+
+import anyio
+import mcp_types
+import msgspec
+from mcp.shared.message import SessionMessage
+
+__all__ = ["LINE_LIMIT", "LineReader", "LineWriter", "decode_line"]
+
+LINE_LIMIT = 64 * 1024 * 1024
+"""The longest line read (64 MiB); a longer one is dropped and reported to the session."""
+
+decode_line = msgspec.json.Decoder().decode
+"""Decodes one JSON line (raises `msgspec.DecodeError`)."""
+
+
+class _Stream:
+    """What the SDK asks of a stream besides moving messages: close it, use it in `async with`."""
+
+    _closed = False
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._closed = True
+
+
+class LineReader(_Stream):
+    """The read stream: each `receive` reads and parses the next line itself.
+
+    No reader task and no channel stand between the pipe and the session: a message costs no
+    extra task switch. A line that is not a JSON-RPC message is handed on as the exception,
+    as the SDK's transport does. When `take` is set, each line is first decoded and offered to
+    it; a line it takes never reaches the session. `at_end` is called when the pipe ends.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+        self.take: Callable[[Any], bool] | None = None
+        self.at_end: Callable[[], None] | None = None
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            try:
+                line = await self._reader.readline()
+            except ValueError as exc:  # a line over the limit: dropped, and said so
+                return exc
+            if not line:
+                if self.at_end is not None:
+                    self.at_end()
+                raise anyio.EndOfStream
+            if self.take is None or not self._taken(line, self.take):
+                break
+        try:
+            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except Exception as exc:
+            return exc
+        return SessionMessage(message)
+
+    @staticmethod
+    def _taken(line: bytes, take: Callable[[Any], bool]) -> bool:
+        try:
+            decoded = decode_line(line)
+        except msgspec.DecodeError:
+            return False  # the session reports it
+        return take(decoded)
+
+    def __aiter__(self) -> LineReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+
+class LineWriter(_Stream):
+    """The write stream: each `send` writes its line at once (the pipe buffers it). When
+    `sent` is set, it sees each message the session sends."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self.sent: Callable[[Any], None] | None = None
+
+    async def send(self, item: SessionMessage) -> None:
+        if self.sent is not None:
+            self.sent(item.message)
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        await self.write_line(data.encode() + b"\n")
+
+    async def write_line(self, line: bytes) -> None:
+        """Write one encoded message, newline included."""
+        self.write_nowait(line)
+        await self._writer.drain()
+
+    def write_nowait(self, line: bytes) -> None:
+        """Write one encoded message into the pipe's buffer without waiting for it to drain."""
+        if self._closed or self._writer.is_closing():
+            raise anyio.ClosedResourceError
+        self._writer.write(line)

@@ -1,0 +1,165 @@
+"""`tools/call` over the stdio gateway, which answers it without the SDK's request machinery:
+approvals in both protocol eras (by error result and by elicitation), the wire shape of its
+answers, errors, and a call the client cancels."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import pytest
+from mcp import Client
+from mcp_types import methods
+
+from toolkeeper.core import CallStatus
+from toolkeeper.ledger import CallRecord, open_store
+from toolkeeper.policy.approvals import Approvals
+
+from .conftest import config_text
+from .test_gateway import answering, code_of
+from .test_transports import stdio_server
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+async def calls_in(tmp_path: Path) -> list[CallRecord]:
+    async with open_store(f"sqlite:///{tmp_path}/ledger.db") as store:
+        return list(await store.list_calls())
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_approval_named_in_the_result_over_stdio_lets_the_same_call_run_once(
+    config_file: Path, tmp_path: Path, mode: Literal["auto", "legacy"]
+) -> None:
+    with anyio.fail_after(60):
+        async with Client(stdio_server(config_file), mode=mode) as alice:
+            pending = await alice.call_tool("demo.clear_notes", {})
+            assert code_of(pending) == "APPROVAL_REQUIRED"
+            approval_id = (pending.meta or {})["dev.toolkeeper/approval-id"]
+            async with open_store(f"sqlite:///{tmp_path}/ledger.db") as store:
+                await Approvals(lambda: store).approve(approval_id, by="ops")
+            done = await alice.call_tool("demo.clear_notes", {})
+    assert not done.is_error, done
+    assert [r.status for r in await calls_in(tmp_path)] == [CallStatus.SUCCEEDED]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_elicitation_over_stdio_asks_the_user_and_the_call_runs(
+    config_file: Path, tmp_path: Path, mode: Literal["auto", "legacy"]
+) -> None:
+    asked: list[str] = []
+    params = stdio_server(config_file)
+    with anyio.fail_after(60):
+        async with Client(params, elicitation_callback=answering(True, asked), mode=mode) as alice:
+            result = await alice.call_tool("demo.clear_notes", {})
+    assert not result.is_error, result
+    assert len(asked) == 1 and "demo.clear_notes" in asked[0]
+    [record] = await calls_in(tmp_path)
+    assert record.status is CallStatus.SUCCEEDED and record.approval_id is not None
+
+
+class RawSession:
+    """JSON-RPC lines to and from a `toolkeeper serve --stdio` process."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self._stdin, self._stdout = process.stdin, process.stdout
+        self._buffer = b""
+        self.answers: dict[Any, dict[str, Any]] = {}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self._stdin.send(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+
+    async def answer(self, request_id: Any) -> dict[str, Any]:
+        while request_id not in self.answers:
+            self._buffer += await self._stdout.receive()
+            *complete, self._buffer = self._buffer.split(b"\n")
+            for raw in complete:
+                message = json.loads(raw)
+                if "id" in message:
+                    self.answers[message["id"]] = message
+        return self.answers[request_id]
+
+    async def call(self, request_id: Any, name: str, arguments: Any, **meta: Any) -> None:
+        params = {"name": name, "arguments": arguments, "_meta": meta}
+        await self.send({"id": request_id, "method": "tools/call", "params": params})
+
+
+@asynccontextmanager
+async def raw_gateway(config: Path) -> AsyncIterator[RawSession]:
+    params = stdio_server(config)
+    async with await anyio.open_process(
+        [params.command, *params.args],
+        env={**os.environ, **(params.env or {})},
+        stderr=subprocess.DEVNULL,
+    ) as process:
+        yield RawSession(process)
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        await process.wait()
+
+
+async def test_modern_calls_get_the_sdks_wire_shape_errors_and_cancellation(
+    config_file: Path, tmp_path: Path
+) -> None:
+    with anyio.fail_after(60):
+        async with raw_gateway(config_file) as gw:
+            await gw.send({"id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}})
+            await gw.answer(1)
+            await gw.call(2, "t.hang", {}, **ENVELOPE)
+            await gw.call(3, "t.echo", {"text": "hi"}, **ENVELOPE)
+            echoed = await gw.answer(3)
+            await gw.call(4, "t.nope", {}, **ENVELOPE)
+            await gw.call(5, "t.echo", "not an object", **ENVELOPE)
+            await gw.send({"method": "notifications/cancelled", "params": {"requestId": 2}})
+            await gw.call(6, "t.echo", {"text": "after"}, **ENVELOPE)
+            unknown, malformed, after = await gw.answer(4), await gw.answer(5), await gw.answer(6)
+            answered = set(gw.answers)
+            # Cancelled, not merely cut short when the gateway stops: read while it runs.
+            statuses = {r.tool: r.status for r in await calls_in(tmp_path)}
+    result = echoed["result"]
+    methods.validate_server_result("tools/call", MODERN, result)
+    assert result["resultType"] == "complete"
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "toolkeeper"
+    assert result["structuredContent"]["text"] == "hi"
+    assert unknown["error"] == {"code": -32602, "message": "Unknown tool: t.nope"}
+    assert malformed["error"]["code"] == -32602
+    assert after["result"]["structuredContent"]["text"] == "after"
+    assert 2 not in answered  # a cancelled request is not answered
+    assert statuses["t.hang"] is CallStatus.CANCELLED
+
+
+async def test_handshake_era_calls_get_the_sdks_wire_shape(tmp_path: Path) -> None:
+    config = tmp_path / "bob.toml"
+    config.write_text(config_text(tmp_path, stdio_principal="bob"))
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    }
+    with anyio.fail_after(60):
+        async with raw_gateway(config) as gw:
+            await gw.send({"id": 1, "method": "initialize", "params": init})
+            await gw.answer(1)
+            await gw.send({"method": "notifications/initialized"})
+            await gw.call(2, "demo.list_notes", {})
+            await gw.call(3, "t.echo", {"text": "not granted"})
+            listed, refused = await gw.answer(2), await gw.answer(3)
+    result = listed["result"]
+    methods.validate_server_result("tools/call", "2025-06-18", result)
+    assert "resultType" not in result and "_meta" not in result
+    assert refused["error"]["message"] == "Unknown tool: t.echo"
