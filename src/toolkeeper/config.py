@@ -95,6 +95,9 @@ class UpstreamConfig(_Model):
     headers: dict[str, str] = {}
     timeout: float = Field(default=30.0, gt=0)
     connect_timeout: float = Field(default=20.0, gt=0)
+    protocol: Literal["auto", "legacy"] = "auto"
+    """`auto`: discover the server (2026-07-28), falling back to the handshake; `legacy`:
+    open with the `initialize` handshake."""
     include: list[str] | None = None
     permissions: list[str] | None = None
     """Permissions every tool of this upstream needs (default `NAME:TOOL`)."""

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import pytest
@@ -144,7 +145,40 @@ async def test_call_passes_the_idempotency_key_in_meta(
     upstream, catalog = test_upstream
     spec = spec_of(catalog, "t.echo")
     data = await upstream.invoke(spec, {"text": "hi"}, ctx(spec, key="tk_abc"))
-    assert data == {"text": "hi", "key": "tk_abc"}
+    assert (data["text"], data["key"]) == ("hi", "tk_abc")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_stdio_calls_go_on_the_connectors_own_lane_in_both_protocol_eras(
+    mode: Literal["auto", "legacy"],
+) -> None:
+    # The lane's requests carry string ids of its own; the SDK session numbers its requests.
+    catalog = Catalog()
+    params = UpstreamParams(name="t", command=sys.executable, args=(UPSTREAM,), protocol=mode)
+    async with McpUpstream(params, catalog) as upstream:
+        spec = spec_of(catalog, "t.echo")
+        first = await upstream.invoke(spec, {"text": "one"}, ctx(spec, key="k1"))
+        second = await upstream.invoke(spec, {"text": "two"}, ctx(spec, key="k2"))
+        protocol = upstream.protocol_version
+    assert (first["text"], first["key"]) == ("one", "k1")
+    assert (second["text"], second["key"]) == ("two", "k2")
+    assert first["request_id"].startswith("tk-")
+    assert first["request_id"] != second["request_id"]
+    assert (protocol == "2026-07-28") == (mode == "auto")
+
+
+async def test_a_call_abandoned_at_its_deadline_is_cancelled_on_the_upstream(
+    test_upstream: tuple[McpUpstream, Catalog], tmp_path: Path
+) -> None:
+    upstream, catalog = test_upstream
+    marker = tmp_path / "hang.txt"
+    hang, echo = spec_of(catalog, "t.hang"), spec_of(catalog, "t.echo")
+    with anyio.fail_after(5), pytest.raises(TimeoutError):
+        await upstream.invoke(hang, {"path": str(marker)}, ctx(hang, timeout=0.3))
+    # The cancellation went first on the same pipe: by the time a later call is answered,
+    # the server has cancelled the abandoned one.
+    await upstream.invoke(echo, {"text": "after"}, ctx(echo))
+    assert marker.read_text() == "cancelled\n"
 
 
 async def test_list_changed_notification_adds_the_new_tool(

@@ -20,9 +20,13 @@ server = MCPServer("toolkeeper-test-upstream")
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def echo(text: str, ctx: Context) -> dict[str, Any]:
-    """Return the text and the idempotency key the caller sent."""
+    """Return the text, the idempotency key the caller sent and the request's id."""
     meta = ctx.request_context.meta or {}
-    return {"text": text, "key": meta.get("dev.toolkeeper/idempotency-key")}
+    return {
+        "text": text,
+        "key": meta.get("dev.toolkeeper/idempotency-key"),
+        "request_id": str(ctx.request_id),
+    }
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
@@ -42,9 +46,14 @@ def die_midway(path: str) -> str:
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-async def hang() -> str:
-    """Never answer."""
-    await anyio.sleep_forever()
+async def hang(path: str = "") -> str:
+    """Never answer; note in `path` (when given) that the caller cancelled the request."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        if path:
+            with open(path, "a", encoding="utf-8") as f:  # noqa: ASYNC230 - cancelled: no await
+                f.write("cancelled\n")
     return "unreachable"
 
 

@@ -30,10 +30,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
+import sniffio
+from pydantic import ValidationError
 
 from ..catalog.registry import Catalog, Tool
 from ..core.errors import ConfigurationError
@@ -41,6 +43,7 @@ from ..core.retry import RetryPolicy
 from ..core.signals import OutcomeUnknown, ToolFailed
 from ..core.values import CallContext, Effect, ToolSpec
 from ..dialects.mcp import MCP
+from ._mcp_pipe import CallLane, LaneClosed, PipeTransport
 from ._mcp_streams import WatchedTransport
 from .base import UpstreamUnavailable
 
@@ -112,6 +115,9 @@ class UpstreamParams:
     """Default seconds one call may run."""
     connect_timeout: float = 10.0
     """Seconds a connection (spawn, handshake, first listing) may take."""
+    protocol: Literal["auto", "legacy"] = "auto"
+    """`auto`: discover the server (2026-07-28), falling back to the `initialize` handshake;
+    `legacy`: open with the handshake (for a server that mishandles discovery)."""
     tools: Mapping[str, ToolOverride] = field(default_factory=dict)
     """Overrides by the tool's upstream name."""
     include: tuple[str, ...] | None = None
@@ -184,6 +190,7 @@ class McpUpstream:
         self._catalog = catalog
         self._client: Client | None = None
         self._lost: WatchedTransport | None = None
+        self._lane: CallLane | None = None
         self._ready = anyio.Event()
         self._attempted = anyio.Event()
         self._wake = anyio.Event()
@@ -236,6 +243,12 @@ class McpUpstream:
             await stack.aclose()
 
     @property
+    def protocol_version(self) -> str | None:
+        """The protocol version of the open session, None while disconnected."""
+        client = self._client
+        return client.protocol_version if client is not None else None
+
+    @property
     def connected(self) -> bool:
         """Whether a session is open now."""
         return self._client is not None
@@ -263,23 +276,23 @@ class McpUpstream:
         remaining = ctx.remaining()
         timeout = remaining if math.isfinite(remaining) else None
         meta: Any = {IDEMPOTENCY_META_KEY: ctx.idempotency_key}
-        request = mcp_types.CallToolRequest(
-            params=mcp_types.CallToolRequestParams(name=name, arguments=dict(arguments), _meta=meta)
-        )
         try:
-            try:
-                # The session's plain request path: the executor validates and records the
-                # result itself, so the client's own output validation would be done twice.
-                result = await client.session.send_request(
-                    request, mcp_types.CallToolResult, request_read_timeout_seconds=timeout
-                )
-            except MCPError as exc:
-                if exc.code != mcp_types.HEADER_MISMATCH:
-                    raise
-                # 2026-07-28 over HTTP: the client re-lists the tool and sends again.
-                result = await client.call_tool(
-                    name, dict(arguments), read_timeout_seconds=timeout, meta=meta
-                )
+            lane = self._lane
+            if lane is not None and lane.ready(client.protocol_version):
+                with anyio.fail_after(timeout):
+                    raw = await lane.call_tool(
+                        name, arguments, meta, protocol_version=client.protocol_version
+                    )
+                result = _call_result(raw)
+            else:
+                result = await self._call_on_session(client, name, arguments, meta, timeout)
+        except LaneClosed as exc:
+            self._wake.set()
+            if not exc.sent:
+                raise UpstreamUnavailable(f"upstream {self.params.name!r} went away") from exc
+            raise OutcomeUnknown(f"upstream {self.params.name!r} closed mid-call") from exc
+        except TimeoutError as exc:
+            raise TimeoutError(f"upstream {self.params.name!r} did not answer") from exc
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 self._wake.set()
@@ -291,22 +304,55 @@ class McpUpstream:
             raise ToolFailed(_error_text(result))
         return result_data(result)
 
+    async def _call_on_session(
+        self,
+        client: Client,
+        name: str,
+        arguments: Mapping[str, Any],
+        meta: Any,
+        read_timeout: float | None,
+    ) -> mcp_types.CallToolResult:
+        """One call through the SDK session (streamable HTTP, or a stdio transport of the SDK's)."""
+        request = mcp_types.CallToolRequest(
+            params=mcp_types.CallToolRequestParams(name=name, arguments=dict(arguments), _meta=meta)
+        )
+        try:
+            # The session's plain request path: the executor validates and records the
+            # result itself, so the client's own output validation would be done twice.
+            return await client.session.send_request(
+                request, mcp_types.CallToolResult, request_read_timeout_seconds=read_timeout
+            )
+        except MCPError as exc:
+            if exc.code != mcp_types.HEADER_MISMATCH:
+                raise
+            # 2026-07-28 over HTTP: the client re-lists the tool and sends again.
+            return await client.call_tool(
+                name, dict(arguments), read_timeout_seconds=read_timeout, meta=meta
+            )
+
     # session supervision -----------------------------------------------------------------
 
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
         p = self.params
+        lane_transport: PipeTransport | None = None
         if p.command is not None:
             inner: Any = _stdio(p)
+            lane_transport = inner if isinstance(inner, PipeTransport) else None
         else:
             assert p.url is not None
             inner = _http(p)
         watch = WatchedTransport(inner, on_close=self._on_lost)
         client = Client(
-            watch, mode="auto", cache=None, message_handler=self._on_message, raise_exceptions=False
+            watch,
+            mode=p.protocol,
+            cache=None,
+            message_handler=self._on_message,
+            raise_exceptions=False,
         )
         async with client:
             self._lost = watch
+            self._lane = lane_transport.lane if lane_transport is not None else None
             yield client
 
     async def _supervise(self) -> None:
@@ -341,6 +387,7 @@ class McpUpstream:
 
     def _on_lost(self) -> None:
         self._client = None
+        self._lane = None
         if self._ready.is_set():
             self._ready = anyio.Event()
 
@@ -416,14 +463,34 @@ def resolve_command(command: str) -> str:
 
 
 def _stdio(p: UpstreamParams) -> Any:
-    from mcp.client.stdio import stdio_client
-
+    """The connector's own pipe transport (with its call lane) on POSIX under asyncio, the
+    SDK's stdio transport elsewhere."""
     assert p.command is not None
     command = resolve_command(p.command)
     env = dict(p.env) or None
+    if os.name == "posix" and sniffio.current_async_library() == "asyncio":
+        return PipeTransport(command, p.args, env=env, cwd=p.cwd)
+    from mcp.client.stdio import stdio_client
+
     return stdio_client(
         StdioServerParameters(command=command, args=list(p.args), env=env, cwd=p.cwd)
     )
+
+
+def _call_result(raw: Mapping[str, Any]) -> mcp_types.CallToolResult:
+    """The `CallToolResult` of a raw `tools/call` result.
+
+    Raises:
+        ToolFailed: the server asked for input (only a user could give it) or sent a result
+            that is not a `CallToolResult`.
+    """
+    if raw.get("resultType", "complete") != "complete":
+        kind = raw.get("resultType")
+        raise ToolFailed(f"the upstream asked for input ({kind}), which a gateway call cannot give")
+    try:
+        return mcp_types.CallToolResult.model_validate(raw, by_name=False)
+    except ValidationError as exc:
+        raise ToolFailed("the upstream sent a malformed tools/call result") from exc
 
 
 def _http(p: UpstreamParams) -> Any:

@@ -126,6 +126,7 @@ def upstream_params(name: str, cfg: UpstreamConfig, base_dir: str) -> UpstreamPa
         headers=dict(cfg.headers),
         timeout=cfg.timeout,
         connect_timeout=cfg.connect_timeout,
+        protocol=cfg.protocol,
         tools=overrides,
         include=tuple(cfg.include) if cfg.include is not None else None,
         default_permissions=tuple(cfg.permissions) if cfg.permissions is not None else None,
