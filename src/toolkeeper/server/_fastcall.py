@@ -1,8 +1,8 @@
 """The stdio gateway's own path for `tools/call`.
 
 The SDK's server hands each request through a replay relay, a dispatcher task, a runner, a
-per-request connection and a middleware chain: on the 2-core bench machine that cost more CPU
-per call than the executor and its SQLite ledger together (`toolkeeper bench gateway`).
+per-request connection and a middleware chain: on the 2-core bench machine the gateway process
+spent 1.75 ms of CPU per call with it and 1.40 ms without it (`toolkeeper bench gateway`).
 `FastCalls` answers the one request a gateway serves in bulk, `tools/call`, from the decoded
 line: it validates the request as the SDK does (the modern envelope ladder, the method's
 per-version surface, `CallToolRequestParams`), runs `Gateway.answer` in a task of its own, and
