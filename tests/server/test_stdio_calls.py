@@ -72,6 +72,25 @@ async def test_elicitation_over_stdio_asks_the_user_and_the_call_runs(
     assert record.status is CallStatus.SUCCEEDED and record.approval_id is not None
 
 
+async def test_concurrent_calls_each_get_their_answer(config_file: Path, tmp_path: Path) -> None:
+    # Many calls in flight at once, through the gateway's own path and the upstream lane:
+    # every answer must reach the request it belongs to.
+    answers: dict[int, Any] = {}
+    with anyio.fail_after(60):
+        async with Client(stdio_server(config_file)) as alice:
+
+            async def one(i: int) -> None:
+                result = await alice.call_tool("t.echo", {"text": f"call {i}"})
+                answers[i] = (result.structured_content or {}).get("text")
+
+            async with anyio.create_task_group() as tg:
+                for i in range(24):
+                    tg.start_soon(one, i)
+    assert answers == {i: f"call {i}" for i in range(24)}
+    records = await calls_in(tmp_path)
+    assert len(records) == 24 and {r.status for r in records} == {CallStatus.SUCCEEDED}
+
+
 class RawSession:
     """JSON-RPC lines to and from a `toolkeeper serve --stdio` process."""
 
