@@ -144,6 +144,10 @@ async def test_modern_calls_get_the_sdks_wire_shape_errors_and_cancellation(
             echoed = await gw.answer(3)
             await gw.call(4, "t.nope", {}, **ENVELOPE)
             await gw.call(5, "t.echo", "not an object", **ENVELOPE)
+            # Ids that are not JSON-RPC ids are the SDK's to refuse; the session goes on.
+            body = {"name": "t.echo", "arguments": {"text": "odd id"}, "_meta": ENVELOPE}
+            await gw.send({"id": [7], "method": "tools/call", "params": body})
+            await gw.send({"method": "notifications/cancelled", "params": {"requestId": [2]}})
             await gw.send({"method": "notifications/cancelled", "params": {"requestId": 2}})
             await gw.call(6, "t.echo", {"text": "after"}, **ENVELOPE)
             unknown, malformed, after = await gw.answer(4), await gw.answer(5), await gw.answer(6)

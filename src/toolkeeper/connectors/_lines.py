@@ -10,6 +10,7 @@ gateway handle the lines it answers in bulk itself (`LineReader.take`, `LineWrit
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any, Self
 
@@ -19,6 +20,8 @@ import msgspec
 from mcp.shared.message import SessionMessage
 
 __all__ = ["LINE_LIMIT", "LineReader", "LineWriter", "decode_line"]
+
+logger = logging.getLogger(__name__)
 
 LINE_LIMIT = 64 * 1024 * 1024
 """The longest line read (64 MiB); a longer one is dropped and reported to the session."""
@@ -85,7 +88,11 @@ class LineReader(_Stream):
             decoded = decode_line(line)
         except msgspec.DecodeError:
             return False  # the session reports it
-        return take(decoded)
+        try:
+            return take(decoded)
+        except Exception:  # a fault in the hook must not end the connection
+            logger.exception("a line could not be offered to the fast path; the session gets it")
+            return False
 
     def __aiter__(self) -> LineReader:
         return self

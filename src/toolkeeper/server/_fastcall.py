@@ -97,6 +97,9 @@ class FastCalls:
             return False
         if method != _METHOD or message.get("jsonrpc") != "2.0" or not isinstance(params, dict):
             return False
+        request_id = message["id"]
+        if not _is_request_id(request_id) or request_id in self._inflight:
+            return False
         client = self._modern_client(message) if self._modern else self._legacy_client(params)
         if client is None:
             return False
@@ -104,9 +107,6 @@ class FastCalls:
             methods.validate_client_request(_METHOD, client.protocol_version, params)
             call = mcp_types.CallToolRequestParams.model_validate(params, by_name=False)
         except (ValidationError, ValueError, KeyError):
-            return False
-        request_id = message["id"]
-        if request_id in self._inflight or isinstance(request_id, bool):
             return False
         scope = anyio.CancelScope()
         self._inflight[request_id] = scope
@@ -129,7 +129,8 @@ class FastCalls:
         if method == "notifications/initialized":
             self._initialized = self._legacy_version is not None
         elif method == "notifications/cancelled" and isinstance(params, dict):
-            scope = self._inflight.pop(params.get("requestId"), None)
+            request_id = params.get("requestId")
+            scope = self._inflight.pop(request_id, None) if _is_request_id(request_id) else None
             if scope is not None:
                 scope.cancel()
                 return True
@@ -201,6 +202,11 @@ class FastCalls:
             elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
                 result["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info}
         return result
+
+
+def _is_request_id(value: Any) -> bool:
+    """A JSON-RPC request id: a string or an integer (not a boolean, nor null)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _enveloped(params: Any) -> bool:
