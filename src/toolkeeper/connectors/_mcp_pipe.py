@@ -18,16 +18,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
-import signal
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types
 import msgspec
 from mcp.client.stdio import get_default_environment
+from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -214,17 +213,15 @@ class PipeTransport:
 
 
 async def _stop(process: asyncio.subprocess.Process) -> None:
-    """Close stdin, give the server time to exit, then terminate and kill its group."""
+    """Close stdin, give the server time to exit, then terminate and kill its process group
+    (the SDK's own escalation; it reads only the process's pid and return code)."""
     if process.stdin is not None:
         process.stdin.close()
+    if await _exited(process, _EXIT_GRACE):
+        return
+    await terminate_posix_process_tree(cast(Any, process), _EXIT_GRACE)
     if not await _exited(process, _EXIT_GRACE):
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, sig)
-            if await _exited(process, _EXIT_GRACE):
-                break
-        else:
-            logger.warning("MCP server process %d did not exit after SIGKILL", process.pid)
+        logger.warning("MCP server process %d did not exit after SIGKILL", process.pid)
 
 
 async def _exited(process: asyncio.subprocess.Process, grace: float) -> bool:

@@ -333,19 +333,12 @@ class Selector:
         )
         confidence = self._fit_probability(ranking)
         threshold = self.config.abstain_below
-        if abstain and threshold is not None and (not candidates or confidence < threshold):
-            return Selection(
-                query=text,
-                candidates=(),
-                principal=principal,
-                abstained=True,
-                confidence=confidence,
-                considered=len(allowed),
-            )
+        abstained = abstain and threshold is not None and (not candidates or confidence < threshold)
         return Selection(
             query=text,
-            candidates=candidates,
+            candidates=() if abstained else candidates,
             principal=principal,
+            abstained=abstained,
             confidence=confidence,
             considered=len(allowed),
         )

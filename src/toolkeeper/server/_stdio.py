@@ -22,7 +22,7 @@ from mcp.server.stdio import stdio_server as sdk_stdio_server
 
 from ..connectors._lines import LINE_LIMIT, LineReader, LineWriter
 
-__all__ = ["LineReader", "LineWriter", "stdio_transport"]
+__all__ = ["stdio_transport"]
 
 
 @asynccontextmanager

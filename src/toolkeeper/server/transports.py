@@ -29,8 +29,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 
 from .. import __version__
+from ..connectors._lines import LineReader, LineWriter
 from ._fastcall import FastCalls
-from ._stdio import LineReader, LineWriter, stdio_transport
+from ._stdio import stdio_transport
 from .changes import ToolListChanges
 from .gateway import Gateway, GatewayPrincipal
 
