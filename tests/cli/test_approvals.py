@@ -60,3 +60,24 @@ def test_deciding_twice_or_an_unknown_id_fails_clearly(
     assert "not pending" in capsys.readouterr().err
     assert main(["approvals", "approve", "apr_missing", "--ledger", str(db)]) == 1
     assert "no approval request" in capsys.readouterr().err
+
+
+def test_a_ledger_that_does_not_exist_is_an_error_and_stays_absent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "typo.db"
+    assert main(["approvals", "list", "--ledger", str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert f"no ledger at {missing}" in err and "--ledger" in err
+    assert main(["approvals", "approve", "apr_1", "--ledger", str(missing)]) == 1
+    assert not missing.exists()
+
+
+def test_a_bad_or_unreachable_ledger_is_one_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["approvals", "list", "--ledger", "mysql://nope"]) == 1
+    assert capsys.readouterr().err.startswith("toolkeeper approvals: unsupported ledger URL")
+    assert main(["approvals", "list", "--ledger", "postgresql://postgres@127.0.0.1:1/x"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot connect to the PostgreSQL ledger" in err and "Traceback" not in err

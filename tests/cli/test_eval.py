@@ -51,3 +51,37 @@ def test_eval_abstain_prints_precision_recall_and_f1(capsys: pytest.CaptureFixtu
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert {"precision", "recall", "f1", "gold_in_top3_answerable"} <= set(report)
+
+
+def _eval(*argv: str) -> int:
+    return main(["eval", *argv, "--no-dense", "--json", "--quiet"])
+
+
+def test_unusable_files_are_one_line_that_names_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tools = str(FIXTURES / "sealtools.tools.jsonl")
+    queries = str(FIXTURES / "sealtools.queries.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "q1", "query": "x"}\n{"id":\n', encoding="utf-8")
+
+    assert _eval("retrieval", "--tools", str(tmp_path / "nope.jsonl"), "--queries", queries) == 2
+    assert capsys.readouterr().err.startswith(f"toolkeeper eval: {tmp_path / 'nope.jsonl'}: cannot")
+    assert _eval("retrieval", "--tools", tools, "--queries", str(bad)) == 2
+    assert f"{bad}:2: not a JSON line" in capsys.readouterr().err
+    # the files swapped: queries have no tool name
+    assert _eval("retrieval", "--tools", queries, "--queries", tools) == 2
+    assert "no 'name' field; is this the right file?" in capsys.readouterr().err
+    assert _eval("abstain", "--queries", queries) == 2
+    assert "no 'candidate_tools' field" in capsys.readouterr().err
+
+
+def test_a_plot_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--tools", str(FIXTURES / "sealtools.tools.jsonl")]
+    argv += ["--queries", str(FIXTURES / "sealtools.queries.jsonl")]
+    assert _eval("retrieval", *argv, "--plot", str(tmp_path / "no" / "such" / "r.png")) == 2
+    captured = capsys.readouterr()
+    assert "--plot: the folder of" in captured.err
+    assert captured.out == ""

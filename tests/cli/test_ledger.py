@@ -77,9 +77,28 @@ def test_unknown_lists_the_calls_a_person_must_decide(
 
 
 def test_an_empty_ledger_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    url = f"sqlite:///{tmp_path / 'empty.db'}"
-    assert main(["ledger", "unknown", "--ledger", url]) == 0
+    path = tmp_path / "empty.db"
+
+    async def create() -> None:
+        async with SQLiteStore(path):
+            pass
+
+    anyio.run(create)
+    assert main(["ledger", "unknown", "--ledger", f"sqlite:///{path}"]) == 0
     assert capsys.readouterr().out.strip() == "no calls need a decision"
+    assert main(["ledger", "list", "--ledger", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == "no calls"
+
+
+def test_a_ledger_that_does_not_exist_is_not_created_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "sub" / "typo.db"
+    for action in ("list", "unknown"):
+        assert main(["ledger", action, "--ledger", f"sqlite:///{missing}"]) == 1
+        err = capsys.readouterr().err
+        assert f"no ledger at {missing}" in err and "TOOLKEEPER_LEDGER" in err
+    assert not missing.exists() and not missing.parent.exists()
 
 
 def test_a_bad_ledger_url_is_an_error_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:

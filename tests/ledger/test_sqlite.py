@@ -129,3 +129,16 @@ async def test_an_in_memory_database_works_within_one_store() -> None:
             "task-1", "call-1", expected=CallStatus.RUNNING, target=CallStatus.SUCCEEDED
         )
         assert await store.get_call("task-1", "call-1") == moved
+
+
+async def test_without_create_a_missing_file_is_refused_and_an_existing_one_opens(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "dir" / "ledger.db"
+    with pytest.raises(StoreError, match="no ledger at"):
+        await SQLiteStore(path, create=False).open()
+    assert not path.parent.exists()
+    async with SQLiteStore(path) as store:
+        await store.claim_call(call())
+    async with SQLiteStore(path, create=False) as store:
+        assert (await store.get_call("task-1", "call-1")) is not None

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 
-__all__ = ["add_ledger_option", "ledger_url"]
+from ..ledger.base import LedgerStore
+from ..ledger.factory import open_store
+
+__all__ = ["add_ledger_option", "existing_ledger", "ledger_hint", "ledger_url"]
 
 
 def add_ledger_option(parser: argparse.ArgumentParser) -> None:
@@ -21,3 +24,22 @@ def add_ledger_option(parser: argparse.ArgumentParser) -> None:
 def ledger_url(args: argparse.Namespace) -> str:
     """The ledger URL a command should use."""
     return str(args.ledger or os.environ.get("TOOLKEEPER_LEDGER") or "sqlite:///./toolkeeper.db")
+
+
+def existing_ledger(args: argparse.Namespace) -> LedgerStore:
+    """The store of the ledger a command inspects or decides on, not yet opened.
+
+    A SQLite file that does not exist is refused when it opens (`StoreError`) instead of being
+    created empty: a mistyped `--ledger` must not read as "nothing recorded".
+
+    Raises:
+        ConfigurationError: the URL names no supported store.
+    """
+    return open_store(ledger_url(args), create=False)
+
+
+def ledger_hint(message: str) -> str:
+    """`message`, with how to point a command at the right ledger when the file was missing."""
+    if message.startswith("no ledger at"):
+        return f"{message} (pass --ledger URL or set TOOLKEEPER_LEDGER)"
+    return message

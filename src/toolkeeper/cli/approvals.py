@@ -11,10 +11,10 @@ from typing import Any
 
 import anyio
 
+from ..core.errors import ToolkeeperError
 from ..ledger.base import ApprovalRecord
-from ..ledger.factory import open_store
 from ..policy.approvals import Approvals
-from ._common import add_ledger_option, ledger_url
+from ._common import add_ledger_option, existing_ledger, ledger_hint
 from ._table import render_table
 
 __all__ = ["register"]
@@ -45,8 +45,16 @@ def _as_dict(record: ApprovalRecord) -> dict[str, Any]:
     }
 
 
+def _main(args: argparse.Namespace) -> int:
+    try:
+        return anyio.run(_run, args)
+    except (ToolkeeperError, ImportError) as exc:
+        print(f"toolkeeper approvals: {ledger_hint(str(exc))}", file=sys.stderr)
+        return 1
+
+
 async def _run(args: argparse.Namespace) -> int:
-    store = open_store(ledger_url(args))
+    store = existing_ledger(args)
     await store.open()
     try:
         approvals = Approvals(lambda: store)
@@ -112,4 +120,4 @@ def register(subparsers: Any) -> None:
         add_ledger_option(sub)
         sub.add_argument("--json", action="store_true", help="machine-readable output")
         sub.add_argument("--by", default=None, help="who decides (default: your user name)")
-        sub.set_defaults(func=lambda a: anyio.run(_run, a))
+        sub.set_defaults(func=_main)

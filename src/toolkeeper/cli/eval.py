@@ -52,29 +52,53 @@ def _dense(args: argparse.Namespace) -> dict[str, Any]:
     return {"embedder": MiniLMEmbedder(), "cache": cache}
 
 
+def _fail(message: str) -> int:
+    print(f"toolkeeper eval: {message}", file=sys.stderr)
+    return 2
+
+
 def _retrieval(args: argparse.Namespace) -> int:
-    from ..eval.datasets import load_queries, load_tools
+    from ..eval.datasets import DatasetError, load_queries, load_tools
     from ..eval.retrieval import evaluate_retrieval
 
-    catalog = load_tools(args.tools)
-    queries = load_queries(args.queries)[: args.limit]
+    if args.plot:
+        # Checked before the run, so that a long evaluation never ends in a lost report.
+        try:
+            from ..eval.plot import plot_recall
+            from ..retrieval._deps import require
+
+            require("matplotlib")
+        except ImportError as exc:
+            return _fail(f"--plot: {exc}")
+        if not Path(args.plot).resolve().parent.is_dir():
+            return _fail(f"--plot: the folder of {args.plot} does not exist")
+    try:
+        catalog = load_tools(args.tools)
+        queries = load_queries(args.queries)[: args.limit]
+    except DatasetError as exc:
+        return _fail(str(exc))
     report = evaluate_retrieval(
         catalog, queries, **_dense(args), score=args.score, show_progress=not args.quiet
     )
+    failed = None
     if args.plot:
-        from ..eval.plot import plot_recall
-
-        plot_recall(report, args.plot, title=Path(args.queries).parent.name)
-        report["plot"] = args.plot
+        try:
+            plot_recall(report, args.plot, title=Path(args.queries).parent.name)
+            report["plot"] = args.plot
+        except (OSError, ValueError) as exc:
+            failed = f"--plot: cannot write {args.plot}: {exc}"
     _emit(report, args.json)
-    return 0
+    return _fail(failed) if failed else 0
 
 
 def _abstain(args: argparse.Namespace) -> int:
-    from ..eval.datasets import load_abstain_queries
+    from ..eval.datasets import DatasetError, load_abstain_queries
     from ..eval.retrieval import evaluate_abstention
 
-    queries = load_abstain_queries(args.queries)[: args.limit]
+    try:
+        queries = load_abstain_queries(args.queries)[: args.limit]
+    except DatasetError as exc:
+        return _fail(str(exc))
     report = evaluate_abstention(queries, **_dense(args), show_progress=not args.quiet)
     _emit(report, args.json)
     return 0

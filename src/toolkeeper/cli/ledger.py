@@ -19,9 +19,8 @@ import anyio
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
 from ..ledger.base import CallRecord
-from ..ledger.factory import open_store
 from ..ledger.recovery import recover_abandoned
-from ._common import add_ledger_option, ledger_url
+from ._common import add_ledger_option, existing_ledger, ledger_hint
 from ._table import render_table
 
 __all__ = ["register"]
@@ -61,7 +60,7 @@ def _args(record: CallRecord) -> str:
 
 
 async def _records(args: argparse.Namespace) -> list[CallRecord]:
-    store = open_store(ledger_url(args))
+    store = existing_ledger(args)
     await store.open()
     try:
         if args.action == "unknown":
@@ -106,8 +105,8 @@ def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
 def _main(args: argparse.Namespace) -> int:
     try:
         records = anyio.run(_records, args)
-    except ToolkeeperError as exc:
-        print(f"toolkeeper ledger: {exc}", file=sys.stderr)
+    except (ToolkeeperError, ImportError) as exc:
+        print(f"toolkeeper ledger: {ledger_hint(str(exc))}", file=sys.stderr)
         return 1
     _print(args, records)
     return 0

@@ -28,7 +28,7 @@ from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder
 from ..retrieval.meta import meta_specs
 from ..retrieval.selector import Selector
 from ..retrieval.tokens import count_tokens, tool_definition_json
-from .datasets import load_queries, load_tools, unique_names
+from .datasets import DatasetError, load_queries, load_tools, unique_names
 from .metrics import percentile
 from .progress import progress
 from .retrieval import EVALUATOR
@@ -54,9 +54,19 @@ def _bench_root() -> Path:
 
 
 def build_catalog(root: Path, size: int, *, seed: int = 7) -> list[ToolSpec]:
-    """`size` tools: every pool tool, then namespaced variants of randomly drawn ones."""
+    """`size` tools: every pool tool, then namespaced variants of randomly drawn ones.
+
+    Raises:
+        DatasetError: `root` holds no pool's `tools.jsonl`, or one cannot be read.
+    """
     pools = [root / pool / "tools.jsonl" for pool in _POOLS]
-    base = load_tools([p for p in pools if p.exists()]).specs
+    present = [p for p in pools if p.exists()]
+    if not present:
+        wanted = ", ".join(f"{pool}/tools.jsonl" for pool in _POOLS)
+        raise DatasetError(
+            f"no benchmark tools under {root} (looked for {wanted}); use --bench-root"
+        )
+    base = load_tools(present).specs
     rng = random.Random(seed)
     specs = list(base[:size])
     while len(specs) < size:
@@ -82,7 +92,11 @@ def run_bench(
     cache: Path | None = None,
     show_progress: bool = True,
 ) -> dict[str, Any]:
-    """Measure one selector over `size` tools; see the module docstring for the figures."""
+    """Measure one selector over `size` tools; see the module docstring for the figures.
+
+    Raises:
+        DatasetError: `root` holds no pool's tools or queries, or a file cannot be read.
+    """
     root = root or _bench_root()
     specs = build_catalog(root, size)
     rng = random.Random(11)
@@ -94,6 +108,11 @@ def run_bench(
             texts.extend(
                 q.text for q in rng.sample(pool_queries, min(queries_per_set, len(pool_queries)))
             )
+    if not texts:
+        wanted = ", ".join(f"{pool}/queries.dev.jsonl" for pool in _POOLS)
+        raise DatasetError(
+            f"no benchmark queries under {root} (looked for {wanted}); use --bench-root"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         cache_path = cache or Path(tmp) / "vectors.sqlite"
         embedder = MiniLMEmbedder()
@@ -181,13 +200,17 @@ def configure_retrieval(parser: argparse.ArgumentParser) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    report = run_bench(
-        size=args.tools,
-        queries_per_set=args.queries,
-        k=args.k,
-        root=args.bench_root,
-        show_progress=not args.quiet,
-    )
+    try:
+        report = run_bench(
+            size=args.tools,
+            queries_per_set=args.queries,
+            k=args.k,
+            root=args.bench_root,
+            show_progress=not args.quiet,
+        )
+    except DatasetError as exc:
+        sys.stderr.write(f"toolkeeper bench retrieval: {exc}\n")
+        return 2
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -22,6 +22,7 @@ from ..dialects import Importer, get_importer
 __all__ = [
     "AbstainQuery",
     "Catalog",
+    "DatasetError",
     "Query",
     "load_abstain_queries",
     "load_queries",
@@ -69,11 +70,44 @@ class Catalog:
     """Index key → the name as the dataset wrote it."""
 
 
-def _read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
+class DatasetError(ValueError):
+    """A benchmark file that cannot be used; the message names the file and line."""
+
+
+def _read_jsonl(path: str | Path, *, needs: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each record of a JSON lines file, with its `file:line` for messages.
+
+    Raises:
+        DatasetError: the file cannot be read, or a line is not a JSON object with `needs`.
+    """
+    try:
+        handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed below, errors mapped
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    with handle:
+        try:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{number}"
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(
+                        f"{where}: not a JSON line ({exc.msg} at column {exc.pos + 1})"
+                    ) from exc
+                if not isinstance(record, dict):
+                    kind = type(record).__name__
+                    raise DatasetError(f"{where}: expected a JSON object, found {kind}")
+                missing = [key for key in needs if key not in record]
+                if missing:
+                    raise DatasetError(
+                        f"{where}: no {', '.join(map(repr, missing))} field; is this the right "
+                        "file? (formats: ../shared/bench/README.md)"
+                    )
+                yield where, record
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{path}: not UTF-8 text ({exc.reason})") from exc
 
 
 def _dialect_importer(fmt: str | None) -> Importer | None:
@@ -126,14 +160,23 @@ def load_tools(paths: str | Path | Sequence[str | Path]) -> Catalog:
     """Read one or more `tools.jsonl` files into one catalog with unique names."""
     if isinstance(paths, str | Path):
         paths = [paths]
-    records = [r for p in paths for r in _read_jsonl(p)]
-    keys = unique_names(str(r["name"]) for r in records)
+    located = [found for p in paths for found in _read_jsonl(p, needs=("name",))]
+    keys = unique_names(str(r["name"]) for _, r in located)
     catalog = Catalog(specs=[])
-    for key, record in zip(keys, records, strict=True):
-        catalog.specs.append(spec_from_record(record, name=key))
+    for key, (where, record) in zip(keys, located, strict=True):
+        catalog.specs.append(_spec(where, record, key))
         catalog.id_of[key] = str(record.get("id", key))
         catalog.name_of[key] = str(record["name"])
     return catalog
+
+
+def _spec(where: str, record: Mapping[str, Any], name: str) -> ToolSpec:
+    try:
+        return spec_from_record(record, name=name)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise DatasetError(
+            f"{where}: tool {record.get('name')!r} cannot be imported: {exc}"
+        ) from exc
 
 
 def load_queries(path: str | Path) -> list[Query]:
@@ -146,21 +189,25 @@ def load_queries(path: str | Path) -> list[Query]:
             gold_names=tuple(r.get("gold_tool_names") or ()),
             category=str(r.get("category", "")),
         )
-        for r in _read_jsonl(path)
+        for _, r in _read_jsonl(path, needs=("id", "query"))
     ]
 
 
 def load_abstain_queries(path: str | Path) -> list[AbstainQuery]:
     """Read the abstention set: each query brings its own candidate tools."""
     out: list[AbstainQuery] = []
-    for r in _read_jsonl(path):
-        tools = list(r.get("candidate_tools") or ())
+    for where, r in _read_jsonl(path, needs=("id", "query", "candidate_tools")):
+        tools = r["candidate_tools"]
+        if not isinstance(tools, list) or not all(
+            isinstance(t, Mapping) and "name" in t for t in tools
+        ):
+            raise DatasetError(f"{where}: candidate_tools must be a list of tools with a 'name'")
         keys = unique_names(str(t["name"]) for t in tools)
         out.append(
             AbstainQuery(
                 id=str(r["id"]),
                 text=str(r["query"]),
-                tools=tuple(spec_from_record(t, name=k) for t, k in zip(tools, keys, strict=True)),
+                tools=tuple(_spec(where, t, k) for t, k in zip(tools, keys, strict=True)),
                 gold_names=tuple(r.get("gold_tool_names") or ()),
                 category=str(r.get("category", "")),
             )

@@ -15,8 +15,11 @@ DEFAULT_LEDGER_URL = "sqlite:///./toolkeeper.db"
 _SQLITE = "sqlite://"
 
 
-def open_store(url: str) -> LedgerStore:
+def open_store(url: str, *, create: bool = True) -> LedgerStore:
     """A store for `url`, not yet opened: `await store.open()` (or `async with`) next.
+
+    With `create=False` a SQLite file that does not exist is refused when the store opens
+    (`StoreError`) rather than created empty: what a command that only inspects a ledger wants.
 
     Accepted forms:
 
@@ -43,10 +46,10 @@ def open_store(url: str) -> LedgerStore:
                 f"a SQLite ledger URL needs a path: sqlite:///relative.db or "
                 f"sqlite:////absolute.db, not {url!r}"
             )
-        return SQLiteStore(path)
+        return SQLiteStore(path, create=create)
     if "://" in url or not url.strip():
         raise ConfigurationError(
             f"unsupported ledger URL {url!r}: use memory://, sqlite:///path.db, "
             "a file path, or postgresql://..."
         )
-    return SQLiteStore(url)
+    return SQLiteStore(url, create=create)

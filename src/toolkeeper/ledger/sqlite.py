@@ -120,6 +120,9 @@ class SQLiteStore:
     Args:
         path: The database file; created, with its directory, when missing. `":memory:"`
             gives a private in-memory database (nothing survives, nothing is shared).
+        create: When False, `open` refuses a file that does not exist instead of creating
+            an empty ledger (for tools that only inspect one: a mistyped path is an error,
+            not an empty ledger).
         busy_timeout: Seconds an operation waits for another process's write lock before it
             fails with `StoreError`.
         commit_delay: Seconds the record of a finished read-only call may wait to be committed
@@ -134,10 +137,12 @@ class SQLiteStore:
         *,
         busy_timeout: float = 10.0,
         commit_delay: float = DEFAULT_COMMIT_DELAY,
+        create: bool = True,
     ):
         self.path = os.fspath(path)
         self.busy_timeout = busy_timeout
         self.commit_delay = commit_delay
+        self.create = create
         self._state = q.Lifecycle.NEW
         self._batch: GroupCommit | None = None
         self._slow: sqlite3.Connection | None = None
@@ -165,7 +170,8 @@ class SQLiteStore:
         """Open the file, switch it to WAL and apply missing migrations. Idempotent.
 
         Raises:
-            StoreError: the file cannot be opened or migrated, or the store was closed.
+            StoreError: the file cannot be opened or migrated, does not exist while `create`
+                is False, or the store was closed.
         """
         if self._state is q.Lifecycle.OPEN:
             return
@@ -190,6 +196,8 @@ class SQLiteStore:
 
     def _connect(self) -> None:
         if self.path not in _IN_MEMORY:
+            if not self.create and not Path(self.path).is_file():
+                raise StoreError(f"no ledger at {self.path}: the file does not exist")
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         slow = self._connection(self.busy_timeout)
         try:
