@@ -337,12 +337,19 @@ class Keeper:
         return await self.executor.execute_many(calls)
 
     def execute_sync(self, call: ToolCall) -> ToolResult:
-        """`execute` for scripts without an event loop. Call `close_sync()` when done."""
+        """`execute` for scripts without an event loop. Call `close_sync()` when done.
+
+        Raises:
+            RuntimeError: called from a thread that runs an event loop, which it would block
+                (there, `await keeper.execute(call)`).
+        """
+        _no_running_loop("execute_sync", "await keeper.execute(call)")
         return self._blocking().call(self.execute, call)
 
     def close_sync(self) -> None:
         """Close what `execute_sync` opened. Idempotent."""
         if self._portal is not None:
+            _no_running_loop("close_sync", "await keeper.aclose()")
             self._portal.call(self.aclose)
             self._portal_cm.__exit__(None, None, None)
             self._portal = None
@@ -410,3 +417,15 @@ class Keeper:
                 continue
             settled.append(replay(updated))
         return settled
+
+
+def _no_running_loop(method: str, instead: str) -> None:
+    """Refuse a blocking call on a thread whose event loop it would stall (or deadlock)."""
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return
+    raise RuntimeError(
+        f"Keeper.{method}() would block the {library} event loop running on this thread; "
+        f"use {instead} here"
+    )
