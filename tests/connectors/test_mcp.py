@@ -14,6 +14,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from toolkeeper import CallStatus, Keeper, Principal, ToolCall
 from toolkeeper.catalog import Catalog, ChangeKind
 from toolkeeper.connectors.base import UpstreamUnavailable
 from toolkeeper.connectors.mcp import (
@@ -257,3 +258,26 @@ async def test_every_page_of_the_tool_list_is_read() -> None:
     async with Client(server, cache=None) as client:
         first = await client.list_tools()
     assert (len(first.tools), first.next_cursor) == (2, "2")
+
+
+async def test_a_result_the_sdk_cannot_parse_still_ends_the_call_once(tmp_path: Path) -> None:
+    # A server cut an emoji in half: without its own parse, the answer is dropped, and this
+    # write would time out as UNKNOWN_OUTCOME although the server answered.
+    effects = tmp_path / "effects.txt"
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    raw = str(Path(__file__).with_name("raw_upstream.py"))
+    params = UpstreamParams(
+        name="raw", command=sys.executable, args=(raw,), protocol="legacy", timeout=10.0
+    )
+    agent = Principal(id="agent", grants=frozenset({"raw:*"}))
+    call = ToolCall(
+        call_id="c1", name="raw.snippet", arguments={"path": str(effects)}, principal=agent
+    )
+    with anyio.fail_after(30):
+        async with keeper, McpUpstream(params, keeper.catalog):
+            result = await keeper.execute(call)
+            again = await keeper.execute(call)
+    assert result.status is CallStatus.SUCCEEDED, result.error
+    assert "smile \ufffd" in str(result.data)
+    assert again.replayed
+    assert effects.read_text() == "called\n"

@@ -1,5 +1,7 @@
 """Bad input never crashes a turn and never leaves a call RUNNING."""
 
+from pathlib import Path
+
 import pytest
 
 from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall
@@ -194,3 +196,31 @@ async def test_the_same_arguments_written_differently_replay_the_same_call(
     two = await keeper.execute(ToolCall(call_id="c1", name="record", arguments=again))
     assert one.ok and two.replayed and two.data == one.data
     assert len(runs) == 1
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"sku": "\\ud800", "quantity": 1}',  # an unpaired escape, as a cut-off emoji leaves it
+        '{"sku": "\ud800", "quantity": 1}',  # the raw code point in the text
+        {"sku": "\udc00", "quantity": 1},  # already parsed
+    ],
+)
+async def test_a_lone_surrogate_is_invalid_arguments_and_is_recorded(
+    tmp_path: Path, arguments: object
+) -> None:
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+
+    @keeper.tool(effect="write", permissions=[])
+    async def create_order(sku: str, quantity: int) -> str:
+        raise AssertionError("must not run")
+
+    async with keeper:
+        result = await keeper.execute(
+            ToolCall(call_id="c1", name="create_order", arguments=arguments)  # type: ignore[arg-type]
+        )
+        assert result.status is CallStatus.REJECTED
+        assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
+        assert "surrogate" in result.error.message
+        [record] = await keeper.store.list_calls()
+        assert record.status is CallStatus.REJECTED

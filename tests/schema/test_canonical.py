@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolkeeper.schema.canonical import _encode, canonical_json, digest, parse_canonical
+from toolkeeper.schema.canonical import _encode, canonical_json, digest, json_safe, parse_canonical
 
 
 @pytest.mark.parametrize(
@@ -99,3 +99,10 @@ def test_the_fast_parse_takes_escaped_and_raw_text_as_one_value() -> None:
     raw = parse_canonical('{"a":"é","b":1}')
     assert escaped is not None and raw is not None and escaped == raw
     assert raw[1] == digest({"a": "é", "b": 1})
+
+
+def test_json_safe_replaces_lone_surrogates_and_keeps_clean_data_as_it_is() -> None:
+    clean = {"a": [1, "é", {"b": None}], "c": (2.5, True)}
+    assert json_safe(clean) is clean
+    assert json_safe({"k\udc00": ["\ud800x", ("\udfff",)]}) == {"k\ufffd": ["\ufffdx", ("\ufffd",)]}
+    assert json_safe("\ud83d\ude00") == "\U0001f600"  # a pair is one character

@@ -186,3 +186,23 @@ async def test_handshake_era_calls_get_the_sdks_wire_shape(tmp_path: Path) -> No
     methods.validate_server_result("tools/call", "2025-06-18", result)
     assert "resultType" not in result and "_meta" not in result
     assert refused["error"]["message"] == "Unknown tool: t.echo"
+
+
+async def test_arguments_with_a_lone_surrogate_are_answered_not_dropped(
+    config_file: Path, tmp_path: Path
+) -> None:
+    # Valid JSON that the SDK's parser refuses: the SDK drops such a request unanswered.
+    with anyio.fail_after(60):
+        async with raw_gateway(config_file) as gw:
+            await gw.send({"id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}})
+            await gw.answer(1)
+            await gw.call(2, "t.echo", {"text": "cut \ud83d"}, **ENVELOPE)
+            refused = await gw.answer(2)
+            await gw.call(3, "t.echo", {"text": "after"}, **ENVELOPE)
+            after = await gw.answer(3)
+            records = {r.call_id: r.status for r in await calls_in(tmp_path)}
+    meta = refused["result"]["_meta"]
+    assert refused["result"]["isError"] is True
+    assert meta["dev.toolkeeper/error-code"] == "INVALID_ARGUMENTS"
+    assert records[meta["dev.toolkeeper/call-id"]] is CallStatus.REJECTED
+    assert after["result"]["structuredContent"]["text"] == "after"

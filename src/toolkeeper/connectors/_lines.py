@@ -10,6 +10,7 @@ gateway handle the lines it answers in bulk itself (`LineReader.take`, `LineWrit
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
 from typing import Any, Self
@@ -87,7 +88,13 @@ class LineReader(_Stream):
         try:
             decoded = decode_line(line)
         except msgspec.DecodeError:
-            return False  # the session reports it
+            # Valid JSON that msgspec (and pydantic, so the SDK) refuse: an unpaired surrogate
+            # escape (`"\\ud83d"`), as a peer that cut an emoji in half sends it. Left to the
+            # session, such a message is dropped unanswered; taken, it gets its answer.
+            try:
+                decoded = json.loads(line)
+            except (ValueError, RecursionError):
+                return False  # not JSON at all: the session reports it
         try:
             return take(decoded)
         except Exception:  # a fault in the hook must not end the connection

@@ -95,7 +95,20 @@ def _parse(rt: Runtime, st: CallState) -> None:
             f"arguments exceed the limit of {rt.max_argument_bytes} bytes",
             limit=rt.max_argument_bytes,
         )
-    st.request_digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # An unpaired \ud800-\udfff escape decodes to no Unicode character: no tool or
+        # ledger can take it.
+        st.parse_error = (
+            "arguments are not JSON data: they hold a lone UTF-16 surrogate (an unpaired "
+            "\\uD800-\\uDFFF escape), which is not a character"
+        )
+        st.request_digest = (
+            "raw:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        )
+        return
+    st.request_digest = hashlib.sha256(encoded).hexdigest()
     if isinstance(parsed, dict):
         st.arguments = parsed
     else:

@@ -24,6 +24,7 @@ from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFai
 from ..core.states import CallStatus
 from ..core.values import CallContext, ToolResult
 from ..ledger.base import ApprovalRecord, StaleState, current_owner
+from ..schema.canonical import json_safe
 from .records import (
     UNKNOWN_OUTCOME_ERROR,
     approval_pending_result,
@@ -64,7 +65,10 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         return _timed_out(spec.name, spec.timeout)
     except ToolFailed as exc:
         error = ToolError.of(
-            ErrorCode.TOOL_ERROR, exc.message, retryable=exc.retryable, details=exc.details
+            ErrorCode.TOOL_ERROR,
+            json_safe(exc.message),
+            retryable=exc.retryable,
+            details=json_safe(exc.details),
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
     except RetryLater as exc:
@@ -91,8 +95,10 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
     if isinstance(value, ToolOutput):
-        return _Outcome(status=CallStatus.SUCCEEDED, data=value.data, effect_ref=value.effect_ref)
-    return _Outcome(status=CallStatus.SUCCEEDED, data=value)
+        return _Outcome(
+            status=CallStatus.SUCCEEDED, data=json_safe(value.data), effect_ref=value.effect_ref
+        )
+    return _Outcome(status=CallStatus.SUCCEEDED, data=json_safe(value))
 
 
 class _Resume:

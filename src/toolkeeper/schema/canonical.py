@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["canonical_json", "digest", "parse_canonical"]
+__all__ = ["canonical_json", "digest", "json_safe", "parse_canonical"]
 
 
 def _number(value: int | float) -> str:
@@ -122,13 +122,51 @@ def parse_canonical(text: str) -> tuple[Any, str] | None:
         (value, SHA-256 hex of `canonical_json(value)`), or None when the text needs the
         general path (`json.loads`, then `digest`): it holds a float, an astral-plane
         character, or something the strict parser refuses (invalid JSON, lone surrogates,
-        numbers out of range).
+        escaped or raw, numbers out of range).
     """
     try:
         value = _decode_without_floats(text)
-    except (msgspec.DecodeError, _HasFloat):
+    except (msgspec.DecodeError, _HasFloat, UnicodeEncodeError):
         return None
     out = _encode_sorted(value)
     if not out.isascii() and _ASTRAL.search(out):
         return None
     return value, hashlib.sha256(out).hexdigest()
+
+
+def _safe_text(text: str) -> str:
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Through UTF-16: a surrogate pair becomes its character, a lone one U+FFFD.
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
+    """`value` with every lone UTF-16 surrogate in its strings and keys replaced by U+FFFD.
+
+    JSON text may escape a surrogate without its pair (`"\\ud800"`), and Python decodes it to
+    a string that no UTF-8 encoder, ledger or vendor API accepts. Tool results pass through
+    here before they are recorded; what holds no such string comes back as the same object.
+    """
+    if isinstance(value, str):
+        return _safe_text(value)
+    if depth > 256 or isinstance(value, int | float | bool | None):
+        return value
+    if isinstance(value, dict):
+        items = [
+            (_safe_text(k) if isinstance(k, str) else k, json_safe(v, depth + 1))
+            for k, v in value.items()
+        ]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
+            return value
+        return dict(items)
+    if isinstance(value, list | tuple):
+        safe = [json_safe(v, depth + 1) for v in value]
+        if all(a is b for a, b in zip(safe, value, strict=True)):
+            return value
+        return safe if isinstance(value, list) else tuple(safe)
+    return value

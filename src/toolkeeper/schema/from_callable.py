@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 
 from ..core.errors import ConfigurationError
 from ..core.values import CallContext
+from .canonical import json_safe
 from .docstrings import parse_docstring
 
 __all__ = ["FunctionSchema", "function_schema", "to_jsonable"]
@@ -191,4 +192,7 @@ def to_jsonable(value: Any) -> Any:
     """A tool's return value as JSON-compatible data (models, dataclasses, enums, dates...)."""
     if isinstance(value, _JSON_SCALARS) and not isinstance(value, enum.Enum):
         return value
-    return pydantic_core.to_jsonable_python(value)
+    try:
+        return pydantic_core.to_jsonable_python(value)
+    except UnicodeEncodeError:  # a lone surrogate in a key: see `json_safe`
+        return pydantic_core.to_jsonable_python(json_safe(value))

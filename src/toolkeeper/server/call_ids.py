@@ -80,7 +80,9 @@ class CallIds:
             args = canonical_json(arguments)
         except (TypeError, ValueError):
             args = repr(arguments)
-        base = "mcp-" + hashlib.sha256(f"{principal.id}\x00{tool}\x00{args}".encode()).hexdigest()
+        # surrogatepass: arguments holding a lone surrogate still get an id (and their refusal)
+        identity = f"{principal.id}\x00{tool}\x00{args}".encode("utf-8", "surrogatepass")
+        base = "mcp-" + hashlib.sha256(identity).hexdigest()
         base = base[:36]
         key = (task_id, base)
         generation = self._generation.get(key, 0)

@@ -1,0 +1,48 @@
+"""An MCP server written without the SDK, as servers in other languages are (handshake era).
+
+Its one tool, `snippet`, appends a line to the file named in its arguments (a write) and answers
+with text cut in the middle of an emoji, as a JavaScript server that slices a string by UTF-16
+units does: `JSON.stringify` then sends the unpaired surrogate as the escape `"\\ud83d"`, which
+is valid JSON that the SDK's parser refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+PROTOCOL = "2025-06-18"
+TOOL = {
+    "name": "snippet",
+    "description": "Record a request and answer with the first characters of a text.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    },
+    "annotations": {"readOnlyHint": False, "destructiveHint": False},
+}
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    method, params = request.get("method"), request.get("params") or {}
+    if method == "initialize":
+        info = {"name": "raw-upstream", "version": "1.0"}
+        return {"protocolVersion": PROTOCOL, "capabilities": {"tools": {}}, "serverInfo": info}
+    if method == "tools/list":
+        return {"tools": [TOOL]}
+    if method == "tools/call":
+        with open(params["arguments"]["path"], "a", encoding="utf-8") as f:
+            f.write("called\n")
+        cut = "smile \U0001f600".encode("utf-16-le")[:-2].decode("utf-16-le", "surrogatepass")
+        return {"content": [{"type": "text", "text": cut}], "isError": False}
+    return {}
+
+
+for line in sys.stdin:
+    request = json.loads(line)
+    if "id" in request and "method" in request:
+        reply = {"jsonrpc": "2.0", "id": request["id"], "result": answer(request)}
+        sys.stdout.write(json.dumps(reply) + "\n")  # ensure_ascii: "\ud83d" stays an escape
+        sys.stdout.flush()

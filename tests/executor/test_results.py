@@ -1,0 +1,45 @@
+"""What a tool returns is recorded and handed back as JSON data, whatever text it holds."""
+
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import CallStatus, Keeper, ToolCall
+from toolkeeper.core.signals import ToolFailed
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_lone_surrogates_in_a_result_become_replacement_characters(tmp_path: Path) -> None:
+    """An upstream may send `"\\ud800"` (valid JSON, no character): the call that ran must
+    still end SUCCEEDED, recorded, and be replayed as recorded; not fail after its effect."""
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    runs: list[str] = []
+    keeper = Keeper(ledger=db)
+
+    @keeper.tool(effect="write", permissions=[])
+    async def label(name: str) -> dict[str, object]:
+        runs.append(name)
+        return {"key\udc00": ["a\ud800b", "\ud83d\ude00"]}
+
+    @keeper.tool(effect="read_only")
+    async def refuse() -> str:
+        raise ToolFailed("bad \ud800 input", details={"at\udc00": "x"})
+
+    call = ToolCall(call_id="c1", name="label", arguments={"name": "n"})
+    async with keeper:
+        result = await keeper.execute(call)
+        failed = await keeper.execute(ToolCall(call_id="c2", name="refuse", arguments={}))
+    assert result.status is CallStatus.SUCCEEDED
+    assert result.data == {"key\ufffd": ["a\ufffdb", "\U0001f600"]}
+    assert failed.error is not None and failed.error.message == "bad \ufffd input"
+    assert failed.error.details == {"at\ufffd": "x"}
+
+    async with Keeper(ledger=db) as again:
+        again.add_function(label, effect="write", permissions=[])
+        replayed = await again.execute(call)
+        stored = await again.store.get_call("default", "c2")
+    assert replayed.replayed and replayed.data == result.data
+    assert runs == ["n"]
+    assert stored is not None and stored.error is not None
+    assert stored.error["message"] == "bad \ufffd input"
