@@ -134,6 +134,9 @@ def parse_canonical(text: str) -> tuple[Any, str] | None:
     return value, hashlib.sha256(out).hexdigest()
 
 
+_SCALARS = (int, float, type(None))
+
+
 def _safe_text(text: str) -> str:
     if text.isascii():
         return text
@@ -154,7 +157,7 @@ def json_safe(value: Any, depth: int = 0) -> Any:
     """
     if isinstance(value, str):
         return _safe_text(value)
-    if depth > 256 or isinstance(value, int | float | bool | None):
+    if depth > 256 or isinstance(value, _SCALARS):
         return value
     if isinstance(value, dict):
         items = [
@@ -164,7 +167,7 @@ def json_safe(value: Any, depth: int = 0) -> Any:
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
             return value
         return dict(items)
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         safe = [json_safe(v, depth + 1) for v in value]
         if all(a is b for a, b in zip(safe, value, strict=True)):
             return value
