@@ -104,3 +104,30 @@ def test_selection_exports_definitions_and_counts_their_tokens() -> None:
     assert exported[0]["name"] == "weather_get_forecast"
     assert exported[0]["description"] == "Weather forecast for a city"
     assert selection.tokens() > 10
+
+
+def test_lone_surrogates_in_a_query_or_a_tool_text_are_searched_not_fatal() -> None:
+    # What a server or client that cut an emoji in half sends: the real tokenizer and the
+    # keyword index refuse such strings, so they become U+FFFD before either sees them.
+    from toolkeeper.retrieval.embed import MiniLMEmbedder
+
+    catalog = _catalog()
+    catalog.add(_tool("chat.post_status", "Post a status update \ud83d", tags=("social\udc00",)))
+    selector = Selector.for_catalog(
+        catalog, embedder=MiniLMEmbedder(), config=FusionConfig(abstain_below=None)
+    )
+    try:
+        found = selector.select("post a status update \ud83d", principal=READER, k=1).names
+        context = QueryContext(plan_step="send \udc00 mail")
+        mail = selector.select("email", principal=READER, k=1, context=context).names
+    finally:
+        selector.close()
+    assert found == ("chat.post_status",)
+    assert mail == ("mail.send_message",)
+
+
+def test_k_below_one_is_a_programming_error() -> None:
+    selector = _selector(_catalog())
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        selector.select("read a file", principal=READER, k=0)
+    selector.close()

@@ -316,7 +316,12 @@ class Selector:
             k: How many tools to return at most.
             context: Runtime context composed into the retrieval query.
             abstain: When False, never abstain (always return the best `k`).
+
+        Raises:
+            ValueError: `k` is below 1.
         """
+        if k < 1:
+            raise ValueError(f"k must be at least 1, not {k}")
         text = compose_query(query, context)
         allowed = self._allowed_names(principal)
         ranking = self.rank(text, allowed=allowed, depth=max(k, self.config.depth))

@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..core.values import ToolSpec
+from ..schema.canonical import safe_text
 
 __all__ = [
     "QueryContext",
@@ -81,11 +82,13 @@ def tool_text(spec: ToolSpec) -> ToolText:
     extra_parts.extend(spec.tags)
     for example in spec.examples:
         extra_parts.extend(str(v) for v in _leaves(example))
+    # A lone surrogate (a server that cut an emoji in half) is no text a tokenizer or the
+    # keyword index can take: it becomes U+FFFD, as in recorded results.
     return ToolText(
-        name=name,
-        description=spec.description,
-        parameters=params,
-        extra=" ".join(extra_parts),
+        name=safe_text(name),
+        description=safe_text(spec.description),
+        parameters=safe_text(params),
+        extra=safe_text(" ".join(extra_parts)),
     )
 
 
@@ -227,7 +230,7 @@ def compose_query(message: str, context: QueryContext | None = None) -> str:
     that the same inputs always give the same query.
     """
     if context is None:
-        return message.strip()
+        return safe_text(message.strip())
     parts = [message.strip()]
     if context.plan_step:
         parts.append(context.plan_step.strip())
@@ -237,4 +240,4 @@ def compose_query(message: str, context: QueryContext | None = None) -> str:
         parts.append(f"in {context.application.strip()}")
     for name in context.recent_tools:
         parts.append(" ".join(split_identifier(name)))
-    return " ".join(p for p in parts if p)
+    return safe_text(" ".join(p for p in parts if p))

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["canonical_json", "digest", "json_safe", "parse_canonical"]
+__all__ = ["canonical_json", "digest", "json_safe", "parse_canonical", "safe_text"]
 
 
 def _number(value: int | float) -> str:
@@ -137,7 +137,8 @@ def parse_canonical(text: str) -> tuple[Any, str] | None:
 _SCALARS = (int, float, type(None))
 
 
-def _safe_text(text: str) -> str:
+def safe_text(text: str) -> str:
+    """`text` with each lone UTF-16 surrogate replaced by U+FFFD (see `json_safe`)."""
     if text.isascii():
         return text
     try:
@@ -156,12 +157,12 @@ def json_safe(value: Any, depth: int = 0) -> Any:
     here before they are recorded; what holds no such string comes back as the same object.
     """
     if isinstance(value, str):
-        return _safe_text(value)
+        return safe_text(value)
     if depth > 256 or isinstance(value, _SCALARS):
         return value
     if isinstance(value, dict):
         items = [
-            (_safe_text(k) if isinstance(k, str) else k, json_safe(v, depth + 1))
+            (safe_text(k) if isinstance(k, str) else k, json_safe(v, depth + 1))
             for k, v in value.items()
         ]
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
