@@ -36,3 +36,31 @@ async def test_two_processes_share_one_bucket(limiters: object) -> None:
     wait = await a.acquire("ann", per_minute=6, burst=2)
     assert wait is not None and 9.0 < wait <= 10.0
     assert await b.acquire("bob", per_minute=6, burst=2) is None
+
+
+async def test_an_unreachable_limiter_refuses_the_call_and_records_it() -> None:
+    pytest.importorskip("redis")
+    from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall
+    from toolkeeper.policy.budgets import Budgets
+    from toolkeeper.policy.redis_limiter import RedisRateLimiter
+
+    ran: list[bool] = []
+    keeper = Keeper(
+        ledger="memory://",
+        budgets=Budgets(calls_per_minute=60),
+        rate_limiter=RedisRateLimiter("redis://127.0.0.1:1/0"),  # nothing listens on port 1
+    )
+
+    @keeper.tool(effect="read_only")
+    async def ping() -> str:
+        ran.append(True)
+        return "pong"
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c1", name="ping", arguments={}))
+        [record] = await keeper.store.list_calls()
+    assert result.error is not None and result.error.code is ErrorCode.RATE_LIMITED
+    assert result.error.retryable and "could not be reached" in result.error.message
+    assert "127.0.0.1" not in result.error.message  # nothing about the deployment leaks
+    assert record.status is CallStatus.REJECTED
+    assert ran == []

@@ -360,9 +360,21 @@ async def _budget(rt: Runtime, st: CallState) -> Any:
                 limit=tool_limit,
             )
     if limits.calls_per_minute is not None and rt.limiter is not None:
-        wait = await rt.limiter.acquire(
-            st.principal.id, per_minute=limits.calls_per_minute, burst=limits.burst
-        )
+        try:
+            wait = await rt.limiter.acquire(
+                st.principal.id, per_minute=limits.calls_per_minute, burst=limits.burst
+            )
+        except Exception as exc:  # a limiter that cannot answer fails closed, like a rule
+            _log.warning("the rate limiter failed: %s: %s", type(exc).__name__, exc)
+            raise CallRefused(
+                ToolError.of(
+                    ErrorCode.RATE_LIMITED,
+                    "the rate limiter could not be reached, so the call was not run; "
+                    "try again shortly",
+                    retryable=True,
+                    details={"limiter": "unavailable"},
+                )
+            ) from exc
         if wait is not None:
             raise CallRefused(
                 ToolError.of(
