@@ -120,8 +120,13 @@ async def test_approval_is_bound_to_the_principal(keeper: Keeper) -> None:
     stolen = await keeper.execute(
         ToolCall(call_id="p1", name="publish", arguments={"text": "A"}, principal=mallory)
     )
-    assert stolen.error is not None and stolen.error.code is ErrorCode.PERMISSION_DENIED
+    # The call id is alice's: another principal's proposal of it is another call.
+    assert stolen.error is not None and stolen.error.code is ErrorCode.CALL_ID_CONFLICT
     assert published == []
+    ran = await keeper.execute(
+        ToolCall(call_id="p1", name="publish", arguments={"text": "A"}, principal=alice)
+    )
+    assert ran.ok and published == ["blog:A"]
 
 
 async def test_a_rule_can_waive_the_default_approval(keeper: Keeper) -> None:

@@ -142,12 +142,19 @@ async def _await_outcome(rt: Runtime, st: CallState) -> Any:
 
 
 async def dedupe(rt: Runtime, st: CallState) -> Any:
-    """1. The same call id with the same arguments returns the recorded result."""
+    """1. The same call id with the same arguments (and principal) returns the recorded result."""
     _parse(rt, st)
     record = await rt.store().get_call(st.call.task_id, st.call.call_id)
     if record is None:
         return None
     st.record = record
+    if record.principal_id != st.principal.id or record.tenant != st.principal.tenant:
+        # A call id belongs to whoever proposed it first: another principal never gets its
+        # result, nor changes its record (nothing is said about it either).
+        raise _refuse(
+            ErrorCode.CALL_ID_CONFLICT,
+            f"call id {st.call.call_id!r} was already used for a different call; use a new call id",
+        )
     if record.status is CallStatus.REJECTED:
         return None  # a refusal ran nothing: evaluate the proposal afresh
     if record.digest != st.request_digest or record.tool != st.call.name:

@@ -31,7 +31,6 @@ from .records import (
     audit,
     binding,
     new_record,
-    replay,
 )
 from .runtime import Runtime, idempotency_key
 from .state import CallState
@@ -355,7 +354,7 @@ async def _record_end(
     approval_id = st.approval.id if st.approval is not None else None
     previous = persisted or (st.record.status if st.record is not None else None)
     if previous is None:
-        stored, created = await store.claim_call(
+        _, created = await store.claim_call(
             new_record(
                 rt,
                 st,
@@ -368,7 +367,9 @@ async def _record_end(
             )
         )
         if not created:
-            return replay(stored)
+            # A concurrent proposal of this call id ended first: dedupe decides between its
+            # replay and a conflict (other arguments, tool or principal).
+            raise LostRace
     else:
         changes: dict[str, Any] = {
             "attempt": attempt,

@@ -1,0 +1,71 @@
+"""A call id belongs to the principal that proposed it first, and to its arguments."""
+
+from dataclasses import replace
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall
+
+pytestmark = pytest.mark.anyio
+
+ALICE = Principal(id="alice", tenant="acme", grants=frozenset({"hr:read", "files:*"}))
+MALLORY = Principal(id="mallory", tenant="evil", grants=frozenset({"hr:read", "files:*"}))
+
+
+@pytest.fixture
+async def hr(keeper: Keeper) -> Keeper:
+    @keeper.tool(effect="read_only", permissions=["hr:read"])
+    async def salary(employee: str) -> dict[str, object]:
+        await anyio.lowlevel.checkpoint()  # lets concurrent proposals interleave
+        return {"employee": employee, "salary": 250_000}
+
+    @keeper.tool(effect="destructive", permissions=["files:delete"])
+    async def delete(path: str) -> str:
+        return path
+
+    return keeper
+
+
+async def test_another_principal_reusing_a_call_id_gets_a_conflict_not_the_result(
+    hr: Keeper,
+) -> None:
+    call = ToolCall(call_id="call_1", name="salary", arguments={"employee": "bob"})
+    first = await hr.execute(replace(call, principal=ALICE))
+    reused = await hr.execute(replace(call, principal=MALLORY))
+    assert first.status is CallStatus.SUCCEEDED
+    assert reused.error is not None and reused.error.code is ErrorCode.CALL_ID_CONFLICT
+    assert reused.data is None and not reused.replayed
+    record = await hr.store.get_call("default", "call_1")
+    assert record is not None and record.principal_id == "alice"
+    assert record.status is CallStatus.SUCCEEDED
+
+
+async def test_another_principal_cannot_disturb_an_approved_call(hr: Keeper) -> None:
+    call = ToolCall(call_id="d1", name="delete", arguments={"path": "/tmp/x"})
+    asked = await hr.execute(replace(call, principal=ALICE))
+    assert asked.approval_id is not None
+    await hr.approvals.approve(asked.approval_id, by="boss")
+    meddled = await hr.execute(replace(call, principal=MALLORY))
+    assert meddled.error is not None and meddled.error.code is ErrorCode.CALL_ID_CONFLICT
+    ran = await hr.execute(replace(call, principal=ALICE))
+    assert ran.status is CallStatus.SUCCEEDED and ran.approval_id == asked.approval_id
+
+
+async def test_concurrent_proposals_of_one_call_id_with_other_arguments_conflict(
+    hr: Keeper,
+) -> None:
+    results = await hr.execute_many(
+        [
+            ToolCall(call_id="same", name="salary", arguments={"employee": who}, principal=ALICE)
+            for who in ("bob", "carol")
+        ]
+    )
+    statuses = sorted(r.status for r in results)
+    assert statuses == [CallStatus.REJECTED, CallStatus.SUCCEEDED]
+    [refused] = [r for r in results if r.status is CallStatus.REJECTED]
+    [answered] = [r for r in results if r.status is CallStatus.SUCCEEDED]
+    assert refused.error is not None and refused.error.code is ErrorCode.CALL_ID_CONFLICT
+    record = await hr.store.get_call("default", "same")
+    assert record is not None and record.result == answered.data
