@@ -43,3 +43,23 @@ async def test_lone_surrogates_in_a_result_become_replacement_characters(tmp_pat
     assert runs == ["n"]
     assert stored is not None and stored.error is not None
     assert stored.error["message"] == "bad \ufffd input"
+
+
+async def test_a_tool_that_changes_a_default_changes_it_for_itself_only() -> None:
+    keeper = Keeper(ledger="memory://")
+    seen: list[list[int]] = []
+
+    @keeper.tool(effect="read_only")
+    async def collect(items: list[int] = [], tag: dict[str, int] = {}) -> int:  # noqa: B006
+        items.append(1)
+        tag["n"] = tag.get("n", 0) + 1
+        seen.append(list(items))
+        return len(items)
+
+    async with keeper:
+        for call_id in ("c1", "c2", "c3"):
+            await keeper.execute(ToolCall(call_id=call_id, name="collect", arguments={}))
+        schema = keeper.catalog.get("collect").spec.input_schema  # type: ignore[union-attr]
+    assert seen == [[1], [1], [1]]
+    assert schema["properties"]["items"]["default"] == []
+    assert schema["properties"]["tag"]["default"] == {}

@@ -7,6 +7,7 @@ schema's canonical digest) and cached.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -155,14 +156,15 @@ def _fill(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any], depth:
         else:
             resolved = _resolve(sub, root)
             if "default" in sub:
-                out[name] = sub["default"]
+                out[name] = copy.deepcopy(sub["default"])
             elif "default" in resolved:
-                out[name] = resolved["default"]
+                out[name] = copy.deepcopy(resolved["default"])
     return out
 
 
 def apply_defaults(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
     """`arguments` with every absent property that has a schema `default` filled in
-    (nested objects and local `$ref`s included). The input is not modified."""
+    (nested objects and local `$ref`s included). Neither the input nor the schema is modified:
+    each call gets its own copy of a default, so a tool that changes it changes nothing else."""
     filled = _fill(arguments, schema, schema, 0)
     return dict(filled)
