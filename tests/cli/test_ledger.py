@@ -104,3 +104,20 @@ def test_a_ledger_that_does_not_exist_is_not_created_empty(
 def test_a_bad_ledger_url_is_an_error_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ledger", "list", "--ledger", "mysql://nope"]) == 1
     assert "unsupported ledger URL" in capsys.readouterr().err
+
+
+def test_what_a_model_named_cannot_rewrite_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "ledger.db"
+    forged = "x\rt9  wipe_all  SUCCEEDED\x1b[31m\u202e"
+
+    async def fill() -> None:
+        async with SQLiteStore(path) as store:
+            await store.claim_call(call(forged, task_id="t1", status=CallStatus.REJECTED))
+
+    anyio.run(fill)
+    assert main(["ledger", "list", "--ledger", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\r" not in out and "\x1b" not in out and "\u202e" not in out
+    assert "x\\rt9" in out and "\\x1b[31m" in out

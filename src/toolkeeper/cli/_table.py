@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
 __all__ = ["render_table"]
 
 
+def _visible(char: str) -> str:
+    """A control or format character as its escape: what a model proposed (a tool name, a
+    call id) must not move the cursor, recolour or rewrite the table a person reads."""
+    if char == "\n" or char == "\t":
+        return " "
+    if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+        return char.encode("unicode_escape").decode("ascii")
+    return char
+
+
 def _cell(value: object, width: int = 60) -> str:
     text = "" if value is None else str(value)
-    text = text.replace("\n", " ")
+    if not text.isprintable():
+        text = "".join(_visible(c) for c in text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
