@@ -15,6 +15,7 @@ async with keeper:
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from .retrieval import QueryContext, Selection, Selector
 
 __all__ = ["DEFAULT_LEDGER", "Keeper", "KeeperState"]
+
+_log = logging.getLogger("toolkeeper")
 
 DEFAULT_LEDGER = "sqlite:///./toolkeeper.db"
 LOCAL_PRINCIPAL = Principal(id="local", grants=frozenset({"*"}))
@@ -371,7 +374,10 @@ class Keeper:
         """Ask each UNKNOWN_OUTCOME call's tool what really happened, by idempotency key.
 
         A tool's `reconcile(ctx)` returns a `ToolResult` (SUCCEEDED or FAILED) or None (still
-        unknown). Calls are never executed again here.
+        unknown). Calls are never executed again here. `ctx.arguments` are the arguments as the
+        ledger holds them (sensitive values redacted); `ctx.idempotency_key` is what to look the
+        outcome up by. A reconciler that raises or outlives its tool's timeout leaves its call
+        unknown (the error is logged) and the others are still asked.
 
         Returns:
             The results of the calls that were settled.
@@ -393,9 +399,11 @@ class Keeper:
                 arguments=record.arguments,
                 approval_id=record.approval_id,
             )
-            found = tool.reconcile(ctx)
-            if hasattr(found, "__await__"):
-                found = await found
+            found: object = None
+            with anyio.move_on_after(tool.spec.timeout) as scope:
+                found = await _ask(tool.reconcile, ctx)
+            if scope.cancelled_caught:
+                _log.warning("reconciling %s %s timed out; it stays unknown", ctx.tool, ctx.call_id)
             if not isinstance(found, ToolResult) or found.status not in (
                 CallStatus.SUCCEEDED,
                 CallStatus.FAILED,
@@ -417,6 +425,18 @@ class Keeper:
                 continue
             settled.append(replay(updated))
         return settled
+
+
+async def _ask(reconcile: Reconciler, ctx: CallContext) -> object:
+    """One reconciler's answer; None when it fails."""
+    try:
+        found = reconcile(ctx)
+        if hasattr(found, "__await__"):
+            found = await found
+        return found
+    except Exception:
+        _log.exception("reconciling %s %s failed; it stays unknown", ctx.tool, ctx.call_id)
+        return None
 
 
 def _no_running_loop(method: str, instead: str) -> None:

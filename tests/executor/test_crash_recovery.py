@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from toolkeeper import CallStatus, ErrorCode
@@ -65,3 +66,37 @@ async def test_unknown_outcome_stays_when_the_tool_cannot_tell(tmp_path: Path) -
         result = await keeper.execute(CALL)
         assert result.status is CallStatus.UNKNOWN_OUTCOME
     assert effects.read_text() == ""
+
+
+async def test_a_failing_or_hanging_reconciler_leaves_only_its_own_call_unknown() -> None:
+    from toolkeeper import Keeper, ToolCall, ToolResult
+    from toolkeeper.core.signals import OutcomeUnknown
+    from toolkeeper.core.values import CallContext
+
+    def broken(ctx: CallContext) -> ToolResult:
+        raise ConnectionError("the payment service is down")
+
+    async def hanging(ctx: CallContext) -> ToolResult:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    def answers(ctx: CallContext) -> ToolResult:
+        return ToolResult(call_id=ctx.call_id, tool=ctx.tool, status=CallStatus.SUCCEEDED, data=1)
+
+    keeper = Keeper(ledger="memory://")
+    for name, reconcile in (("a_broken", broken), ("b_hanging", hanging), ("c_fine", answers)):
+
+        async def lost(name: str = name) -> str:
+            raise OutcomeUnknown(f"{name}: the connection dropped after sending")
+
+        keeper.add_function(
+            lost, name=name, effect="write", permissions=[], reconcile=reconcile, timeout=0.2
+        )
+    async with keeper:
+        for name in ("a_broken", "b_hanging", "c_fine"):
+            result = await keeper.execute(ToolCall(call_id=name, name=name, arguments={}))
+            assert result.status is CallStatus.UNKNOWN_OUTCOME
+        with anyio.fail_after(10):
+            settled = await keeper.reconcile()
+        assert [r.call_id for r in settled] == ["c_fine"]
+        assert sorted(r.call_id for r in await keeper.unknown()) == ["a_broken", "b_hanging"]
