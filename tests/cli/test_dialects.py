@@ -110,3 +110,25 @@ def test_check_args_reports_gold_and_mutations(
     coerced = json.loads(capsys.readouterr().out)
     assert (plain["gold_pass_rate"], coerced["gold_pass_rate"]) == (0.5, 1.0)
     assert plain["mutations_pointed"] == coerced["mutations_pointed"] == 1
+
+
+@pytest.mark.parametrize(
+    ("source", "items", "message"),
+    [
+        ("openai_chat", ["a", 1], "item 0 is a str, not a tool definition"),
+        ("openai_chat", [{"type": "function", "function": "x"}], "item 0 is not a tool"),
+        ("anthropic", [{"description": "no name"}], "item 0 has no 'name' key"),
+    ],
+)
+def test_convert_says_which_item_is_not_a_definition(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    source: str,
+    items: list[object],
+    message: str,
+) -> None:
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(items), encoding="utf-8")
+    assert main(["dialects", "convert", "--from", source, "--to", "anthropic", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -1,5 +1,6 @@
 """Bad input never crashes a turn and never leaves a call RUNNING."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,20 @@ async def test_a_lone_surrogate_is_invalid_arguments_and_is_recorded(
         assert "surrogate" in result.error.message
         [record] = await keeper.store.list_calls()
         assert record.status is CallStatus.REJECTED
+
+
+async def test_the_size_limit_counts_utf8_bytes_whether_arguments_are_text_or_parsed() -> None:
+    keeper = Keeper(ledger="memory://", max_argument_bytes=1000)
+
+    @keeper.tool(effect="read_only")
+    async def echo(s: str) -> str:
+        return s
+
+    wide = {"s": "\U0001f600" * 300}  # 300 characters, 1,200 bytes of UTF-8
+    async with keeper:
+        for call_id, arguments in (("text", json.dumps(wide, ensure_ascii=False)), ("dict", wide)):
+            result = await keeper.execute(
+                ToolCall(call_id=call_id, name="echo", arguments=arguments)
+            )
+            assert result.error is not None, call_id
+            assert result.error.code is ErrorCode.PAYLOAD_TOO_LARGE, call_id

@@ -67,6 +67,21 @@ def _read(path: str) -> tuple[list[Any], bool]:
     return (list(document) if isinstance(document, list) else [document]), False
 
 
+def _import(importer: Any, index: int, definition: Any, strict: bool) -> Any:
+    """One definition imported, or a ValueError that names the item and what is wrong."""
+    if not isinstance(definition, dict):
+        kind = type(definition).__name__
+        raise ValueError(f"item {index} is a {kind}, not a tool definition (a JSON object)")
+    try:
+        return importer.import_tool(definition, strict=strict)
+    except KeyError as exc:
+        raise ValueError(f"item {index} has no {exc} key, which {importer.name} requires") from exc
+    except (AttributeError, TypeError) as exc:
+        raise ValueError(
+            f"item {index} is not a tool definition in the {importer.name} format ({exc})"
+        ) from exc
+
+
 def convert(
     definitions: list[Any], source: str, targets: list[str], *, strict: bool = False
 ) -> dict[str, Any]:
@@ -75,9 +90,10 @@ def convert(
     Raises:
         LossError: `strict` is true and a conversion lost something.
         ConfigurationError: an unknown format name.
+        ValueError: an item is not a JSON object.
     """
     importer = get_importer(source)
-    imported = [importer.import_tool(d, strict=strict) for d in definitions]
+    imported = [_import(importer, index, d, strict) for index, d in enumerate(definitions)]
     report: dict[str, Any] = {
         "from": source,
         "count": len(definitions),

@@ -89,12 +89,6 @@ def _parse(rt: Runtime, st: CallState) -> None:
         st.parse_error = f"arguments are not JSON data: {exc}"
         st.request_digest = "raw:" + hashlib.sha256(repr(raw).encode()).hexdigest()
         return
-    if not isinstance(raw, str) and len(text) > rt.max_argument_bytes:
-        raise _refuse(
-            ErrorCode.PAYLOAD_TOO_LARGE,
-            f"arguments exceed the limit of {rt.max_argument_bytes} bytes",
-            limit=rt.max_argument_bytes,
-        )
     try:
         encoded = text.encode("utf-8")
     except UnicodeEncodeError:
@@ -108,6 +102,12 @@ def _parse(rt: Runtime, st: CallState) -> None:
             "raw:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         )
         return
+    if not isinstance(raw, str) and len(encoded) > rt.max_argument_bytes:
+        raise _refuse(
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"arguments exceed the limit of {rt.max_argument_bytes} bytes",
+            limit=rt.max_argument_bytes,
+        )
     st.request_digest = hashlib.sha256(encoded).hexdigest()
     if isinstance(parsed, dict):
         st.arguments = parsed

@@ -61,8 +61,10 @@ class CallRecord:
     version: str
     """Tool version."""
     digest: str
-    """SHA-256 of the canonical validated arguments (defaults applied); '' if they never
-    validated."""
+    """SHA-256 of the canonical JSON of the arguments as proposed: what dedupe, the pipeline's
+    first gate, compares before anything is validated, so a replay must propose the same
+    arguments (a default spelled out is another proposal). `raw:` + the SHA-256 of the text
+    when it did not parse. Approvals bind the validated arguments with defaults applied."""
     arguments: Mapping[str, Any]
     """The arguments with sensitive fields redacted."""
     principal_id: str
