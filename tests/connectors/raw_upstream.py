@@ -1,9 +1,11 @@
 """An MCP server written without the SDK, as servers in other languages are (handshake era).
 
-Its one tool, `snippet`, appends a line to the file named in its arguments (a write) and answers
-with text cut in the middle of an emoji, as a JavaScript server that slices a string by UTF-16
-units does: `JSON.stringify` then sends the unpaired surrogate as the escape `"\\ud83d"`, which
-is valid JSON that the SDK's parser refuses.
+- `snippet` appends a line to the file named in its arguments (a write) and answers with text
+  cut in the middle of an emoji, as a JavaScript server that slices a string by UTF-16 units
+  does: `JSON.stringify` then sends the unpaired surrogate as the escape `"\\ud83d"`, which is
+  valid JSON that the SDK's parser refuses.
+- `refuse` (a write too) answers with the JSON-RPC error -32000, the code servers commonly use
+  for their own errors (and the SDK for a closed connection), without doing anything.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ TOOL = {
     },
     "annotations": {"readOnlyHint": False, "destructiveHint": False},
 }
+REFUSE = {**TOOL, "name": "refuse", "description": "Refuse every request."}
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -31,7 +34,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         info = {"name": "raw-upstream", "version": "1.0"}
         return {"protocolVersion": PROTOCOL, "capabilities": {"tools": {}}, "serverInfo": info}
     if method == "tools/list":
-        return {"tools": [TOOL]}
+        return {"tools": [TOOL, REFUSE]}
     if method == "tools/call":
         with open(params["arguments"]["path"], "a", encoding="utf-8") as f:
             f.write("called\n")
@@ -43,6 +46,10 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
 for line in sys.stdin:
     request = json.loads(line)
     if "id" in request and "method" in request:
-        reply = {"jsonrpc": "2.0", "id": request["id"], "result": answer(request)}
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if (request.get("params") or {}).get("name") == "refuse":
+            reply["error"] = {"code": -32000, "message": "the ledger service said no"}
+        else:
+            reply["result"] = answer(request)
         sys.stdout.write(json.dumps(reply) + "\n")  # ensure_ascii: "\ud83d" stays an escape
         sys.stdout.flush()

@@ -206,3 +206,20 @@ async def test_arguments_with_a_lone_surrogate_are_answered_not_dropped(
     assert meta["dev.toolkeeper/error-code"] == "INVALID_ARGUMENTS"
     assert records[meta["dev.toolkeeper/call-id"]] is CallStatus.REJECTED
     assert after["result"]["structuredContent"]["text"] == "after"
+
+
+async def test_a_line_nested_too_deep_is_refused_and_the_session_goes_on(
+    config_file: Path,
+) -> None:
+    with anyio.fail_after(60):
+        async with raw_gateway(config_file) as gw:
+            await gw.send({"id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}})
+            await gw.answer(1)
+            # 3,000 levels: msgspec gives up at 1,000 with RecursionError, which ended the gateway
+            line = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call"})[:-1]
+            args = "[" * 3000 + "]" * 3000
+            body = f', "params": {{"name": "t.echo", "arguments": {{"x": {args}}}}}}}\n'
+            await gw._stdin.send((line + body).encode())
+            await gw.call(3, "t.echo", {"text": "after"}, **ENVELOPE)
+            after = await gw.answer(3)
+    assert after["result"]["structuredContent"]["text"] == "after"

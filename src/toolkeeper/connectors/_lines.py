@@ -87,6 +87,8 @@ class LineReader(_Stream):
     def _taken(line: bytes, take: Callable[[Any], bool]) -> bool:
         try:
             decoded = decode_line(line)
+        except RecursionError:
+            return False  # nested too deep to take: the session refuses it, the pipe goes on
         except msgspec.DecodeError:
             # Valid JSON that msgspec (and pydantic, so the SDK) refuse: an unpaired surrogate
             # escape (`"\\ud83d"`), as a peer that cut an emoji in half sends it. Left to the

@@ -37,7 +37,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ._lines import LINE_LIMIT, LineReader, LineWriter
 
-__all__ = ["CallLane", "LaneClosed", "PipeTransport"]
+__all__ = ["CallLane", "LaneClosed", "PeerError", "PipeTransport"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,11 @@ _ENCODE = msgspec.json.Encoder().encode
 _ENVELOPE = (PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY)
 _EXIT_GRACE = 2.0
 """Seconds the server has to exit after its stdin closes, then again after SIGTERM."""
+
+
+class PeerError(MCPError):
+    """The server answered the request with a JSON-RPC error: it is alive and said no (unlike
+    the SDK's own CONNECTION_CLOSED, whose code a server may use for any error of its own)."""
 
 
 class LaneClosed(Exception):
@@ -147,7 +152,7 @@ class CallLane:
         error = response.get("error")
         if error is not None:
             error_data = mcp_types.ErrorData.model_validate(error)
-            raise MCPError(error_data.code, error_data.message, error_data.data)
+            raise PeerError(error_data.code, error_data.message, error_data.data)
         result = response.get("result")
         return result if isinstance(result, dict) else {}
 

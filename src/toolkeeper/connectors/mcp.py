@@ -43,7 +43,7 @@ from ..core.retry import RetryPolicy
 from ..core.signals import OutcomeUnknown, ToolFailed
 from ..core.values import CallContext, Effect, ToolSpec
 from ..dialects.mcp import MCP
-from ._mcp_pipe import CallLane, LaneClosed, PipeTransport
+from ._mcp_pipe import CallLane, LaneClosed, PeerError, PipeTransport
 from ._mcp_streams import WatchedTransport
 from .base import UpstreamUnavailable
 
@@ -293,7 +293,11 @@ class McpUpstream:
             raise OutcomeUnknown(f"upstream {self.params.name!r} closed mid-call") from exc
         except TimeoutError as exc:
             raise TimeoutError(f"upstream {self.params.name!r} did not answer") from exc
+        except PeerError as exc:  # the lane's: the server itself answered with an error
+            raise ToolFailed(f"upstream error {exc.code}: {exc.message}") from exc
         except MCPError as exc:
+            # The SDK session's own errors share their codes with what a server may send:
+            # CONNECTION_CLOSED is taken as a lost connection, which never claims a write failed.
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 self._wake.set()
                 raise OutcomeUnknown(f"upstream {self.params.name!r} closed mid-call") from exc
