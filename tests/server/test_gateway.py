@@ -3,6 +3,7 @@ or by elicitation in both protocol eras), an upstream dying mid-call, progressiv
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,12 @@ import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from toolkeeper.config import parse_config
 from toolkeeper.core import CallStatus
 from toolkeeper.ledger.base import ApprovalStatus
-from toolkeeper.server import Deployment
+from toolkeeper.server import Deployment, build
 
-from .conftest import TOKENS, ClientFactory
+from .conftest import TOKENS, UPSTREAM, ClientFactory, config_text
 
 pytestmark = pytest.mark.anyio
 
@@ -210,3 +212,17 @@ async def test_clients_hear_when_an_upstream_adds_a_tool(
                 await heard.wait()
         listed = {t.name for t in (await alice.list_tools()).tools}
     assert "t.fresh" in listed
+
+
+async def test_several_upstreams_open_and_close_together(tmp_path: Path) -> None:
+    # Each upstream's session lives in a task group of its own, nested in the one before;
+    # closing them used to let the outer one's cancellation escape (a traceback at Ctrl-C).
+    text = config_text(tmp_path)
+    for extra in ("u2", "u3"):
+        text += f'\n[upstreams.{extra}]\ncommand = "{sys.executable}"\nargs = ["{UPSTREAM}"]\n'
+    config = parse_config(text, file="test.toml", base_dir=str(tmp_path))
+    with anyio.fail_after(60):
+        async with build(config) as running:
+            assert [u.connected for u in running.upstreams] == [True, True, True]
+            names = {t.spec.name for t in running.keeper.catalog}
+    assert {"t.echo", "u2.echo", "u3.echo"} <= names

@@ -208,8 +208,14 @@ class McpUpstream:
         await self.wait_attempted()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    async def __aexit__(self, *exc_info: Any) -> bool:
+        """Close as `aclose()` does, handing the exception being raised to the session's task
+        group: a cancellation of an enclosing scope (another upstream's, closed after this
+        one) then reaches that scope instead of escaping."""
+        stack, self._exit = self._exit, None
+        if stack is None:
+            return False
+        return bool(await stack.__aexit__(*exc_info))
 
     async def start(self) -> None:
         """Start the session in the background (from the task that will later close it). A

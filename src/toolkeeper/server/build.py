@@ -44,7 +44,7 @@ class Deployment:
             await stack.enter_async_context(self.keeper)
             for upstream in self.upstreams:
                 await upstream.start()
-                stack.push_async_callback(upstream.aclose)
+                stack.push_async_exit(upstream)
             async with anyio.create_task_group() as tg:
                 for upstream in self.upstreams:
                     tg.start_soon(upstream.wait_attempted)
