@@ -4,6 +4,7 @@
   cut in the middle of an emoji, as a JavaScript server that slices a string by UTF-16 units
   does: `JSON.stringify` then sends the unpaired surrogate as the escape `"\\ud83d"`, which is
   valid JSON that the SDK's parser refuses.
+- `report` (a write) declares an object output schema and answers in text only.
 - `refuse` (a write too) answers with the JSON-RPC error -32000, the code servers commonly use
   for their own errors (and the SDK for a closed connection), without doing anything.
 """
@@ -26,6 +27,12 @@ TOOL = {
     "annotations": {"readOnlyHint": False, "destructiveHint": False},
 }
 REFUSE = {**TOOL, "name": "refuse", "description": "Refuse every request."}
+REPORT = {
+    **TOOL,
+    "name": "report",
+    "description": "Record a request and report on it.",
+    "outputSchema": {"type": "object", "properties": {"lines": {"type": "integer"}}},
+}
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -34,12 +41,14 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         info = {"name": "raw-upstream", "version": "1.0"}
         return {"protocolVersion": PROTOCOL, "capabilities": {"tools": {}}, "serverInfo": info}
     if method == "tools/list":
-        return {"tools": [TOOL, REFUSE]}
+        return {"tools": [TOOL, REFUSE, REPORT]}
     if method == "tools/call":
         with open(params["arguments"]["path"], "a", encoding="utf-8") as f:
             f.write("called\n")
-        cut = "smile \U0001f600".encode("utf-16-le")[:-2].decode("utf-16-le", "surrogatepass")
-        return {"content": [{"type": "text", "text": cut}], "isError": False}
+        text = "smile \U0001f600".encode("utf-16-le")[:-2].decode("utf-16-le", "surrogatepass")
+        if params["name"] == "report":
+            text = "1 line recorded"
+        return {"content": [{"type": "text", "text": text}], "isError": False}
     return {}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -223,3 +224,41 @@ async def test_a_line_nested_too_deep_is_refused_and_the_session_goes_on(
             await gw.call(3, "t.echo", {"text": "after"}, **ENVELOPE)
             after = await gw.answer(3)
     assert after["result"]["structuredContent"]["text"] == "after"
+
+
+async def test_text_from_a_tool_that_declares_an_output_schema_is_answered_as_recorded(
+    tmp_path: Path,
+) -> None:
+    # Sent as structuredContent, the text made the SDK answer -32603 for a call the ledger
+    # holds SUCCEEDED: the client's retry then ran the write a second time.
+    raw = Path(__file__).parent.parent / "connectors" / "raw_upstream.py"
+    config = tmp_path / "raw.toml"
+    config.write_text(
+        f"""
+[server]
+ledger = "sqlite:///{tmp_path}/ledger.db"
+stdio_principal = "alice"
+
+[upstreams.raw]
+command = "{sys.executable}"
+args = ["{raw}"]
+protocol = "legacy"
+
+[principals.alice]
+token = "alice-token-0123456789"
+grants = ["raw:*"]
+"""
+    )
+    effects = tmp_path / "effects.txt"
+    with anyio.fail_after(60):
+        async with raw_gateway(config) as gw:
+            await gw.send({"id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}})
+            await gw.answer(1)
+            await gw.call(2, "raw.report", {"path": str(effects)}, **ENVELOPE)
+            answered = await gw.answer(2)
+            records = await calls_in(tmp_path)
+    result = answered["result"]
+    assert result["isError"] is False and "structuredContent" not in result
+    assert result["content"][0]["text"] == "1 line recorded"
+    assert [r.status for r in records] == [CallStatus.SUCCEEDED]
+    assert effects.read_text() == "called\n"

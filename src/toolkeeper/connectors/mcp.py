@@ -327,8 +327,9 @@ class McpUpstream:
             params=mcp_types.CallToolRequestParams(name=name, arguments=dict(arguments), _meta=meta)
         )
         try:
-            # The session's plain request path: the executor validates and records the
-            # result itself, so the client's own output validation would be done twice.
+            # The session's plain request path, not `call_tool`: the client's output-schema
+            # check would turn an answered call (the effect done) into an exception; the
+            # executor records what the server answered, as it is.
             return await client.session.send_request(
                 request, mcp_types.CallToolResult, request_read_timeout_seconds=read_timeout
             )

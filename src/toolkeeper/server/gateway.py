@@ -309,7 +309,11 @@ class Gateway:
             and spec is not None
             and _object_schema(spec.output_schema)
             and "structuredContent" not in wire
+            and isinstance(result.data, dict)
         ):
+            # Only an object is structured content: anything else (an upstream that declares
+            # an output schema and answers in text) goes as the text content it already is,
+            # never as an answer the client's SDK refuses for a call the ledger holds done.
             wire["structuredContent"] = result.data
         if result.error is not None:
             wire["_meta"] = {
