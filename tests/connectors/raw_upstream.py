@@ -5,6 +5,7 @@
   does: `JSON.stringify` then sends the unpaired surrogate as the escape `"\\ud83d"`, which is
   valid JSON that the SDK's parser refuses.
 - `report` (a write) declares an object output schema and answers in text only.
+- `odd name` (read-only) has a name MCP clients cannot call as it is.
 - `refuse` (a write too) answers with the JSON-RPC error -32000, the code servers commonly use
   for their own errors (and the SDK for a closed connection), without doing anything.
 """
@@ -27,6 +28,12 @@ TOOL = {
     "annotations": {"readOnlyHint": False, "destructiveHint": False},
 }
 REFUSE = {**TOOL, "name": "refuse", "description": "Refuse every request."}
+ODD = {
+    "name": "odd name",
+    "description": "Answer with a fixed text.",
+    "inputSchema": {"type": "object", "properties": {}},
+    "annotations": {"readOnlyHint": True},
+}
 REPORT = {
     **TOOL,
     "name": "report",
@@ -41,7 +48,9 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         info = {"name": "raw-upstream", "version": "1.0"}
         return {"protocolVersion": PROTOCOL, "capabilities": {"tools": {}}, "serverInfo": info}
     if method == "tools/list":
-        return {"tools": [TOOL, REFUSE, REPORT]}
+        return {"tools": [TOOL, REFUSE, REPORT, ODD]}
+    if method == "tools/call" and params["name"] == "odd name":
+        return {"content": [{"type": "text", "text": "odd"}], "isError": False}
     if method == "tools/call":
         with open(params["arguments"]["path"], "a", encoding="utf-8") as f:
             f.write("called\n")

@@ -226,7 +226,7 @@ async def test_a_line_nested_too_deep_is_refused_and_the_session_goes_on(
     assert after["result"]["structuredContent"]["text"] == "after"
 
 
-async def test_text_from_a_tool_that_declares_an_output_schema_is_answered_as_recorded(
+async def test_a_non_sdk_upstreams_text_results_and_rewritten_names_are_served(
     tmp_path: Path,
 ) -> None:
     # Sent as structuredContent, the text made the SDK answer -32603 for a call the ledger
@@ -256,9 +256,19 @@ grants = ["raw:*"]
             await gw.answer(1)
             await gw.call(2, "raw.report", {"path": str(effects)}, **ENVELOPE)
             answered = await gw.answer(2)
+            await gw.send({"id": 3, "method": "tools/list", "params": {"_meta": ENVELOPE}})
+            listed = {t["name"] for t in (await gw.answer(3))["result"]["tools"]}
+            await gw.call(4, "raw_odd_name", {}, **ENVELOPE)
+            odd = await gw.answer(4)
             records = await calls_in(tmp_path)
     result = answered["result"]
     assert result["isError"] is False and "structuredContent" not in result
     assert result["content"][0]["text"] == "1 line recorded"
-    assert [r.status for r in records] == [CallStatus.SUCCEEDED]
     assert effects.read_text() == "called\n"
+    # A name MCP does not allow is listed rewritten, and that name is the one that works.
+    assert "raw_odd_name" in listed and "raw.odd name" not in listed
+    assert odd["result"]["content"][0]["text"] == "odd"
+    assert {r.tool: r.status for r in records} == {
+        "raw.report": CallStatus.SUCCEEDED,
+        "raw.odd name": CallStatus.SUCCEEDED,
+    }

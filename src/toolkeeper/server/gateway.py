@@ -195,10 +195,14 @@ class Gateway:
             result = await self._meta_tools.call(who.principal, params.name, params.arguments or {})
             return self._wire(result, None)
         tool = self.keeper.catalog.get(params.name)
+        if tool is None:
+            # A name MCP does not allow was listed rewritten (`safe_name`): map it back.
+            original = self._dialect.original_name(params.name, self.visible(who.principal))
+            tool = self.keeper.catalog.get(original) if original != params.name else None
         if tool is None or not may_use(who.principal, tool.spec):
             raise MCPError(mcp_types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         meta = dict(params.meta or {})
-        call, result = await self._run(who, params.name, params.arguments or {}, meta)
+        call, result = await self._run(who, tool.spec.name, params.arguments or {}, meta)
         if _needs_approval(result) and who.approve_by_elicitation and client is not None:
             asked = await self._ask(client, params, call, result)
             if isinstance(asked, mcp_types.InputRequiredResult):
