@@ -242,3 +242,25 @@ async def test_the_size_limit_counts_utf8_bytes_whether_arguments_are_text_or_pa
             )
             assert result.error is not None, call_id
             assert result.error.code is ErrorCode.PAYLOAD_TOO_LARGE, call_id
+
+
+async def test_a_tool_with_a_broken_input_schema_is_refused_and_recorded() -> None:
+    # What an upstream may declare: listed, but no call to it can be checked.
+    from dataclasses import replace
+
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="read_only")
+    async def lookup(q: str) -> str:
+        raise AssertionError("must not run")
+
+    tool = keeper.catalog.get("lookup")
+    assert tool is not None
+    broken = {"type": "object", "properties": {"q": {"type": "string", "pattern": "(unclosed"}}}
+    keeper.catalog.add(replace(tool, spec=replace(tool.spec, input_schema=broken, version="2")))
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c1", name="lookup", arguments={"q": "x"}))
+        [record] = await keeper.store.list_calls()
+    assert result.error is not None and result.error.code is ErrorCode.TOOL_ERROR
+    assert "not valid JSON Schema" in result.error.message
+    assert record.status is CallStatus.REJECTED

@@ -31,7 +31,7 @@ from ..policy.budgets import COUNTED_STATUSES
 from ..policy.grants import may_use, missing_permissions
 from ..policy.rules import Decision, RuleInput, Verdict
 from ..schema.canonical import canonical_json, parse_canonical
-from ..schema.validate import apply_defaults
+from ..schema.validate import SchemaError, apply_defaults
 from .records import approval_pending_result, binding, mark_unknown, replay
 from .runtime import Runtime
 from .state import CallState
@@ -214,7 +214,15 @@ def validate(rt: Runtime, st: CallState) -> Any:
             message,
             violations=[{"pointer": "", "keyword": "json", "message": message}],
         )
-    prepared = rt.prepared(st.tool)
+    try:
+        prepared = rt.prepared(st.tool)
+    except SchemaError as exc:  # an upstream's broken schema: no call to it can be checked
+        _log.warning("tool %s has an invalid input schema: %s", st.tool.spec.name, exc)
+        raise _refuse(
+            ErrorCode.TOOL_ERROR,
+            f"{st.tool.spec.name!r} declares an input schema that is not valid JSON Schema, "
+            "so its arguments cannot be checked; the call was not run",
+        ) from exc
     st.prepared = prepared
     violations = prepared.validator.violations(st.arguments)
     if violations:
