@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import signal
+import socket
 import sqlite3
 import sys
 from collections.abc import AsyncIterator
@@ -27,6 +28,39 @@ def test_a_configuration_error_exits_2_naming_file_and_line(
     config.write_text('[server]\nport = "eighty"\n')
     assert main(["serve", "--config", str(config)]) == 2
     assert f"{config}:2: server.port:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('file = "no_such_tools.py"', "tools[0] (no_such_tools.py): no such file:"),
+        ('module = "no_such_module_xyz"', "no module named 'no_such_module_xyz'"),
+    ],
+)
+def test_a_tool_module_that_cannot_be_loaded_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], entry: str, message: str
+) -> None:
+    config = tmp_path / "gw.toml"
+    config.write_text(f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\n[[tools]]\n{entry}\n')
+    assert main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"toolkeeper serve: {config}: ") and message in err
+    assert "Traceback" not in err
+
+
+def test_a_port_in_use_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "gw.toml"
+        config.write_text(f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\nport = {port}\n')
+        assert main(["serve", "--config", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert f"toolkeeper serve: cannot serve on 127.0.0.1:{port}" in err
+    assert "Traceback" not in err
 
 
 @contextlib.asynccontextmanager

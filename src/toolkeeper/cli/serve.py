@@ -54,6 +54,7 @@ def register(subparsers: Any) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from ..config import ConfigError, load_config
+    from ..core.errors import ConfigurationError, sole_cause
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
     try:
@@ -62,6 +63,15 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"toolkeeper serve: {exc}", file=sys.stderr)
         return 2
+    except ConfigurationError as exc:  # found while building: tool modules, the ledger URL
+        print(f"toolkeeper serve: {args.config}: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ExceptionGroup) as exc:  # cannot listen: the port is taken, ...
+        cause = sole_cause(exc)
+        if not isinstance(cause, OSError):
+            raise
+        print(f"toolkeeper serve: {cause}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 0
 

@@ -38,7 +38,7 @@ import sniffio
 from pydantic import ValidationError
 
 from ..catalog.registry import Catalog, Tool
-from ..core.errors import ConfigurationError
+from ..core.errors import ConfigurationError, sole_cause
 from ..core.retry import RetryPolicy
 from ..core.signals import OutcomeUnknown, ToolFailed
 from ..core.values import CallContext, Effect, ToolSpec
@@ -389,7 +389,8 @@ class McpUpstream:
                         "upstream %r: no connection within the timeout", self.params.name
                     )
             except Exception as exc:
-                logger.warning("upstream %r: %s: %s", self.params.name, type(exc).__name__, exc)
+                cause = sole_cause(exc)  # not "unhandled errors in a TaskGroup"
+                logger.warning("upstream %r: %s: %s", self.params.name, type(cause).__name__, cause)
             self._attempted.set()
             attempt += 1
             self._wake = anyio.Event()

@@ -33,6 +33,7 @@ __all__ = [
     "StoreError",
     "ToolError",
     "ToolkeeperError",
+    "sole_cause",
 ]
 
 
@@ -178,3 +179,11 @@ class CallRefused(ToolkeeperError):
     def __init__(self, error: ToolError) -> None:
         super().__init__(f"{error.code}: {error.message}")
         self.error = error
+
+
+def sole_cause(exc: BaseException) -> BaseException:
+    """The one exception inside task-group wrappers (`ExceptionGroup`s of a single member), for
+    messages that name what went wrong rather than "unhandled errors in a TaskGroup"."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

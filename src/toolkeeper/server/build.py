@@ -145,11 +145,19 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         principal=Principal(id="gateway", grants=frozenset()),
         rules=[_rule(r) for r in config.rules],
     )
-    for entry in config.tools:
-        module = load_tool_module(entry, config.base_dir)
+    for index, entry in enumerate(config.tools):
+        where = f"tools[{index}] ({entry.module or entry.file})"
+        try:
+            module = load_tool_module(entry, config.base_dir)
+        except FileNotFoundError as exc:
+            raise ConfigurationError(f"{where}: no such file: {exc.filename}") from exc
+        except ModuleNotFoundError as exc:
+            if entry.module is None or exc.name != entry.module.split(".")[0]:
+                raise  # the module itself imports something missing: its traceback helps
+            raise ConfigurationError(f"{where}: no module named {entry.module!r}") from exc
         register = getattr(module, "register", None)
         if not callable(register):
-            raise ConfigurationError(f"tool module {module.__name__} has no register(keeper)")
+            raise ConfigurationError(f"{where}: the module defines no register(keeper)")
         register(keeper)
     upstreams = [
         McpUpstream(upstream_params(name, cfg, config.base_dir), keeper.catalog)

@@ -191,6 +191,8 @@ async def serve_http(
         try:
             with anyio.CancelScope(shield=True):
                 await server.serve()
+        except SystemExit:  # uvicorn failed to start, and logged why (a port in use...)
+            pass
         finally:
             stopped.set()
 
@@ -200,7 +202,7 @@ async def serve_http(
         try:
             while not server.started:
                 if stopped.is_set():
-                    raise OSError(f"cannot serve on {host}:{port}")
+                    raise OSError(f"cannot serve on {host}:{port} (is the port in use?)")
                 await anyio.sleep(0.01)
             if started is not None:
                 sockets = [s for srv in server.servers for s in srv.sockets]
