@@ -299,3 +299,21 @@ async def test_a_servers_own_error_is_a_tool_error_not_a_lost_connection(tmp_pat
     assert result.error is not None and result.error.code.value == "TOOL_ERROR"
     assert result.error.message == "upstream error -32000: the ledger service said no"
     assert still
+
+
+async def test_an_upstream_never_replaces_another_sources_tool(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(name="t.echo", effect="read_only", permissions=["local:echo"])
+    async def local_echo(text: str) -> str:
+        return f"local {text}"
+
+    params = UpstreamParams(name="t", command=sys.executable, args=(UPSTREAM,))
+    async with McpUpstream(params, keeper.catalog) as upstream:
+        tool = keeper.catalog.get("t.echo")
+        names = upstream.tool_names
+    assert tool is not None and tool.spec.permissions == ("local:echo",)
+    assert "t.echo" not in names and "t.append_line" in names
+    assert "tool 't.echo' is already provided by" in caplog.text

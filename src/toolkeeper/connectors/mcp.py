@@ -447,8 +447,19 @@ class McpUpstream:
         }
         for name in self._names - specs.keys():
             self._catalog.remove(name)
-        for name, spec in specs.items():
+        for name, spec in list(specs.items()):
             current = self._catalog.get(name)
+            if current is not None and current.connector is not self and name not in self._names:
+                # Another source's tool (a local one, say, with its own permissions) is never
+                # replaced behind its owner's back.
+                logger.warning(
+                    "upstream %r: tool %r is already provided by %s; this one is left out",
+                    self.params.name,
+                    name,
+                    current.spec.source or "another source",
+                )
+                del specs[name]
+                continue
             if current is None or current.spec != spec or current.connector is not self:
                 self._catalog.add(Tool(spec=spec, connector=self))
         self._names = set(specs)
