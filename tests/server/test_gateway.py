@@ -159,6 +159,7 @@ async def test_progressive_principal_sees_meta_tools_and_calls_through_them(
             "call_tool", {"name": "t.append_line", "arguments": {"path": "x", "line": "y"}}
         )
         called = await carol.call_tool("call_tool", {"name": "demo.list_notes", "arguments": {}})
+        malformed = await carol.call_tool("call_tool", {"arguments": {}})
         with pytest.raises(MCPError):
             await carol.call_tool("demo.list_notes", {})
     assert listed == {"search_tools", "get_tool_details", "call_tool"}
@@ -169,6 +170,9 @@ async def test_progressive_principal_sees_meta_tools_and_calls_through_them(
     assert (hidden.structured_content or {}) == {"tools": [], "unknown": ["t.append_line"]}
     assert code_of(forbidden) == "UNKNOWN_TOOL"
     assert not called.is_error
+    assert code_of(malformed) == "INVALID_ARGUMENTS"
+    text = malformed.content[0].text  # type: ignore[union-attr]
+    assert "/name: " in text and "Violation(" not in text
     [record] = await deployment.keeper.store.list_calls()
     assert (record.tool, record.principal_id) == ("demo.list_notes", "carol")
 

@@ -60,7 +60,14 @@ class MetaTools:
         tool = self._tools[name]
         violations = compile_validator(tool.spec.input_schema).violations(dict(arguments))
         if violations:
-            return _error(name, ErrorCode.INVALID_ARGUMENTS, "; ".join(map(str, violations)))
+            # Worded and detailed as the executor words a refusal of arguments.
+            message = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:10])
+            error = ToolError.of(
+                ErrorCode.INVALID_ARGUMENTS,
+                message,
+                details={"violations": [v.to_dict() for v in violations]},
+            )
+            return ToolResult(call_id=name, tool=name, status=CallStatus.REJECTED, error=error)
         ctx = CallContext(
             call_id=f"meta-{uuid.uuid4().hex}",
             task_id=f"mcp:{principal.id}",
