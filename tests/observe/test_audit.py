@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from toolkeeper import Keeper, ToolCall
 from toolkeeper.observe.audit import AuditEvent, JsonlAuditSink
@@ -71,6 +71,48 @@ def test_sensitive_pointers_follow_refs_and_nesting() -> None:
         "auth": {"key": REDACTED},
         "note": "n",
     }
+
+
+class Cred(BaseModel):
+    user: str
+    password: Annotated[str, Field(json_schema_extra={"writeOnly": True})]
+
+
+async def test_secrets_inside_lists_and_maps_and_refused_values_are_never_stored(
+    tmp_path: Path,
+) -> None:
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl")
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=sink)
+
+    @keeper.tool(effect="destructive")
+    async def rotate(
+        creds: list[Cred],
+        by_host: dict[str, Cred],
+        token: Annotated[str, Field(min_length=12, json_schema_extra={"x-sensitive": True})],
+    ) -> str:
+        return "rotated"
+
+    arguments = {
+        "creds": [{"user": "a", "password": "PW-IN-LIST"}],
+        "by_host": {"db": {"user": "b", "password": "PW-IN-MAP"}},
+        "token": "long-enough-token",
+    }
+    async with keeper:
+        waiting = await keeper.execute(ToolCall(call_id="c1", name="rotate", arguments=arguments))
+        short = await keeper.execute(
+            ToolCall(call_id="c2", name="rotate", arguments={**arguments, "token": "SHORT-SEC"})
+        )
+        [request] = await keeper.approvals.pending()
+        records = await keeper.store.list_calls()
+    assert waiting.approval_id == request.id
+    assert request.arguments["creds"] == [{"user": "a", "password": REDACTED}]
+    assert request.arguments["by_host"] == {"db": {"user": "b", "password": REDACTED}}
+    assert short.error is not None and "SHORT-SEC" not in json.dumps(short.error.to_dict())
+    assert [v["pointer"] for v in short.error.details["violations"]] == ["/token"]
+    stored = json.dumps([dataclasses.asdict(r) for r in records], default=str)
+    stored += (tmp_path / "audit.jsonl").read_text()
+    for secret in ("PW-IN-LIST", "PW-IN-MAP", "SHORT-SEC", "long-enough-token"):
+        assert secret not in stored, secret
 
 
 def _event(**fields: Any) -> AuditEvent:

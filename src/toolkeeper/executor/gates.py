@@ -17,6 +17,7 @@ import inspect
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -25,7 +26,7 @@ from ..core.errors import CallRefused, ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Effect
 from ..ledger.base import is_abandoned
-from ..observe.redact import redact
+from ..observe.redact import covers, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES
 from ..policy.grants import may_use, missing_permissions
@@ -226,6 +227,14 @@ def validate(rt: Runtime, st: CallState) -> Any:
     st.prepared = prepared
     violations = prepared.validator.violations(st.arguments)
     if violations:
+        if prepared.sensitive:
+            # A validator quotes the value it refused: never a sensitive one.
+            violations = [
+                replace(v, message=f"the value does not satisfy {v.keyword!r} (not shown)")
+                if v.keyword != "required" and covers(prepared.sensitive, v.pointer)
+                else v
+                for v in violations
+            ]
         raise _refuse(
             ErrorCode.INVALID_ARGUMENTS,
             "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:10]),

@@ -1,8 +1,10 @@
 """Redaction of sensitive arguments before they are stored or logged.
 
 A field is sensitive when its schema says `writeOnly: true` or `x-sensitive: true`, or when a
-tool lists its JSON pointer as sensitive. Redacted values become `"[REDACTED]"`; digests are
-computed before redaction, so dedupe and approvals still see the real arguments.
+tool lists its JSON pointer as sensitive. A pointer segment `*` stands for every item of an
+array or every value of a map (`/credentials/*/password`), so fields inside lists and maps
+are found too. Redacted values become `"[REDACTED]"`; digests are computed before redaction,
+so dedupe and approvals still see the real arguments.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from typing import Any
 
 from ..schema.canonical import canonical_json
 
-__all__ = ["REDACTED", "redact", "sensitive_pointers"]
+__all__ = ["ANY", "REDACTED", "covers", "redact", "sensitive_pointers"]
 
 REDACTED = "[REDACTED]"
+
+ANY = "*"
+"""The pointer segment for every item of an array or value of a map."""
 
 
 def _walk(
@@ -39,6 +44,12 @@ def _walk(
     if isinstance(props, Mapping):
         for name, sub in props.items():
             _walk(sub, root, (*path, str(name)), out, depth + 1)
+    # Items of arrays, values of maps: every one of them.
+    members = [node.get("items"), node.get("additionalProperties")]
+    members += list(node.get("prefixItems") or ())
+    members += list((node.get("patternProperties") or {}).values())
+    for sub in members:
+        _walk(sub, root, (*path, ANY), out, depth + 1)
 
 
 @lru_cache(maxsize=1024)
@@ -68,12 +79,45 @@ def redact(arguments: Mapping[str, Any], pointers: Iterable[str]) -> dict[str, A
     out: dict[str, Any] = _copy(arguments)
     for pointer in pointers:
         parts = [_unescape(p) for p in pointer.split("/")[1:]]
-        node: Any = out
-        for part in parts[:-1]:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and parts and parts[-1] in node:
-            node[parts[-1]] = REDACTED
+        if parts:
+            _blank(out, parts)
     return out
+
+
+def _blank(node: Any, parts: list[str]) -> None:
+    """Replace what `parts` (a pointer, `*` for every member) reaches under `node`."""
+    head, rest = parts[0], parts[1:]
+    if head == ANY:
+        keys: Iterable[Any] = (
+            range(len(node))
+            if isinstance(node, list)
+            else list(node)
+            if isinstance(node, dict)
+            else ()
+        )
+    elif isinstance(node, dict) and head in node:
+        keys = (head,)
+    elif isinstance(node, list) and head.isdigit() and int(head) < len(node):
+        keys = (int(head),)
+    else:
+        return
+    for key in keys:
+        if rest:
+            _blank(node[key], rest)
+        else:
+            node[key] = REDACTED
+
+
+def covers(pointers: Iterable[str], pointer: str) -> bool:
+    """Whether `pointer` (of an argument) is, or is inside, a sensitive one."""
+    parts = [_unescape(p) for p in pointer.split("/")[1:]]
+    for sensitive in pointers:
+        want = [_unescape(p) for p in sensitive.split("/")[1:]]
+        if len(want) <= len(parts) and all(
+            w in (ANY, p) for w, p in zip(want, parts[: len(want)], strict=True)
+        ):
+            return True
+    return False
 
 
 def _copy(value: Any) -> Any:
