@@ -1,8 +1,10 @@
 """What a tool returns is recorded and handed back as JSON data, whatever text it holds."""
 
 from pathlib import Path
+from typing import Annotated
 
 import pytest
+from pydantic import Field
 
 from toolkeeper import CallStatus, Keeper, ToolCall
 from toolkeeper.core.signals import ToolFailed
@@ -63,3 +65,24 @@ async def test_a_tool_that_changes_a_default_changes_it_for_itself_only() -> Non
     assert seen == [[1], [1], [1]]
     assert schema["properties"]["items"]["default"] == []
     assert schema["properties"]["tag"]["default"] == {}
+
+
+async def test_positional_only_and_aliased_parameters_are_called_as_declared() -> None:
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="read_only")
+    async def scale(value: int, /, factor: int = 2) -> int:
+        return value * factor
+
+    @keeper.tool(effect="read_only")
+    def route(src: Annotated[str, Field(alias="from")], to: str) -> str:
+        return f"{src}->{to}"
+
+    async with keeper:
+        scaled = await keeper.execute(ToolCall(call_id="c1", name="scale", arguments={"value": 3}))
+        routed = await keeper.execute(
+            ToolCall(call_id="c2", name="route", arguments={"from": "a", "to": "b"})
+        )
+    assert scaled.data == 6
+    assert routed.data == "a->b"
+    assert "from" in keeper.catalog.get("route").spec.input_schema["properties"]  # type: ignore[union-attr]

@@ -32,10 +32,11 @@ class FunctionConnector:
         kwargs = self.schema.python_arguments(arguments)
         if self.schema.context_param is not None:
             kwargs[self.schema.context_param] = ctx
+        args = [kwargs.pop(name) for name in self.schema.positional if name in kwargs]
         if self.schema.is_async:
-            value = await self.func(**kwargs)
+            value = await self.func(*args, **kwargs)
         else:
-            value = await anyio.to_thread.run_sync(functools.partial(self.func, **kwargs))
+            value = await anyio.to_thread.run_sync(functools.partial(self.func, *args, **kwargs))
         if isinstance(value, ToolOutput):
             return ToolOutput(data=to_jsonable(value.data), effect_ref=value.effect_ref)
         return to_jsonable(value)

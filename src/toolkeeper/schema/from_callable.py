@@ -48,6 +48,8 @@ class FunctionSchema:
     """Converts validated JSON arguments into Python values; None when they are plain JSON."""
     is_async: bool
     """Whether calling the function returns an awaitable."""
+    positional: tuple[str, ...] = ()
+    """Positional-only parameters, in order: passed by position, not by name."""
 
     def python_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validated JSON arguments → the keyword arguments the function takes."""
@@ -132,6 +134,7 @@ def function_schema(
     fields: dict[str, Any] = {}
     context_param: str | None = None
     plain = True
+    positional: list[str] = []
     for name, param in signature.parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ConfigurationError(f"{func.__qualname__}: *args/**kwargs cannot be tool inputs")
@@ -140,6 +143,8 @@ def function_schema(
             context_param = name
             continue
         plain = plain and _is_plain(annotation)
+        if param.kind is param.POSITIONAL_ONLY:
+            positional.append(name)
         default = ... if param.default is param.empty else param.default
         described = doc.params.get(name) if not _has_description(annotation) else None
         if isinstance(default, FieldInfo):
@@ -159,6 +164,8 @@ def function_schema(
         __config__=ConfigDict(extra=extra, arbitrary_types_allowed=False),
         **fields,
     )
+    if any(f.alias or f.validation_alias for f in model.model_fields.values()):
+        plain = False  # the model maps the names the schema shows back to the parameters
     input_schema = _strip_titles(model.model_json_schema())
     input_schema.pop("title", None)
     input_schema.setdefault("properties", {})
@@ -182,6 +189,7 @@ def function_schema(
         context_param=context_param,
         model=None if plain else model,
         is_async=is_async,
+        positional=tuple(positional),
     )
 
 
