@@ -81,3 +81,16 @@ def test_parallel_off_cannot_be_said_and_is_reported() -> None:
         "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["f"]}}
     }
     assert out.losses[0].keyword == "parallel"
+
+
+def test_a_rewritten_name_goes_back_as_the_model_called_it() -> None:
+    # Gemini pairs a response without an id with its call by name.
+    spec = ToolSpec(name="geo.lookup/v2", description="Look a place up.")
+    [exported] = Gemini().export_tools([spec]).value
+    wire = exported["name"]
+    assert wire != spec.name
+    part = {"functionCall": {"name": wire, "args": {}}}
+    [call] = Gemini().parse([part], tools=[spec])
+    assert call.name == spec.name
+    result = ToolResult(call_id=call.call_id, tool=call.name, status=CallStatus.SUCCEEDED, data=1)
+    assert Gemini().format_result(result)["functionResponse"]["name"] == wire

@@ -132,7 +132,8 @@ class Gemini(Dialect):
             body: dict[str, Any] = {"error": result.error.to_dict()}
         else:
             body = {"output": result.data}
-        response: dict[str, Any] = {"name": result.tool, "response": body}
+        # The name the model called: Gemini pairs an id-less response with its call by name.
+        response: dict[str, Any] = {"name": self.safe_name(result.tool), "response": body}
         if not result.call_id.startswith(SYNTHETIC_ID_PREFIX):
             response = {"id": result.call_id, **response}
         return {"functionResponse": response}
