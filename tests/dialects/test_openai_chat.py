@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from pydantic import BaseModel
 
 from toolkeeper.core.values import ToolSpec
 from toolkeeper.dialects import Action, LossError, OpenAIChat
@@ -91,7 +94,7 @@ def test_parse_maps_rewritten_names_back_and_drops_nulls_for_absent_arguments() 
     [call] = OpenAIChat().parse(message, tools=[WEATHER])
     assert call.name == "weather.get"
     assert call.arguments == {"location": "Oslo"}
-    assert call.metadata["absent_nulls"] == ["unit"]
+    assert call.metadata["absent_nulls"] == ["/unit"]
 
 
 def test_import_reads_a_definition_back() -> None:
@@ -137,3 +140,45 @@ def test_a_null_for_an_argument_that_accepts_anything_is_kept() -> None:
     }
     [call] = OpenAIChat().parse(message, tools=[spec])
     assert call.arguments == {"value": None}
+
+
+class Address(BaseModel):
+    street: str
+    zip: str = "00000"
+    note: str | None = None
+
+
+@pytest.mark.anyio
+async def test_nulls_strict_mode_puts_in_nested_objects_are_dropped_and_the_call_runs() -> None:
+    from toolkeeper import CallStatus, Keeper
+
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="read_only")
+    async def ship(to: Address, copies: list[Address] | None = None) -> str:
+        return f"{to.street} {to.zip} {to.note} {len(copies or [])}"
+
+    [spec] = keeper.catalog.specs()
+    [tool] = OpenAIChat().export_tools([spec]).value
+    assert tool["function"]["strict"] is True
+    # What a strict-mode model must send: every property, null for the absent ones.
+    arguments = {
+        "to": {"street": "Main", "zip": None, "note": None},
+        "copies": [{"street": "Side", "zip": None, "note": "x"}],
+    }
+    message = {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "ship", "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
+    [call] = OpenAIChat().parse(message, tools=[spec])
+    assert call.metadata["absent_nulls"] == ["/to/zip", "/copies/0/zip"]
+    async with keeper:
+        result = await keeper.execute(call)
+    assert result.status is CallStatus.SUCCEEDED, result.error
+    assert result.data == "Main 00000 None 1"

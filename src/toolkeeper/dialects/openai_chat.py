@@ -53,26 +53,21 @@ def openai_parameters(
 def drop_absent_nulls(call: ToolCall, tools: Sequence[ToolSpec]) -> ToolCall:
     """`call` without the nulls strict mode made the model send for absent optional arguments.
 
-    Only top-level properties that are optional in the spec and do not accept null are touched;
-    the names dropped are listed in `metadata["absent_nulls"]`.
+    Strict mode makes every property required, an optional one nullable, at every depth: a
+    null for a property the spec leaves optional and that does not accept null means "absent".
+    Such nulls are dropped wherever they are (nested objects, array items, local `$ref`s); the
+    JSON pointers dropped are listed in `metadata["absent_nulls"]`.
     """
     if not isinstance(call.arguments, Mapping):
         return call
     spec = next((t for t in tools if t.name == call.name), None)
     if spec is None:
         return call
-    props = spec.input_schema.get("properties")
-    required = set(spec.input_schema.get("required", ()))
-    if not isinstance(props, Mapping):
-        return call
-    dropped = [
-        name
-        for name, value in call.arguments.items()
-        if value is None and name in props and name not in required and not is_nullable(props[name])
-    ]
+    dropped: list[str] = []
+    schema = spec.input_schema
+    arguments = _without_nulls(call.arguments, schema, schema, "", dropped, 0)
     if not dropped:
         return call
-    arguments = {k: v for k, v in call.arguments.items() if k not in dropped}
     metadata = dict(call.metadata) | {"absent_nulls": dropped}
     return ToolCall(
         call_id=call.call_id,
@@ -82,6 +77,64 @@ def drop_absent_nulls(call: ToolCall, tools: Sequence[ToolSpec]) -> ToolCall:
         principal=call.principal,
         metadata=metadata,
     )
+
+
+def _deref(node: Any, root: Mapping[str, Any]) -> Any:
+    for _ in range(8):
+        ref = node.get("$ref") if isinstance(node, Mapping) else None
+        if not (isinstance(ref, str) and ref.startswith("#/")):
+            return node
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        node = target
+    return node
+
+
+def _branch(node: Any, root: Mapping[str, Any], key: str) -> Any:
+    """The schema a value follows: `node`, or the branch of its `anyOf` that has `key`
+    (`properties` for an object, `items` for an array)."""
+    node = _deref(node, root)
+    if not isinstance(node, Mapping) or key in node:
+        return node
+    for branch in node.get("anyOf") or node.get("oneOf") or ():
+        branch = _deref(branch, root)
+        if isinstance(branch, Mapping) and key in branch:
+            return branch
+    return node
+
+
+def _without_nulls(
+    value: Any, node: Any, root: Mapping[str, Any], at: str, dropped: list[str], depth: int
+) -> Any:
+    if depth > 32:
+        return value
+    if isinstance(value, Mapping):
+        node = _branch(node, root, "properties")
+        props = node.get("properties") if isinstance(node, Mapping) else None
+        if not isinstance(props, Mapping):
+            return value
+        required = set(node.get("required", ()))
+        out: dict[str, Any] = {}
+        for name, item in value.items():
+            sub = props.get(name)
+            where = f"{at}/{str(name).replace('~', '~0').replace('/', '~1')}"
+            if sub is None:
+                out[name] = item
+            elif item is None and name not in required and not is_nullable(_deref(sub, root)):
+                dropped.append(where)
+            else:
+                out[name] = _without_nulls(item, sub, root, where, dropped, depth + 1)
+        return out
+    if isinstance(value, list):
+        node = _branch(node, root, "items")
+        items = node.get("items") if isinstance(node, Mapping) else None
+        if isinstance(items, Mapping):
+            return [
+                _without_nulls(v, items, root, f"{at}/{i}", dropped, depth + 1)
+                for i, v in enumerate(value)
+            ]
+    return value
 
 
 class OpenAIChat(Dialect):
