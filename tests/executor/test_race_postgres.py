@@ -65,3 +65,37 @@ def test_eight_processes_execute_one_call_exactly_once(pg_schema: str, tmp_path:
     assert len(effects.read_text().splitlines()) == 1
     assert {(status, data) for status, data, _ in results} == {("SUCCEEDED", "shipped o-1")}
     assert sum(1 for *_, replayed in results if not replayed) == 1
+
+
+@pytest.mark.anyio
+async def test_keepers_racing_to_ask_for_one_approval_leave_one_pending(pg_schema: str) -> None:
+    # Each proposal asks for its approval before it records the call: the losers' requests
+    # are withdrawn, so a person never approves one that no call waits for.
+    from toolkeeper.ledger.postgres import PostgresStore
+
+    keepers = [Keeper(ledger=PostgresStore(postgres_url(), schema=pg_schema)) for _ in range(4)]
+    for keeper in keepers:
+
+        @keeper.tool(effect="destructive")
+        async def wipe(path: str) -> str:
+            return path
+
+        await keeper.open()
+    call = ToolCall(call_id="w1", task_id="race-approval", name="wipe", arguments={"path": "/p"})
+    results: list[Any] = []
+    try:
+
+        async def propose(keeper: Keeper) -> None:
+            results.append(await keeper.execute(call))
+
+        async with anyio.create_task_group() as tg:
+            for keeper in keepers:
+                tg.start_soon(propose, keeper)
+        pending = await keepers[0].approvals.pending()
+        record = await keepers[0].store.get_call("race-approval", "w1")
+    finally:
+        for keeper in keepers:
+            await keeper.aclose()
+    assert record is not None
+    assert [p.id for p in pending] == [record.approval_id]
+    assert {r.approval_id for r in results} == {record.approval_id}

@@ -10,6 +10,7 @@ effect may or may not have happened ends UNKNOWN_OUTCOME and is never replayed b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
 from collections.abc import Coroutine, Generator
@@ -190,7 +191,24 @@ def _may_retry(rt: Runtime, st: CallState, outcome: _Outcome, attempt: int) -> b
 
 
 async def hold_for_approval(rt: Runtime, st: CallState, approval: ApprovalRecord) -> ToolResult:
-    """Persist the call as AWAITING_APPROVAL and tell the model how to get it approved."""
+    """Persist the call as AWAITING_APPROVAL and tell the model how to get it approved.
+
+    When another process recorded the call first, `approval` (requested for this attempt) is
+    withdrawn, so no one is asked to approve a request that nothing waits for.
+    """
+    try:
+        return await _hold(rt, st, approval)
+    except LostRace:
+        with contextlib.suppress(KeyError, ValueError):  # already decided, or gone
+            await rt.approvals.deny(
+                approval.id,
+                by="toolkeeper",
+                reason="withdrawn: a concurrent proposal of this call was recorded first",
+            )
+        raise
+
+
+async def _hold(rt: Runtime, st: CallState, approval: ApprovalRecord) -> ToolResult:
     store = rt.store()
     previous = st.record.status if st.record is not None else None
     if st.record is None:
