@@ -1,3 +1,4 @@
+import anyio.lowlevel
 import pytest
 
 from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, ToolCall
@@ -63,3 +64,39 @@ async def test_rate_limit_says_when_to_retry() -> None:
         clock.advance(1.0)
         again = await keeper.execute(ToolCall(call_id="3", name="ping"))
         assert again.ok
+
+
+@pytest.mark.parametrize("effect", ["read_only", "write"])
+@pytest.mark.parametrize("ledger", ["memory", "sqlite"])
+async def test_concurrent_calls_cannot_all_pass_the_budget(
+    tmp_path: object, effect: str, ledger: str
+) -> None:
+    ran: list[int] = []
+    url = "memory://" if ledger == "memory" else f"sqlite:///{tmp_path}/l.db"
+    keeper = Keeper(
+        ledger=url, budgets=Budgets(max_calls_per_task=3, max_calls_per_tool_per_task=2)
+    )
+
+    @keeper.tool(effect=effect, permissions=[])  # type: ignore[arg-type]
+    async def fetch(n: int) -> int:
+        await anyio.lowlevel.checkpoint()
+        ran.append(n)
+        return n
+
+    @keeper.tool(effect="read_only")
+    async def other(n: int) -> int:
+        return n
+
+    calls = [ToolCall(call_id=f"f{i}", name="fetch", arguments={"n": i}) for i in range(6)]
+    calls += [ToolCall(call_id=f"o{i}", name="other", arguments={"n": i}) for i in range(3)]
+    async with keeper:
+        results = await keeper.execute_many(calls)
+        held = dict(keeper.runtime.reserved)
+    ok = [r for r in results if r.ok]
+    # Never more than the task's 3, never more than fetch's 2 (write calls of one tool run
+    # one at a time, so the read-only others may take the task's places first).
+    assert len(ok) == 3
+    assert len(ran) == len([r for r in ok if r.tool == "fetch"]) <= 2
+    refused = [r for r in results if not r.ok]
+    assert all(r.error is not None and r.error.code is ErrorCode.BUDGET_EXCEEDED for r in refused)
+    assert held == {}  # every place was given back

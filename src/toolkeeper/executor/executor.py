@@ -60,10 +60,12 @@ class Executor:
             try:
                 return await self._pipeline(st)
             except LostRace:
+                self.runtime.release(st)
                 if st.reentries >= _MAX_REENTRIES:
                     return _internal(call, "the call kept changing under concurrent updates")
                 st = CallState(call=call, principal=st.principal, reentries=st.reentries + 1)
             except CallRefused as refused:
+                self.runtime.release(st)
                 try:
                     return await record_refusal(self.runtime, st, refused.error)
                 except LostRace:
@@ -74,6 +76,9 @@ class Executor:
             except Exception:
                 _log.exception("internal error executing %s", call.name)
                 return _internal(call, "an internal error stopped the call")
+            finally:
+                if st.reserved:
+                    self.runtime.release(st)
 
     async def _pipeline(self, st: CallState) -> ToolResult:
         rt = self.runtime

@@ -279,6 +279,7 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
             )
             if not created:
                 raise LostRace
+            rt.release(st)  # the RUNNING record counts against the budget now
             audit(rt, st, CallStatus.RUNNING, attempt=attempt, first=True)
         else:
             changes = _identity_changes(st) | {
@@ -296,6 +297,7 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 )
             except StaleState as exc:
                 raise LostRace from exc
+            rt.release(st)
             audit(rt, st, CallStatus.RUNNING, previous=st.record.status, attempt=attempt)
         persisted = CallStatus.RUNNING
     deadline_mono = time.monotonic() + spec.timeout
@@ -407,6 +409,8 @@ async def _record_end(
             )
         except StaleState as exc:
             raise LostRace from exc
+    if st.reserved:
+        rt.release(st)  # its record counts now
     finished_at = rt.clock()
     audit(
         rt,
