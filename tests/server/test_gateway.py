@@ -173,6 +173,8 @@ async def test_progressive_principal_sees_meta_tools_and_calls_through_them(
     assert code_of(malformed) == "INVALID_ARGUMENTS"
     text = malformed.content[0].text  # type: ignore[union-attr]
     assert "/name: " in text and "Violation(" not in text
+    assert (malformed.meta or {}).get("dev.toolkeeper/error-code") == "INVALID_ARGUMENTS"
+    assert "dev.toolkeeper/call-id" not in (malformed.meta or {})  # no call was proposed
     [record] = await deployment.keeper.store.list_calls()
     assert (record.tool, record.principal_id) == ("demo.list_notes", "carol")
 

@@ -322,7 +322,7 @@ class Gateway:
         if result.error is not None:
             wire["_meta"] = {
                 "dev.toolkeeper/error-code": result.error.code.value,
-                "dev.toolkeeper/call-id": result.call_id,
+                **({"dev.toolkeeper/call-id": result.call_id} if result.call_id else {}),
                 **(
                     {"dev.toolkeeper/approval-id": result.approval_id} if result.approval_id else {}
                 ),

@@ -67,7 +67,7 @@ class MetaTools:
                 message,
                 details={"violations": [v.to_dict() for v in violations]},
             )
-            return ToolResult(call_id=name, tool=name, status=CallStatus.REJECTED, error=error)
+            return ToolResult(call_id="", tool=name, status=CallStatus.REJECTED, error=error)
         ctx = CallContext(
             call_id=f"meta-{uuid.uuid4().hex}",
             task_id=f"mcp:{principal.id}",
@@ -102,6 +102,7 @@ def _embedder() -> Any:
 
 
 def _error(name: str, code: ErrorCode, message: str) -> ToolResult:
+    """A meta-tool's own refusal: no call was proposed, so there is no call id to name."""
     return ToolResult(
-        call_id=name, tool=name, status=CallStatus.REJECTED, error=ToolError.of(code, message)
+        call_id="", tool=name, status=CallStatus.REJECTED, error=ToolError.of(code, message)
     )
