@@ -1,5 +1,6 @@
 """What a tool returns is recorded and handed back as JSON data, whatever text it holds."""
 
+import base64
 from pathlib import Path
 from typing import Annotated
 
@@ -86,3 +87,17 @@ async def test_positional_only_and_aliased_parameters_are_called_as_declared() -
     assert scaled.data == 6
     assert routed.data == "a->b"
     assert "from" in keeper.catalog.get("route").spec.input_schema["properties"]  # type: ignore[union-attr]
+
+
+async def test_binary_bytes_from_a_write_tool_are_base64_not_a_failure() -> None:
+    keeper = Keeper(ledger="memory://")
+    png = bytes([0x89, 0x50, 0x4E, 0x47])
+
+    @keeper.tool(effect="write", permissions=[])
+    async def upload() -> dict[str, object]:
+        return {"thumbnail": png, "name": b"cat.png"}
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c1", name="upload", arguments={}))
+    assert result.status is CallStatus.SUCCEEDED, result.error
+    assert result.data == {"thumbnail": base64.b64encode(png).decode(), "name": "Y2F0LnBuZw=="}

@@ -197,10 +197,13 @@ _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
 def to_jsonable(value: Any) -> Any:
-    """A tool's return value as JSON-compatible data (models, dataclasses, enums, dates...)."""
+    """A tool's return value as JSON-compatible data (models, dataclasses, enums, dates...).
+    Bytes become text when they are UTF-8; in a value holding any that are not, all are base64."""
     if isinstance(value, _JSON_SCALARS) and not isinstance(value, enum.Enum):
         return value
     try:
         return pydantic_core.to_jsonable_python(value)
     except UnicodeEncodeError:  # a lone surrogate in a key: see `json_safe`
         return pydantic_core.to_jsonable_python(json_safe(value))
+    except UnicodeDecodeError:  # bytes that are not UTF-8 text (an image, say): base64
+        return pydantic_core.to_jsonable_python(value, bytes_mode="base64")
