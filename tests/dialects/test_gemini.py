@@ -94,3 +94,16 @@ def test_a_rewritten_name_goes_back_as_the_model_called_it() -> None:
     assert call.name == spec.name
     result = ToolResult(call_id=call.call_id, tool=call.name, status=CallStatus.SUCCEEDED, data=1)
     assert Gemini().format_result(result)["functionResponse"]["name"] == wire
+
+
+def test_the_same_call_in_another_response_gets_another_id() -> None:
+    # Gemini gives no call ids: one response parsed twice keeps its ids (a retry replays),
+    # but the same call asked for again in a later turn is a new call.
+    def response(response_id: str) -> dict[str, object]:
+        part = {"functionCall": {"name": "get_time", "args": {}}}
+        return {"responseId": response_id, "candidates": [{"content": {"parts": [part]}}]}
+
+    [first] = Gemini().parse(response("turn-1"))
+    [again] = Gemini().parse(response("turn-1"))
+    [later] = Gemini().parse(response("turn-2"))
+    assert first.call_id == again.call_id != later.call_id

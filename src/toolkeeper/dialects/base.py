@@ -350,10 +350,12 @@ class Dialect(Importer):
         )
 
     @staticmethod
-    def synthetic_id(prefix: str, position: int, name: str, arguments: Any) -> str:
-        """A stable call id for vendors that give none: from position, name and arguments."""
+    def synthetic_id(prefix: str, position: int, name: str, arguments: Any, turn: str = "") -> str:
+        """A stable call id for vendors that give none: from the response it came in (`turn`,
+        the vendor's response id), its position, name and arguments. The same response parsed
+        twice gives the same ids (a retry replays); another response gives new ones."""
         try:
             text = canonical_json(arguments)
         except (TypeError, ValueError):
             text = repr(arguments)
-        return f"{prefix}{_hash(f'{position}:{name}:{text}', 16)}"
+        return f"{prefix}{_hash(f'{turn}:{position}:{name}:{text}', 16)}"

@@ -101,7 +101,10 @@ class Gemini(Dialect):
 
     def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
         data = plain(response)
+        turn = ""
         if isinstance(data, Mapping) and "candidates" in data:
+            # Gemini names no calls: its response id tells one turn's calls from another's.
+            turn = str(data.get("responseId") or data.get("response_id") or "")
             data = mapping(first(data["candidates"]).get("content"))
         parts = items_of(data.get("parts") if isinstance(data, Mapping) else data)
         calls = []
@@ -114,7 +117,7 @@ class Gemini(Dialect):
             name = str(fc.get("name") or "")
             arguments = fc.get("args")
             call_id = fc.get("id") or self.synthetic_id(
-                SYNTHETIC_ID_PREFIX, position, name, arguments
+                SYNTHETIC_ID_PREFIX, position, name, arguments, turn
             )
             calls.append(
                 self.call(
