@@ -15,6 +15,7 @@ async with keeper:
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -136,6 +137,7 @@ class Keeper:
             sleep=sleep,
         )
         self.executor = Executor(self.runtime)
+        self._call_tool: Tool | None = None
         self._portal_cm: Any = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._selector: Selector | None = None
@@ -323,7 +325,45 @@ class Keeper:
         tools = meta_tools(self.selector, self.execute)
         for tool in tools:
             self.catalog.add(tool)
+        self._call_tool = next(t for t in tools if t.spec.name == "call_tool")
         return tools
+
+    def _unwrap(self, call: ToolCall) -> ToolCall:
+        """A `call_tool` proposal as the proposal it stands for, under the same call id.
+
+        The inner call is then the call of record: proposing the same `call_tool` again after
+        its approval runs it (nested under a `call_tool` record of its own, the approval
+        required would end that record and replay forever). Anything `call_tool` itself must
+        refuse (no `tools:call` grant, malformed arguments, a tool the principal may not use,
+        said as for one that does not exist) is left to its own pipeline.
+        """
+        tool = self._call_tool
+        if tool is None or call.name != tool.spec.name or self.catalog.get(call.name) is not tool:
+            return call
+        arguments: Any = call.arguments
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                return call
+        principal = call.principal or self.runtime.principal
+        if (
+            not isinstance(arguments, Mapping)
+            or not self.runtime.prepared(tool).validator.is_valid(dict(arguments))
+            or not may_use(principal, tool.spec)
+        ):
+            return call
+        name, inner = arguments["name"], arguments.get("arguments") or {}
+        if self.catalog.get(name) is None or name not in self.selector.allowed(principal):
+            return call
+        return ToolCall(
+            call_id=call.call_id,
+            name=name,
+            arguments=inner,
+            task_id=call.task_id,
+            principal=call.principal,
+            metadata={**call.metadata, "via": tool.spec.name},
+        )
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -331,12 +371,16 @@ class Keeper:
         """Check, run and record one proposed call. Never raises for bad input."""
         if self.state is not KeeperState.OPEN:
             await self.open()
+        if self._call_tool is not None:
+            call = self._unwrap(call)
         return await self.executor.execute(call)
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
         if self.state is not KeeperState.OPEN:
             await self.open()
+        if self._call_tool is not None:
+            calls = [self._unwrap(c) for c in calls]
         return await self.executor.execute_many(calls)
 
     def execute_sync(self, call: ToolCall) -> ToolResult:

@@ -173,3 +173,32 @@ async def test_keeper_selects_and_discovers_with_the_bundled_model(
         )
         assert result.data == "sunny in Lisbon"
     assert (tmp_path / "embeddings.sqlite").exists()
+
+
+@pytest.mark.anyio
+async def test_a_destructive_tool_behind_call_tool_runs_once_approved() -> None:
+    keeper = Keeper(ledger="memory://")
+    refunded: list[str] = []
+
+    @keeper.tool(effect="destructive", permissions=["orders:refund"])
+    async def refund(order: str) -> str:
+        refunded.append(order)
+        return f"refunded {order}"
+
+    agent = Principal(id="agent", grants=frozenset({"orders:*", "tools:call"}))
+    keeper.enable_discovery()
+    call = ToolCall(
+        call_id="r1",
+        name="call_tool",
+        arguments={"name": "refund", "arguments": {"order": "A-1"}},
+        principal=agent,
+    )
+    async with keeper:
+        asked = await keeper.execute(call)
+        assert asked.approval_id is not None and asked.error is not None
+        assert asked.error.code == "APPROVAL_REQUIRED"
+        await keeper.approvals.approve(asked.approval_id, by="ops")
+        ran = await keeper.execute(call)
+        again = await keeper.execute(call)
+    assert ran.ok and ran.data == "refunded A-1" and ran.approval_id == asked.approval_id
+    assert again.replayed and refunded == ["A-1"]
