@@ -120,3 +120,54 @@ def test_long_inputs_on_two_threads_give_the_same_vectors_as_on_one() -> None:
     assert np.allclose(
         MiniLMEmbedder().embed(texts), MiniLMEmbedder(threads=1).embed(texts), atol=1e-4
     )
+
+
+def test_an_unusable_cache_is_a_warning_and_vectors_are_still_computed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"not a database at all" * 100)
+    blocked = tmp_path / "a_file" / "cache.sqlite"
+    (tmp_path / "a_file").write_text("a file where a folder should be")
+    embedder = HashingEmbedder()
+    expected = embedder.embed(["read a file", "send mail"])
+    for path in (corrupt, blocked):
+        cache = EmbeddingCache(path)
+        assert np.allclose(cache.embed(embedder, ["read a file", "send mail"]), expected)
+        cache.close()
+    assert caplog.text.count("cannot be used") == 2
+
+
+def test_a_damaged_vector_in_the_cache_is_computed_again(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "cache.sqlite"
+    embedder = CountingEmbedder()
+    EmbeddingCache(path).embed(embedder, ["read a file"])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE vectors SET vector = substr(vector, 1, 100)")
+    again = EmbeddingCache(path).embed(embedder, ["read a file"])
+    assert embedder.texts == 2
+    assert np.allclose(again, HashingEmbedder().embed(["read a file"]))
+
+
+def test_an_index_update_that_fails_leaves_the_selector_working() -> None:
+    class Failing(HashingEmbedder):
+        fail = False
+
+        def embed(self, texts: Sequence[str]) -> Any:
+            if self.fail:
+                raise RuntimeError("the model could not run")
+            return super().embed(texts)
+
+    embedder = Failing()
+    catalog = _catalog(3)
+    selector = Selector.for_catalog(catalog, embedder=embedder)
+    embedder.fail = True
+    new = Tool(spec=ToolSpec(name="cancel_order", description="Cancel an order"), connector=_Noop())
+    with pytest.raises(RuntimeError):
+        selector.upsert_many([new.spec])
+    embedder.fail = False
+    names = selector.select("cancel an order", k=5, abstain=False).names
+    assert "cancel_order" not in names and len(names) > 0
+    selector.close()

@@ -12,6 +12,7 @@ re-embed. `HashingEmbedder` is a deterministic stand-in for tests. What it is no
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -308,8 +309,15 @@ class HashingEmbedder:
         return out / np.clip(norms, 1e-12, None)  # type: ignore[no-any-return]
 
 
+_CREATE_VECTORS = "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)"
+
+
 class EmbeddingCache:
     """Vectors on disk (SQLite), keyed by the hash of model id and text.
+
+    A cache that cannot be used (a read-only folder, a corrupt or foreign file, a damaged
+    row) is a warning, never an error: vectors are then computed and not kept, as without a
+    cache, so retrieval goes on.
 
     Args:
         path: The database file; created with its folder when missing.
@@ -317,29 +325,55 @@ class EmbeddingCache:
 
     def __init__(self, path: str | Path) -> None:
         self._np: Any = require("numpy")
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)"
-        )
-        self._db.commit()
+        self.path = Path(path)
         self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
         self.misses = 0
         """How many texts this cache had to have embedded."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(self.path), check_same_thread=False)
+            try:
+                db.execute(_CREATE_VECTORS)
+                db.commit()
+            except sqlite3.Error:
+                db.close()
+                raise
+            self._db = db
+        except (sqlite3.Error, OSError) as exc:
+            self._give_up(exc)
+
+    def _give_up(self, exc: Exception) -> None:
+        logger.warning(
+            "embedding cache %s cannot be used (%s); vectors are computed and not kept",
+            self.path,
+            exc,
+        )
+        db, self._db = self._db, None
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """The cached vectors among `keys`."""
         found: dict[str, Any] = {}
         with self._lock:
-            for start in range(0, len(keys), 500):
-                chunk = list(keys[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, vector FROM vectors WHERE key IN ({marks})",
-                    chunk,
-                ).fetchall()
-                for key, blob in rows:
-                    found[key] = self._np.frombuffer(blob, dtype=self._np.float32)
+            if self._db is None:
+                return found
+            try:
+                for start in range(0, len(keys), 500):
+                    chunk = list(keys[start : start + 500])
+                    marks = ",".join("?" * len(chunk))
+                    rows = self._db.execute(
+                        f"SELECT key, vector FROM vectors WHERE key IN ({marks})",
+                        chunk,
+                    ).fetchall()
+                    for key, blob in rows:
+                        if isinstance(blob, bytes) and len(blob) % 4 == 0:
+                            found[key] = self._np.frombuffer(blob, dtype=self._np.float32)
+            except sqlite3.Error as exc:
+                self._give_up(exc)
+                return {}
         return found
 
     def embed(self, embedder: Embedder, texts: Sequence[str]) -> Matrix:
@@ -350,7 +384,11 @@ class EmbeddingCache:
         """
         np = self._np
         keys = [content_hash(t, model=embedder.model_id) for t in texts]
-        found = self.get_many(keys)
+        found = {
+            key: vector
+            for key, vector in self.get_many(keys).items()
+            if vector.shape == (embedder.dimension,)  # a damaged row is computed again
+        }
         missing = [i for i, key in enumerate(keys) if key not in found]
         out = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
         if missing:
@@ -364,14 +402,22 @@ class EmbeddingCache:
         return out  # type: ignore[no-any-return]
 
     def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
-        """Store vectors under their keys."""
+        """Store vectors under their keys (a cache that cannot be written is given up)."""
         with self._lock:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)",
-                [(key, vec.astype(self._np.float32).tobytes()) for key, vec in items],
-            )
-            self._db.commit()
+            if self._db is None:
+                return
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)",
+                    [(key, vec.astype(self._np.float32).tobytes()) for key, vec in items],
+                )
+                self._db.commit()
+            except sqlite3.Error as exc:
+                self._give_up(exc)
 
     def close(self) -> None:
         """Close the database; idempotent."""
-        self._db.close()
+        with self._lock:
+            db, self._db = self._db, None
+        if db is not None:
+            db.close()

@@ -167,13 +167,7 @@ class Selector:
         if not fresh:
             return
         texts = [tool_text(spec) for spec in fresh]
-        for spec, text in zip(fresh, texts, strict=True):
-            self._keyword.upsert(spec.name, text, commit=False)
-            self._words[spec.name] = content_words(
-                f"{text.name} {text.description} {text.parameters}"
-            )
-            self._name_words[spec.name] = content_words(spec.name)
-        self._keyword.commit()
+        # Embedding is what may fail (the model): it comes first, so a failure changes nothing.
         if self._dense is not None and self._embedder is not None:
             passages = [t.dense for t in texts]
             todo = [
@@ -191,6 +185,13 @@ class Selector:
                 for (name, passage), vector in zip(todo, vectors, strict=True):
                     self._dense.upsert(name, vector)
                     self._passages[name] = passage
+        for spec, text in zip(fresh, texts, strict=True):
+            self._keyword.upsert(spec.name, text, commit=False)
+            self._words[spec.name] = content_words(
+                f"{text.name} {text.description} {text.parameters}"
+            )
+            self._name_words[spec.name] = content_words(spec.name)
+        self._keyword.commit()
         for spec in fresh:
             self._specs[spec.name] = spec
             for entry in self._allowed.values():
@@ -252,11 +253,15 @@ class Selector:
                 self._embedder.embed, [text[: self.config.query_chars]]
             )
         keyword = self._keyword.search(text, depth, allowed=restrict) if allowed else []
+        if restrict is None:  # all allowed: still nothing the index holds that `allowed` lacks
+            keyword = [hit for hit in keyword if hit[0] in allowed]
         dense: list[tuple[str, float]] = []
         similarity: dict[str, float] = {}
         if self._dense is not None and embedding is not None:
             vector = embedding.result()[0]
             dense = self._dense.search(vector, depth, allowed=restrict)
+            if restrict is None:
+                dense = [hit for hit in dense if hit[0] in allowed]
             reached = {name for name, _ in dense}
             for name, _ in keyword:
                 if name not in reached and name in self._dense:
