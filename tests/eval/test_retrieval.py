@@ -73,3 +73,22 @@ def test_the_learned_ranker_orders_real_requests_better_than_rank_fusion() -> No
     assert learned["ndcg@10"] > rrf["ndcg@10"]
     assert learned["mrr"] > rrf["mrr"]
     assert learned["recall@5"] >= rrf["recall@5"]
+
+
+def test_the_exposure_check_sees_a_leak_when_the_filter_lets_one_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The figure is only worth its 0.0 if a filter that failed would move it.
+    from toolkeeper.eval.retrieval import _RESTRICTED, _unsafe_exposure
+    from toolkeeper.retrieval.selector import Selector
+
+    catalog = load_tools(FIXTURES / "bfcl.tools.jsonl")
+    queries = load_queries(FIXTURES / "bfcl.queries.jsonl")
+    selector = Selector(embedder=HashingEmbedder())
+    selector.upsert_many(catalog.specs)
+    assert _unsafe_exposure(selector, catalog, queries) == 0.0
+    # ... while the restricted principal had the other half of the tools to be shown
+    assert len(selector.allowed(_RESTRICTED)) == len(catalog.specs) // 2
+    monkeypatch.setattr(Selector, "_allowed_names", lambda self, principal: set(self._specs))
+    assert _unsafe_exposure(selector, catalog, queries) > 0.5
+    selector.close()

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..core.values import Principal
+from ..core.values import Effect, Principal
 from ..retrieval.embed import Embedder, EmbeddingCache
 from ..retrieval.fusion import FusionConfig
 from ..retrieval.selector import Selector
@@ -143,10 +143,17 @@ def _unsafe_exposure(selector: Selector, catalog: Catalog, queries: Sequence[Que
     """Share of selections that show a forbidden tool, once every other tool is forbidden.
 
     Every second tool is changed in place to require a permission the restricted principal
-    lacks; its text is unchanged, so it still matches its queries as well as before.
+    lacks; its text is unchanged, so it still matches its queries as well as before. The
+    others are made read-only tools anyone may use, so that the restricted principal has a
+    catalog to be shown (a benchmark tool is a write tool that needs its own grant).
     """
     forbidden = [replace(spec, permissions=("bench:restricted",)) for spec in catalog.specs[::2]]
-    selector.upsert_many(forbidden)
+    usable = [
+        replace(spec, effect=Effect.READ_ONLY, permissions=()) for spec in catalog.specs[1::2]
+    ]
+    selector.upsert_many([*forbidden, *usable])
+    if usable and not selector.allowed(_RESTRICTED):  # pragma: no cover - a broken setup
+        raise AssertionError("the restricted principal may use no tool: the check would be void")
     names = {spec.name for spec in forbidden}
     exposed = 0
     for query in queries:
