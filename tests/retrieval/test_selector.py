@@ -131,3 +131,14 @@ def test_k_below_one_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="k must be at least 1"):
         selector.select("read a file", principal=READER, k=0)
     selector.close()
+
+
+def test_keyword_only_selection_answers_a_matching_request_and_abstains_on_none() -> None:
+    # Without an embedder there is no similarity to weigh: a keyword match is taken to fit.
+    selector = Selector(embedder=None, config=FusionConfig(abstain_below=0.5))
+    selector.upsert_many(t.spec for t in _catalog())
+    found = selector.select("get the weather forecast for a city", principal=READER)
+    nothing = selector.select("translate this poem into latin", principal=READER)
+    assert found.names[:1] == ("weather.get_forecast",) and not found.abstained
+    assert nothing.names == () and nothing.abstained
+    selector.close()

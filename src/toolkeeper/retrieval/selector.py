@@ -298,6 +298,10 @@ class Selector:
         top = ranking.fused[:_CONFIDENCE_DEPTH]
         if not top:
             return 0.0
+        if self._dense is None:
+            # The abstention model weighs the dense similarity most: without it, any keyword
+            # match is taken to fit (keyword search only abstains when nothing matches).
+            return 1.0
         similarity = max((f.similarity for f in top if f.similarity is not None), default=0.0)
         coverage = max(ranking.coverage[f.name].query for f in top)
         return self.config.abstention.fit_probability(similarity, coverage, ranking.query_words)
