@@ -85,3 +85,19 @@ def test_a_plot_that_cannot_be_written_is_refused_before_the_run(
     captured = capsys.readouterr()
     assert "--plot: the folder of" in captured.err
     assert captured.out == ""
+
+
+def test_files_that_cannot_be_scored_together_are_refused_not_reported_as_zeros(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seal = str(FIXTURES / "sealtools.tools.jsonl")
+    bfcl_queries = str(FIXTURES / "bfcl.queries.jsonl")
+    assert _eval("retrieval", "--tools", seal, "--queries", bfcl_queries) == 2
+    assert "no gold tool of" in capsys.readouterr().err
+    nameless = tmp_path / "q.jsonl"
+    nameless.write_text('{"id": "q1", "query": "x", "gold_tool_ids": ["a"]}\n', encoding="utf-8")
+    assert _eval("retrieval", "--tools", seal, "--queries", str(nameless), "--score", "name") == 2
+    assert "has gold_tool_names" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        _eval("retrieval", "--tools", seal, "--queries", bfcl_queries, "--limit=-3")
+    assert "expected a count" in capsys.readouterr().err

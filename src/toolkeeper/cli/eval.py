@@ -25,15 +25,25 @@ def register(subparsers: Any) -> None:
     retrieval.add_argument("--queries", required=True, help="queries.jsonl file")
     retrieval.add_argument("--score", choices=("id", "name"), default="id")
     retrieval.add_argument("--plot", help="write a PNG of recall@k per method here")
-    retrieval.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    retrieval.add_argument("--limit", type=_count, help="evaluate only the first N queries")
     _common(retrieval)
     retrieval.set_defaults(func=_retrieval)
 
     abstain = sub.add_parser("abstain", help="abstention precision, recall and F1")
     abstain.add_argument("--queries", required=True, help="queries with candidate_tools")
-    abstain.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    abstain.add_argument("--limit", type=_count, help="evaluate only the first N queries")
     _common(abstain)
     abstain.set_defaults(func=_abstain)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a count (0 or more), not {text!r}")
+    return value
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +87,9 @@ def _retrieval(args: argparse.Namespace) -> int:
         queries = load_queries(args.queries)[: args.limit]
     except DatasetError as exc:
         return _fail(str(exc))
+    unscored = _unscorable(catalog, queries, args)
+    if unscored:
+        return _fail(unscored)
     report = evaluate_retrieval(
         catalog, queries, **_dense(args), score=args.score, show_progress=not args.quiet
     )
@@ -89,6 +102,26 @@ def _retrieval(args: argparse.Namespace) -> int:
             failed = f"--plot: cannot write {args.plot}: {exc}"
     _emit(report, args.json)
     return _fail(failed) if failed else 0
+
+
+def _unscorable(catalog: Any, queries: Any, args: argparse.Namespace) -> str | None:
+    """Why these files cannot be scored together, if they cannot: a report of zeros would
+    look like a result."""
+    if not catalog.specs:
+        return f"no tools in {' '.join(args.tools)}"
+    if args.score == "name":
+        known, field = set(catalog.name_of.values()), "gold_tool_names"
+        gold = [set(q.gold_names) for q in queries]
+    else:
+        known, field = set(catalog.id_of.values()), "gold_tool_ids"
+        gold = [set(q.gold_ids) for q in queries]
+    if queries and not any(gold):
+        return f"no query in {args.queries} has {field} (--score {args.score})"
+    if queries and not any(g & known for g in gold):
+        return (
+            f"no gold tool of {args.queries} is in the tools given: do the files belong together?"
+        )
+    return None
 
 
 def _abstain(args: argparse.Namespace) -> int:
