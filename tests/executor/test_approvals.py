@@ -196,3 +196,21 @@ async def test_a_tool_can_ask_for_approval_before_its_effect(keeper: Keeper) -> 
         CallStatus.RUNNING,
         CallStatus.SUCCEEDED,
     ]
+
+
+async def test_a_call_asked_again_after_a_denial_waits_without_the_old_error(
+    keeper: Keeper,
+) -> None:
+    published: list[str] = []
+    _publisher(keeper, published)
+    call = ToolCall(call_id="p1", name="publish", arguments={"text": "A"})
+    first = await keeper.execute(call)
+    assert first.approval_id is not None
+    await keeper.approvals.deny(first.approval_id, by="ops", reason="not today")
+    denied = await keeper.execute(call)
+    assert denied.error is not None and denied.error.code is ErrorCode.APPROVAL_DENIED
+    asked = await keeper.execute(call)  # a refusal ran nothing: the proposal is evaluated anew
+    record = await keeper.store.get_call("default", "p1")
+    assert asked.status is CallStatus.AWAITING_APPROVAL and asked.approval_id != first.approval_id
+    assert record is not None and record.status is CallStatus.AWAITING_APPROVAL
+    assert record.approval_id == asked.approval_id and record.error is None

@@ -224,7 +224,7 @@ async def _hold(rt: Runtime, st: CallState, approval: ApprovalRecord) -> ToolRes
                 st.call.call_id,
                 expected=st.record.status,
                 target=CallStatus.AWAITING_APPROVAL,
-                changes=_identity_changes(st) | {"approval_id": approval.id},
+                changes=_identity_changes(st) | {"approval_id": approval.id, "error": None},
             )
         except StaleState as exc:
             raise LostRace from exc
