@@ -132,3 +132,19 @@ def test_convert_says_which_item_is_not_a_definition(
     assert main(["dialects", "convert", "--from", source, "--to", "anthropic", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_convert_gives_tools_whose_names_meet_after_rewriting_distinct_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "tools.json"
+    tools = [
+        {"name": name, "description": "d", "input_schema": {"type": "object"}}
+        for name in ("a b", "a_b")
+    ]
+    path.write_text(json.dumps(tools), encoding="utf-8")
+    argv = ["dialects", "convert", "--from", "anthropic", "--to", "openai_chat", str(path)]
+    assert main([*argv, "--json"]) == 0
+    items = json.loads(capsys.readouterr().out)["formats"]["openai_chat"]["items"]
+    names = [item["definition"]["function"]["name"] for item in items]
+    assert names[1] == "a_b" and names[0].startswith("a_b_")

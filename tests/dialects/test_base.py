@@ -11,12 +11,34 @@ def test_export_tools_prefixes_pointers_and_keeps_names_unique() -> None:
     specs = [ToolSpec(name="a.b"), ToolSpec(name="a_b")]
     out = get_dialect("openai_chat").export_tools(specs)
     names = [d["function"]["name"] for d in out.value]
-    assert names[0] == "a_b"
-    assert names[1] != "a_b"
+    assert names[1] == "a_b"  # a name the vendor takes is kept
+    assert names[0].startswith("a_b_")  # the rewritten one moves aside
     assert [(loss.pointer, loss.keyword, loss.action) for loss in out.losses] == [
         ("/0/name", "name", Action.REWRITTEN),
-        ("/1", "name", Action.REWRITTEN),
+        ("/0", "name", Action.REWRITTEN),
     ]
+
+
+def test_wire_names_do_not_depend_on_order_and_calls_map_back_either_way() -> None:
+    # parse() rebuilds the map from the tools it is given, maybe in another order.
+    dialect = get_dialect("openai_chat")
+    specs = [ToolSpec(name="a b"), ToolSpec(name="a_b"), ToolSpec(name="a.b"), ToolSpec(name="c")]
+    forward = dialect.wire_names(specs)
+    assert forward == dialect.wire_names(list(reversed(specs)))
+    assert forward["a_b"] == "a_b" and len(forward) == 4
+    message = {
+        "tool_calls": [
+            {"id": str(i), "type": "function", "function": {"name": wire, "arguments": "{}"}}
+            for i, wire in enumerate(forward)
+        ]
+    }
+    parsed = dialect.parse(message, tools=list(reversed(specs)))
+    assert [c.name for c in parsed] == list(forward.values())
+
+
+def test_the_same_name_twice_still_exports_unique_names() -> None:
+    out = get_dialect("anthropic").export_tools([ToolSpec(name="x"), ToolSpec(name="x")] * 2)
+    assert len({d["name"] for d in out.value}) == 4
 
 
 def test_import_tools_reads_a_list() -> None:

@@ -105,8 +105,9 @@ def convert(
         items = []
         by_keyword: Counter[str] = Counter()
         lossless = 0
-        for index, spec in enumerate(imported):
-            exported = dialect.export_tool(spec.value, strict=strict)
+        each = dialect.export_each([spec.value for spec in imported])
+        for index, (spec, exported) in enumerate(zip(imported, each, strict=True)):
+            exported.check(strict)
             losses: list[Loss] = [*prefixed("/import", spec.losses), *exported.losses]
             lossless += not losses
             by_keyword.update(f"{loss.keyword}:{loss.action.value}" for loss in losses)

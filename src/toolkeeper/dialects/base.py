@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -179,35 +180,63 @@ class Dialect(Importer):
         """
         out: list[dict[str, Any]] = []
         losses: list[Loss] = []
-        names = iter(self.wire_names(specs))
-        for i, spec in enumerate(specs):
-            one = self.export_tool(spec)
+        for i, one in enumerate(self.export_each(specs)):
             losses.extend(prefixed(f"/{i}", one.losses))
-            value = one.value
-            wire, unique = self.wire_name(value), next(names)
-            if unique != wire:
-                value = self.with_wire_name(value, unique)
-                losses.append(
-                    Loss(
-                        pointer=f"/{i}",
-                        keyword="name",
-                        action=Action.REWRITTEN,
-                        reason=f"{wire!r} is taken by another tool in this list; "
-                        f"exported as {unique!r}",
-                    )
-                )
-            out.append(value)
+            out.append(one.value)
         return Converted(value=out, losses=tuple(losses)).check(strict)
 
+    def export_each(self, specs: Sequence[ToolSpec]) -> list[Converted[dict[str, Any]]]:
+        """Each spec exported on its own, named as in a list of them all (`wire_list`)."""
+        out: list[Converted[dict[str, Any]]] = []
+        for spec, unique in zip(specs, self.wire_list(specs), strict=True):
+            one = self.export_tool(spec)
+            wire = self.wire_name(one.value)
+            if unique != wire:
+                loss = Loss(
+                    pointer="",
+                    keyword="name",
+                    action=Action.REWRITTEN,
+                    reason=f"{wire!r} is taken by another tool in this list; "
+                    f"exported as {unique!r}",
+                )
+                one = Converted(
+                    value=self.with_wire_name(one.value, unique), losses=(*one.losses, loss)
+                )
+            out.append(one)
+        return out
+
     def wire_names(self, specs: Sequence[ToolSpec]) -> dict[str, str]:
-        """Exported name → spec name, in order, exactly as `export_tools` names them."""
-        names: dict[str, str] = {}
-        for spec in specs:
-            wire = self.safe_name(spec.name)
-            if wire in names:
+        """Exported name → spec name, exactly as `export_tools` names them."""
+        return {wire: spec.name for wire, spec in zip(self.wire_list(specs), specs, strict=True)}
+
+    def wire_list(self, specs: Sequence[ToolSpec]) -> list[str]:
+        """The exported name of each spec, unique within the list, whatever its order.
+
+        A name the vendor accepts, and no other spec has, is kept. A rewritten one
+        (`safe_name`) that would meet another spec's name gets a suffix from the hash of its
+        own name; so the same tools always get the same names, in any order or subset in which
+        they are passed (to `parse`, to map calls back).
+        """
+        safe = [self.safe_name(spec.name) for spec in specs]
+        kept = Counter(
+            spec.name for spec, wire in zip(specs, safe, strict=True) if wire == spec.name
+        )
+        wanted = Counter(safe)
+        used: set[str] = set()
+        out: list[str] = []
+        for spec, wire in zip(specs, safe, strict=True):
+            moved = wire != spec.name or kept[wire] > 1
+            if moved and (wanted[wire] > 1 or wire in kept):
                 wire = self.safe_name(f"{wire}_{_hash(spec.name, 4)}")
-            names[wire] = spec.name
-        return names
+            attempt = 0
+            while wire in used:  # the same name twice, or a hash that met another name
+                attempt += 1
+                wire = self.safe_name(
+                    f"{self.safe_name(spec.name)}_{_hash(f'{spec.name}#{attempt}', 4)}"
+                )
+            used.add(wire)
+            out.append(wire)
+        return out
 
     def wire_name(self, definition: Mapping[str, Any]) -> str:
         """The tool name inside an exported definition."""
