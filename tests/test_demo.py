@@ -33,3 +33,15 @@ async def test_demo_publishes_once_and_refuses_what_it_must(tmp_path: Path) -> N
     assert len(log) == 1
     assert not (tmp_path.parent.parent / "etc" / "cron.d" / "job").exists()
     assert any("the ledger:" in line for line in lines)
+
+
+async def test_a_demo_in_a_temporary_folder_says_how_to_keep_its_ledger() -> None:
+    lines: list[str] = []
+    await run_demo(None, out=lines.append)
+    assert "toolkeeper demo --dir DIR" in lines[-1]
+
+
+async def test_a_demo_in_a_kept_folder_does_not_say_it_was_removed(tmp_path: Path) -> None:
+    lines: list[str] = []
+    await run_demo(tmp_path, out=lines.append)
+    assert not any("temporary folder" in line for line in lines)

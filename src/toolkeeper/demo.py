@@ -221,6 +221,12 @@ async def run_demo(
             out(f"\npublished {len(log)} time(s): {', '.join(x.split()[1] for x in log)}")
             out("\nthe ledger:")
             out(_ledger_table(await keeper.store.list_calls(task_id="demo")))
+            if tmp is not None:
+                out(
+                    "\nThis ledger was in a temporary folder, removed now. To approve call_6 "
+                    "from the command line, run `toolkeeper demo --dir DIR`, then "
+                    "`toolkeeper approvals list --ledger DIR/toolkeeper.db`."
+                )
     finally:
         if tmp is not None:
             tmp.cleanup()

@@ -54,7 +54,7 @@ class MetaTools:
     ) -> ToolResult:
         """Answer one meta-tool call for `principal`."""
         if self._tools is None:
-            selector = Selector.for_catalog(self._keeper.catalog, embedder=_embedder())
+            selector = _selector(self._keeper.catalog)
             tools = meta_tools(selector, self._run, call_permission=None)
             self._tools = {t.name: t for t in tools}
         tool = self._tools[name]
@@ -90,15 +90,13 @@ class MetaTools:
         return ToolResult(call_id=ctx.call_id, tool=name, status=CallStatus.SUCCEEDED, data=data)
 
 
-def _embedder() -> Any:
-    """The bundled offline embedder when the retrieval extra is installed; else None
-    (keyword ranking only)."""
+def _selector(catalog: Any) -> Selector:
+    """The bundled model with its vectors cached on disk (a restart does not embed the
+    catalog again); keyword ranking alone when the model is not installed."""
     try:
-        from ..retrieval.embed import MiniLMEmbedder
-
-        return MiniLMEmbedder()
+        return Selector.default(catalog)
     except ImportError:
-        return None
+        return Selector.for_catalog(catalog, embedder=None)
 
 
 def _error(name: str, code: ErrorCode, message: str) -> ToolResult:
