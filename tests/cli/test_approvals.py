@@ -45,8 +45,10 @@ def test_a_person_lists_and_approves_from_the_command_line(
     assert main(["approvals", "list", "--ledger", str(db)]) == 0
     assert "no approval requests are pending" in capsys.readouterr().out
     assert main(["approvals", "list", "--all", "--ledger", str(db), "--json"]) == 0
-    decided = {r["id"]: (r["status"], r["decided_by"]) for r in json.loads(capsys.readouterr().out)}
+    listed_all = json.loads(capsys.readouterr().out)
+    decided = {r["id"]: (r["status"], r["decided_by"]) for r in listed_all}
     assert decided[first] == ("approved", "ann")
+    assert all(isinstance(r["decided_at"], float) for r in listed_all)
     assert decided[second][0] == "denied"
 
 

@@ -115,6 +115,16 @@ async def test_call_tool_runs_allowed_tools_through_the_executor() -> None:
 
 
 @pytest.mark.anyio
+async def test_details_of_a_name_asked_twice_come_once() -> None:
+    keeper, _ = await _keeper_with("refund the order", "permissions")
+    async with keeper:
+        names = ["harmless_tool", "harmless_tool", "nope", "nope"]
+        details = await keeper.execute(_call("get_tool_details", {"names": names}, 1))
+    assert [t["name"] for t in details.data["tools"]] == ["harmless_tool"]
+    assert details.data["unknown"] == ["nope"]
+
+
+@pytest.mark.anyio
 async def test_call_tool_itself_needs_its_permission() -> None:
     keeper, _ = await _keeper_with("refund the order", "permissions")
     stranger = Principal(id="s", tenant="acme", environment="prod")

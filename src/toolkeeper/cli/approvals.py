@@ -41,6 +41,7 @@ def _as_dict(record: ApprovalRecord) -> dict[str, Any]:
         "created_at": record.created_at,
         "expires_at": record.expires_at,
         "decided_by": record.decided_by,
+        "decided_at": record.decided_at,
         "note": record.note,
     }
 

@@ -155,7 +155,9 @@ def meta_tools(
         }
 
     async def get_tool_details(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
-        names: Sequence[str] = [str(n) for n in arguments.get("names", ())][:_MAX_K]
+        # Each name once, in the order asked: a repeated name adds nothing but tokens.
+        names: Sequence[str] = list(dict.fromkeys(str(n) for n in arguments.get("names", ())))
+        names = names[:_MAX_K]
         allowed = selector.allowed(ctx.principal)
         tools: list[dict[str, Any]] = []
         unknown: list[str] = []
