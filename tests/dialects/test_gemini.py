@@ -107,3 +107,24 @@ def test_the_same_call_in_another_response_gets_another_id() -> None:
     [again] = Gemini().parse(response("turn-1"))
     [later] = Gemini().parse(response("turn-2"))
     assert first.call_id == again.call_id != later.call_id
+
+
+def test_nullable_in_gemini_schemas_lets_null_through_enums_and_any_of() -> None:
+    from toolkeeper.schema.validate import compile_validator
+
+    declaration = {
+        "name": "pick",
+        "description": "Pick one.",
+        "parameters": {
+            "type": "OBJECT",
+            "properties": {
+                "a": {"type": "STRING", "nullable": True, "enum": ["x", "y"]},
+                "b": {"anyOf": [{"type": "STRING"}, {"type": "INTEGER"}], "nullable": True},
+            },
+        },
+    }
+    spec = Gemini().import_tool(declaration).value
+    validator = compile_validator(spec.input_schema)
+    assert validator.is_valid({"a": None, "b": None})
+    assert validator.is_valid({"a": "x", "b": 3})
+    assert not validator.is_valid({"a": "z"})

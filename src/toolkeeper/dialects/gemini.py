@@ -17,7 +17,7 @@ from typing import Any
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .base import ChoiceMode, Dialect, ToolChoice, first, items_of, mapping, plain
-from .schemas import FullSchema, GeminiSchema, full_schema, object_root
+from .schemas import FullSchema, GeminiSchema, full_schema, nullable, object_root
 
 __all__ = ["SYNTHETIC_ID_PREFIX", "Gemini", "from_openapi_schema"]
 
@@ -49,8 +49,8 @@ def from_openapi_schema(schema: Any) -> Any:
             out[key] = from_openapi_schema(value)
         else:
             out[key] = value
-    if schema.get("nullable") is True and isinstance(out.get("type"), str):
-        out["type"] = [out["type"], "null"]
+    if schema.get("nullable") is True:
+        return nullable(out)  # with its enum, its anyOf branches: null is one more value
     return out
 
 
