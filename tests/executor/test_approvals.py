@@ -214,3 +214,25 @@ async def test_a_call_asked_again_after_a_denial_waits_without_the_old_error(
     assert asked.status is CallStatus.AWAITING_APPROVAL and asked.approval_id != first.approval_id
     assert record is not None and record.status is CallStatus.AWAITING_APPROVAL
     assert record.approval_id == asked.approval_id and record.error is None
+
+
+async def test_an_effect_given_as_text_is_the_effect_it_names(keeper: Keeper) -> None:
+    from toolkeeper import ToolSpec
+    from toolkeeper.catalog.registry import Tool
+    from toolkeeper.connectors.python import FunctionConnector
+    from toolkeeper.core.values import Effect
+
+    wiped: list[str] = []
+
+    async def wipe(path: str) -> str:
+        wiped.append(path)
+        return path
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    spec = ToolSpec(name="wipe", effect="destructive", input_schema=schema)  # type: ignore[arg-type]
+    assert spec.effect is Effect.DESTRUCTIVE
+    with pytest.raises(ValueError, match="dangerous"):
+        ToolSpec(name="x", effect="dangerous")  # type: ignore[arg-type]
+    keeper.catalog.add(Tool(spec=spec, connector=FunctionConnector(wipe)))
+    result = await keeper.execute(ToolCall(call_id="w1", name="wipe", arguments={"path": "/"}))
+    assert result.status is CallStatus.AWAITING_APPROVAL and wiped == []

@@ -108,6 +108,12 @@ class ToolSpec:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     """Runtime-only extras from the tool's source (e.g. MCP annotations as received)."""
 
+    def __post_init__(self) -> None:
+        # `effect="destructive"` as plain text must mean what it says: every gate compares
+        # with the `Effect` members (as text it skipped the default approval).
+        if not isinstance(self.effect, Effect):
+            object.__setattr__(self, "effect", Effect(self.effect))
+
     @property
     def has_side_effects(self) -> bool:
         """True unless the tool is read-only."""
