@@ -178,5 +178,11 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         )
         for pid, p in config.principals.items()
     ]
-    gateway = Gateway(keeper, principals, name=config.server.name)
+    by_source = {upstream.params.name: upstream for upstream in upstreams}
+
+    def connected(source: str) -> bool:
+        upstream = by_source.get(source)
+        return upstream is None or upstream.connected
+
+    gateway = Gateway(keeper, principals, name=config.server.name, connected=connected)
     return Deployment(keeper, gateway, upstreams)

@@ -32,6 +32,7 @@ from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects.mcp import MCP
 from ..keeper import Keeper
 from ..policy.grants import may_use
+from ..retrieval.selector import Connected
 from .call_ids import CallIds
 from .progressive import MetaTools
 
@@ -114,7 +115,12 @@ class Gateway:
     """
 
     def __init__(
-        self, keeper: Keeper, principals: Sequence[GatewayPrincipal], *, name: str = "toolkeeper"
+        self,
+        keeper: Keeper,
+        principals: Sequence[GatewayPrincipal],
+        *,
+        name: str = "toolkeeper",
+        connected: Connected | None = None,
     ) -> None:
         self.keeper = keeper
         self.name = name
@@ -122,7 +128,8 @@ class Gateway:
         self._call_ids = CallIds(keeper.store)
         self._dialect = MCP()
         self._exported: dict[int, tuple[ToolSpec, mcp_types.Tool]] = {}
-        self._meta_tools = MetaTools(keeper, self._run_inner)
+        # Discovery never offers a tool of an upstream that is down (`connected`).
+        self._meta_tools = MetaTools(keeper, self._run_inner, connected=connected)
 
     # who -------------------------------------------------------------------------------
 

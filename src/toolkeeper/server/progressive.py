@@ -23,7 +23,7 @@ from ..core.states import CallStatus
 from ..core.values import CallContext, Principal, ToolCall, ToolResult, ToolSpec
 from ..keeper import Keeper
 from ..retrieval.meta import META_TOOL_NAMES, meta_specs, meta_tools
-from ..retrieval.selector import Selector
+from ..retrieval.selector import Connected, Selector
 from ..schema.validate import compile_validator
 
 __all__ = ["MetaTools"]
@@ -35,9 +35,11 @@ Run = Callable[[ToolCall], Awaitable[ToolResult]]
 class MetaTools:
     """The meta-tools over one keeper's catalog; the search index is built on first use."""
 
-    def __init__(self, keeper: Keeper, run: Run) -> None:
+    def __init__(self, keeper: Keeper, run: Run, *, connected: Connected | None = None) -> None:
         self._keeper = keeper
         self._run = run
+        self._connected = connected
+        """Whether a tool source is connected now: tools of one that is not are never shown."""
         self._tools: dict[str, Tool] | None = None
         self._specs = tuple(meta_specs())
 
@@ -54,7 +56,7 @@ class MetaTools:
     ) -> ToolResult:
         """Answer one meta-tool call for `principal`."""
         if self._tools is None:
-            selector = _selector(self._keeper.catalog)
+            selector = _selector(self._keeper.catalog, self._connected)
             tools = meta_tools(selector, self._run, call_permission=None)
             self._tools = {t.name: t for t in tools}
         tool = self._tools[name]
@@ -90,13 +92,13 @@ class MetaTools:
         return ToolResult(call_id=ctx.call_id, tool=name, status=CallStatus.SUCCEEDED, data=data)
 
 
-def _selector(catalog: Any) -> Selector:
+def _selector(catalog: Any, connected: Connected | None) -> Selector:
     """The bundled model with its vectors cached on disk (a restart does not embed the
     catalog again); keyword ranking alone when the model is not installed."""
     try:
-        return Selector.default(catalog)
+        return Selector.default(catalog, connected=connected)
     except ImportError:
-        return Selector.for_catalog(catalog, embedder=None)
+        return Selector.for_catalog(catalog, embedder=None, connected=connected)
 
 
 def _error(name: str, code: ErrorCode, message: str) -> ToolResult:
