@@ -142,3 +142,16 @@ def test_keyword_only_selection_answers_a_matching_request_and_abstains_on_none(
     assert found.names[:1] == ("weather.get_forecast",) and not found.abstained
     assert nothing.names == () and nothing.abstained
     selector.close()
+
+
+def test_words_in_other_scripts_are_searched_as_words() -> None:
+    # Letters outside ASCII were dropped ("hôtel" became "h tel", Japanese became nothing).
+    catalog = _catalog()
+    catalog.add(_tool("travel.book_hotel", "Réserver une chambre d'hôtel à Paris"))
+    catalog.add(_tool("travel.book_ryokan", "旅館 予約"))
+    selector = Selector.for_catalog(catalog, embedder=None, config=FusionConfig(abstain_below=None))
+    hotel = selector.select("réserver un hôtel", principal=READER, k=1).names
+    ryokan = selector.select("予約", principal=READER, k=1).names
+    selector.close()
+    assert hotel == ("travel.book_hotel",)
+    assert ryokan == ("travel.book_ryokan",)

@@ -18,7 +18,8 @@ from .text import ToolText, split_identifier
 
 __all__ = ["KeywordIndex", "normalize"]
 
-_WORD = re.compile(r"[A-Za-z0-9]+")
+_WORD = re.compile(r"[^\W_]+")
+"""Runs of letters and digits, in any script (`Réserver`, `hôtel`, `予約` are words too)."""
 # One field with all the text, plus the name again at half weight: separate per-field BM25
 # normalization ranked worse on every benchmark (and a strong name boost worse still).
 _FIELDS = ("all", "name")

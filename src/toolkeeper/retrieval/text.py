@@ -36,10 +36,15 @@ def split_identifier(name: str) -> list[str]:
     """Split a tool or parameter name into lower-case words.
 
     `orders.get_detail` → `orders get detail`; `getHTTPResponse2` → `get http response 2`.
+    A part in another script than ASCII is one word (`réserver`, `予約`): camel case is a
+    convention of ASCII identifiers.
     """
     words: list[str] = []
     for part in _SEPARATORS.split(name):
-        words.extend(w.lower() for w in _CAMEL.findall(part))
+        if part.isascii():
+            words.extend(w.lower() for w in _CAMEL.findall(part))
+        elif part:
+            words.append(part.lower())
     return words
 
 
@@ -178,7 +183,7 @@ _STOP = frozenset(
         "should",
     }
 )
-_WORD = re.compile(r"[A-Za-z0-9]+")
+_WORD = re.compile(r"[^\W_]+")
 
 
 def _stem(word: str) -> str:
