@@ -319,10 +319,22 @@ class Keeper:
 
     def enable_discovery(self) -> list[Tool]:
         """Add `search_tools`, `get_tool_details` and `call_tool` (progressive discovery);
-        `call_tool` runs through `execute`, so every gate applies to the inner call."""
+        `call_tool` runs through `execute`, so every gate applies to the inner call.
+
+        Raises:
+            ConfigurationError: a tool of the catalog already has one of those names.
+        """
         from .retrieval import meta_tools
+        from .retrieval.selector import META_TAG
 
         tools = meta_tools(self.selector, self.execute)
+        for tool in tools:
+            present = self.catalog.get(tool.spec.name)
+            if present is not None and META_TAG not in present.spec.tags:
+                raise ConfigurationError(
+                    f"a tool named {tool.spec.name!r} is already in the catalog; discovery "
+                    "needs that name for its own tool"
+                )
         for tool in tools:
             self.catalog.add(tool)
         self._call_tool = next(t for t in tools if t.spec.name == "call_tool")

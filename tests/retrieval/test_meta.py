@@ -212,3 +212,34 @@ async def test_a_destructive_tool_behind_call_tool_runs_once_approved() -> None:
         again = await keeper.execute(call)
     assert ran.ok and ran.data == "refunded A-1" and ran.approval_id == asked.approval_id
     assert again.replayed and refunded == ["A-1"]
+
+
+def test_discovery_refuses_to_take_the_name_of_a_users_tool() -> None:
+    from toolkeeper.core.errors import ConfigurationError
+
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="read_only")
+    async def search_tools(text: str) -> str:
+        """Search the product catalogue."""
+        return text
+
+    with pytest.raises(ConfigurationError, match="search_tools"):
+        keeper.enable_discovery()
+    assert keeper.catalog.get("search_tools").spec.input_schema["required"] == ["text"]  # type: ignore[union-attr]
+
+
+def test_a_meta_tool_that_replaces_an_indexed_tool_leaves_no_stale_entry() -> None:
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="read_only")
+    async def call_tool(text: str) -> str:
+        """Call the customer on the phone."""
+        return text
+
+    selector = Selector.for_catalog(keeper.catalog, embedder=HashingEmbedder())
+    assert selector.select("call the customer", k=1, abstain=False).names == ("call_tool",)
+    for tool in meta_tools(selector, keeper.execute):
+        keeper.add(tool)
+    assert "call_tool" not in selector.select("call the customer", k=3, abstain=False).names
+    selector.close()

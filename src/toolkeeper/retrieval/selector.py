@@ -162,6 +162,7 @@ class Selector:
         fresh: list[ToolSpec] = []
         for spec in specs:
             if META_TAG in spec.tags:
+                self.remove(spec.name)  # a tool it replaced is no longer what the name means
                 continue
             fresh.append(spec)
         if not fresh:
