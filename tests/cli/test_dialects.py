@@ -116,8 +116,9 @@ def test_check_args_reports_gold_and_mutations(
     ("source", "items", "message"),
     [
         ("openai_chat", ["a", 1], "item 0 is a str, not a tool definition"),
-        ("openai_chat", [{"type": "function", "function": "x"}], "item 0 is not a tool"),
-        ("anthropic", [{"description": "no name"}], "item 0 has no 'name' key"),
+        ("openai_chat", [{"type": "function", "function": "x"}], "item 0: a function definit"),
+        ("anthropic", [{"description": "no name"}], "item 0: a function definition for Anthr"),
+        ("anthropic", [{"type": "web_search_20250305", "name": "web_search"}], "Anthropic's own"),
     ],
 )
 def test_convert_says_which_item_is_not_a_definition(

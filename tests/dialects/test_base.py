@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from toolkeeper.core.values import ToolSpec
-from toolkeeper.dialects import Action, get_dialect
+from toolkeeper.dialects import Action, NotAFunction, get_dialect
 from toolkeeper.dialects.base import arguments_of
 
 
@@ -73,3 +75,22 @@ def test_parse_maps_each_rewritten_name_back_to_its_own_spec() -> None:
         {"type": "tool_use", "id": "2", "name": second, "input": {}},
     ]
     assert [c.name for c in dialect.parse(blocks, tools=specs)] == ["a.b", "a_b"]
+
+
+@pytest.mark.parametrize(
+    ("dialect", "definition", "says"),
+    [
+        ("anthropic", {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}, "own"),
+        ("openai_chat", {"type": "custom", "custom": {"name": "x"}}, "own"),
+        ("openai_responses", {"type": "web_search"}, "own"),
+        ("gemini", {"googleSearch": {}}, "needs a name"),
+        ("mcp", ["not", "a", "tool"], "JSON objects"),
+    ],
+)
+def test_a_vendors_own_tool_is_not_imported_as_a_function(
+    dialect: str, definition: object, says: str
+) -> None:
+    # Imported as a function, a built-in tool would be exported back as one the user must
+    # implement; a bare KeyError said nothing.
+    with pytest.raises(NotAFunction, match=says):
+        get_dialect(dialect).import_tool(definition)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigurationError
-from ..dialects import DIALECTS, IMPORTERS, Loss, LossError, get_dialect, get_importer
+from ..dialects import DIALECTS, IMPORTERS, Loss, LossError, NotAFunction, get_dialect, get_importer
 from ..dialects.argcheck import check_arguments
 from ..dialects.report import prefixed
 
@@ -74,6 +74,8 @@ def _import(importer: Any, index: int, definition: Any, strict: bool) -> Any:
         raise ValueError(f"item {index} is a {kind}, not a tool definition (a JSON object)")
     try:
         return importer.import_tool(definition, strict=strict)
+    except NotAFunction as exc:
+        raise ValueError(f"item {index}: {exc}") from exc
     except KeyError as exc:
         raise ValueError(f"item {index} has no {exc} key, which {importer.name} requires") from exc
     except (AttributeError, TypeError) as exc:

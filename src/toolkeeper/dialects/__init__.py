@@ -10,7 +10,7 @@ Pure functions: no I/O, no vendor SDK imports.
 """
 
 from .anthropic import Anthropic
-from .base import ChoiceMode, Dialect, Importer, ToolChoice
+from .base import ChoiceMode, Dialect, Importer, NotAFunction, ToolChoice
 from .bfcl import BFCL
 from .gemini import Gemini
 from .mcp import MCP
@@ -34,6 +34,7 @@ __all__ = [
     "Importer",
     "Loss",
     "LossError",
+    "NotAFunction",
     "OpenAIChat",
     "OpenAIResponses",
     "SealTools",

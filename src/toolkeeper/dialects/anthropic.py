@@ -11,7 +11,15 @@ from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
-from .base import ChoiceMode, Dialect, ToolChoice, items_of, plain, result_text
+from .base import (
+    ChoiceMode,
+    Dialect,
+    ToolChoice,
+    function_fields,
+    items_of,
+    plain,
+    result_text,
+)
 from .schemas import FullSchema, object_root
 
 __all__ = ["Anthropic"]
@@ -40,7 +48,7 @@ class Anthropic(Dialect):
     def import_tool(
         self, definition: Mapping[str, Any] | Any, *, strict: bool = False
     ) -> Converted[ToolSpec]:
-        data = plain(definition)
+        data = function_fields(plain(definition), "Anthropic", types=(None, "custom"))
         rooted = object_root(FullSchema(data.get("input_schema") or {}).walk(), "Anthropic")
         spec = ToolSpec(
             name=str(data["name"]),

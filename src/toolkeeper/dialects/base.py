@@ -31,14 +31,46 @@ __all__ = [
     "ChoiceMode",
     "Dialect",
     "Importer",
+    "NotAFunction",
     "ToolChoice",
     "arguments_of",
     "first",
+    "function_fields",
     "items_of",
     "mapping",
     "plain",
     "result_text",
 ]
+
+
+class NotAFunction(ValueError):
+    """What was given to import is no function definition: a vendor's own tool (web search,
+    code execution...), which has no schema, or something that is not a tool at all."""
+
+
+def function_fields(
+    data: Any, vendor: str, *, types: tuple[str | None, ...] = (None, "function")
+) -> Mapping[str, Any]:
+    """`data` when it is a function definition of `vendor` (its `type` one of `types`).
+
+    Raises:
+        NotAFunction: it is a vendor's own tool, or has no name.
+    """
+    if not isinstance(data, Mapping):
+        raise NotAFunction(
+            f"tool definitions for {vendor} are JSON objects, not {type(data).__name__}"
+        )
+    kind = data.get("type")
+    if kind not in types:
+        raise NotAFunction(
+            f"{kind!r} is one of {vendor}'s own tools, not a function definition: "
+            "it has no schema to import"
+        )
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        keys = ", ".join(sorted(map(str, data))) or "nothing"
+        raise NotAFunction(f"a function definition for {vendor} needs a name (it has {keys})")
+    return data
 
 
 ChoiceMode = Literal["auto", "required", "none", "tool"]

@@ -16,7 +16,16 @@ from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
-from .base import ChoiceMode, Dialect, ToolChoice, first, items_of, mapping, plain
+from .base import (
+    ChoiceMode,
+    Dialect,
+    ToolChoice,
+    first,
+    function_fields,
+    items_of,
+    mapping,
+    plain,
+)
 from .schemas import FullSchema, GeminiSchema, full_schema, nullable, object_root
 
 __all__ = ["SYNTHETIC_ID_PREFIX", "Gemini", "from_openapi_schema"]
@@ -79,7 +88,7 @@ class Gemini(Dialect):
     def import_tool(
         self, definition: Mapping[str, Any] | Any, *, strict: bool = False
     ) -> Converted[ToolSpec]:
-        data = plain(definition)
+        data = function_fields(plain(definition), "Gemini", types=(None,))
         params = data.get("parametersJsonSchema", data.get("parameters_json_schema"))
         if params is None and data.get("parameters") is not None:
             params = from_openapi_schema(data["parameters"])

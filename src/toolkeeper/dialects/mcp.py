@@ -16,7 +16,15 @@ from typing import Any
 
 from ..core.values import Effect, ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
-from .base import ChoiceMode, Dialect, ToolChoice, mapping, plain, result_text
+from .base import (
+    ChoiceMode,
+    Dialect,
+    ToolChoice,
+    function_fields,
+    mapping,
+    plain,
+    result_text,
+)
 from .schemas import FullSchema, full_schema, object_root
 
 __all__ = ["MCP"]
@@ -53,7 +61,7 @@ class MCP(Dialect):
     def import_tool(
         self, definition: Mapping[str, Any] | Any, *, strict: bool = False
     ) -> Converted[ToolSpec]:
-        data = plain(definition)
+        data = function_fields(plain(definition), "MCP", types=(None,))
         rooted = object_root(FullSchema(data.get("inputSchema") or {}).walk(), "MCP")
         losses = list(prefixed("/inputSchema", rooted.losses))
         output = data.get("outputSchema")

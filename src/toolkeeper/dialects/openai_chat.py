@@ -14,7 +14,16 @@ from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
-from .base import Dialect, ToolChoice, first, items_of, mapping, plain, result_text
+from .base import (
+    Dialect,
+    ToolChoice,
+    first,
+    function_fields,
+    items_of,
+    mapping,
+    plain,
+    result_text,
+)
 from .schemas import FullSchema, NotStrict, OpenAIStrictSchema, is_nullable, object_root
 
 __all__ = ["OpenAIChat", "drop_absent_nulls", "openai_parameters"]
@@ -171,7 +180,8 @@ class OpenAIChat(Dialect):
         self, definition: Mapping[str, Any] | Any, *, strict: bool = False
     ) -> Converted[ToolSpec]:
         data = plain(definition)
-        function = data.get("function", data)
+        wrapped = isinstance(data, Mapping) and isinstance(data.get("function"), Mapping)
+        function = function_fields(data["function"] if wrapped else data, "OpenAI")
         schema = FullSchema(function.get("parameters") or {"type": "object"}).walk()
         rooted = object_root(schema, "OpenAI")
         spec = ToolSpec(

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Converted, Loss, prefixed
-from .base import Dialect, ToolChoice, items_of, plain, result_text
+from .base import Dialect, ToolChoice, function_fields, items_of, plain, result_text
 from .openai_chat import drop_absent_nulls, openai_parameters
 from .schemas import FullSchema, full_schema, object_root
 
@@ -45,7 +45,7 @@ class OpenAIResponses(Dialect):
     def import_tool(
         self, definition: Mapping[str, Any] | Any, *, strict: bool = False
     ) -> Converted[ToolSpec]:
-        data = plain(definition)
+        data = function_fields(plain(definition), "OpenAI")
         rooted = object_root(
             FullSchema(data.get("parameters") or {"type": "object"}).walk(), "OpenAI"
         )
