@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from toolkeeper.core.values import ToolSpec
-from toolkeeper.dialects import Action, NotAFunction, get_dialect
+from toolkeeper.dialects import Action, NotAFunction, ToolChoice, get_dialect
 from toolkeeper.dialects.base import arguments_of
 
 
@@ -94,3 +96,19 @@ def test_a_vendors_own_tool_is_not_imported_as_a_function(
     # implement; a bare KeyError said nothing.
     with pytest.raises(NotAFunction, match=says):
         get_dialect(dialect).import_tool(definition)
+
+
+@pytest.mark.parametrize("dialect", ["openai_chat", "openai_responses", "anthropic", "gemini"])
+def test_a_forced_tool_is_named_as_it_was_exported_among_the_tools(dialect: str) -> None:
+    # "a b" and "a_b" both want the name a_b: forcing "a b" must not force the other one.
+    exporter = get_dialect(dialect)
+    specs = [ToolSpec(name="a b"), ToolSpec(name="a_b")]
+    wire = {name: w for w, name in exporter.wire_names(specs).items()}
+    fields = exporter.export_tool_choice(ToolChoice(mode="tool", name="a b"), tools=specs).value
+    assert wire["a b"] in json.dumps(fields) and '"a_b"' not in json.dumps(fields)
+    assert exporter.import_tool_choice(fields).name == wire["a b"]
+
+
+def test_forcing_a_tool_needs_its_name() -> None:
+    with pytest.raises(ValueError, match="needs the name"):
+        ToolChoice(mode="tool")

@@ -87,12 +87,12 @@ class Anthropic(Dialect):
         }
 
     def export_tool_choice(
-        self, choice: ToolChoice, *, strict: bool = False
+        self, choice: ToolChoice, *, strict: bool = False, tools: Sequence[ToolSpec] = ()
     ) -> Converted[dict[str, Any]]:
         kinds = {"auto": "auto", "required": "any", "none": "none", "tool": "tool"}
         value: dict[str, Any] = {"type": kinds[choice.mode]}
         if choice.mode == "tool":
-            value["name"] = self.safe_name(choice.name or "")
+            value["name"] = self.chosen_name(choice, tools)
         losses: tuple[Loss, ...] = ()
         if choice.parallel is not None:
             if choice.mode == "none":

@@ -89,6 +89,10 @@ class ToolChoice:
     parallel: bool | None = None
     """Whether several calls may come in one response; None leaves the vendor's default."""
 
+    def __post_init__(self) -> None:
+        if self.mode == "tool" and not self.name:
+            raise ValueError("ToolChoice(mode='tool') needs the name of the tool")
+
 
 def plain(obj: Any) -> Any:
     """A JSON-compatible copy of `obj`: SDK (pydantic) objects are dumped by their wire names."""
@@ -296,13 +300,24 @@ class Dialect(Importer):
 
     @abstractmethod
     def export_tool_choice(
-        self, choice: ToolChoice, *, strict: bool = False
+        self, choice: ToolChoice, *, strict: bool = False, tools: Sequence[ToolSpec] = ()
     ) -> Converted[dict[str, Any]]:
         """The request fields that carry `choice` (e.g. `tool_choice`, `parallel_tool_calls`).
+
+        Pass the `tools` the request exports, so that a tool whose name had to be rewritten
+        is named as `export_tools` named it among them.
 
         Raises:
             LossError: `strict` is true and the conversion lost something.
         """
+
+    def chosen_name(self, choice: ToolChoice, tools: Sequence[ToolSpec]) -> str:
+        """The exported name of the tool `choice` names, among `tools` when given."""
+        name = choice.name or ""
+        for wire, original in self.wire_names(tools).items():
+            if original == name:
+                return wire
+        return self.safe_name(name)
 
     @abstractmethod
     def import_tool_choice(self, fields: Mapping[str, Any]) -> ToolChoice:

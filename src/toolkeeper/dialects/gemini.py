@@ -151,11 +151,11 @@ class Gemini(Dialect):
         return {"functionResponse": response}
 
     def export_tool_choice(
-        self, choice: ToolChoice, *, strict: bool = False
+        self, choice: ToolChoice, *, strict: bool = False, tools: Sequence[ToolSpec] = ()
     ) -> Converted[dict[str, Any]]:
         config: dict[str, Any] = {"mode": _MODES[choice.mode]}
         if choice.mode == "tool":
-            config["allowedFunctionNames"] = [self.safe_name(choice.name or "")]
+            config["allowedFunctionNames"] = [self.chosen_name(choice, tools)]
         losses: tuple[Loss, ...] = ()
         if choice.parallel is False:
             losses = (

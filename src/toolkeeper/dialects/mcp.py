@@ -124,7 +124,7 @@ class MCP(Dialect):
         return out
 
     def export_tool_choice(
-        self, choice: ToolChoice, *, strict: bool = False
+        self, choice: ToolChoice, *, strict: bool = False, tools: Sequence[ToolSpec] = ()
     ) -> Converted[dict[str, Any]]:
         losses: list[Loss] = []
         mode: str = choice.mode

@@ -222,11 +222,11 @@ class OpenAIChat(Dialect):
         return {"role": "tool", "tool_call_id": result.call_id, "content": result_text(result)}
 
     def export_tool_choice(
-        self, choice: ToolChoice, *, strict: bool = False
+        self, choice: ToolChoice, *, strict: bool = False, tools: Sequence[ToolSpec] = ()
     ) -> Converted[dict[str, Any]]:
         fields: dict[str, Any] = {}
         if choice.mode == "tool":
-            name = self.safe_name(choice.name or "")
+            name = self.chosen_name(choice, tools)
             fields["tool_choice"] = {"type": "function", "function": {"name": name}}
         else:
             fields["tool_choice"] = choice.mode

@@ -94,11 +94,11 @@ class OpenAIResponses(Dialect):
         }
 
     def export_tool_choice(
-        self, choice: ToolChoice, *, strict: bool = False
+        self, choice: ToolChoice, *, strict: bool = False, tools: Sequence[ToolSpec] = ()
     ) -> Converted[dict[str, Any]]:
         fields: dict[str, Any] = {}
         if choice.mode == "tool":
-            fields["tool_choice"] = {"type": "function", "name": self.safe_name(choice.name or "")}
+            fields["tool_choice"] = {"type": "function", "name": self.chosen_name(choice, tools)}
         else:
             fields["tool_choice"] = choice.mode
         if choice.parallel is not None:
