@@ -182,3 +182,28 @@ async def test_nulls_strict_mode_puts_in_nested_objects_are_dropped_and_the_call
         result = await keeper.execute(call)
     assert result.status is CallStatus.SUCCEEDED, result.error
     assert result.data == "Main 00000 None 1"
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {
+            "anyOf": [
+                {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]},
+            ]
+        },
+        {
+            "$ref": "#/$defs/Args",
+            "$defs": {"Args": {"type": "object", "properties": {"a": {"type": "string"}}}},
+        },
+    ],
+)
+def test_a_root_that_is_a_choice_or_a_reference_is_exported_without_strict_mode(
+    schema: dict[str, object],
+) -> None:
+    # OpenAI takes a strict schema only when its root is a plain object.
+    exported = OpenAIChat().export_tool(ToolSpec(name="t", input_schema=schema))
+    assert exported.value["function"]["strict"] is False
+    [loss] = [loss for loss in exported.losses if loss.keyword == "strict"]
+    assert "root" in loss.reason

@@ -188,6 +188,9 @@ class OpenAIStrictSchema(SchemaWalker):
 
     def transform(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         _one_of_as_any_of(self, node, pointer, "strict mode has no oneOf; rewritten as anyOf")
+        if pointer == "" and ("anyOf" in node or "$ref" in node):
+            # OpenAI's rule for strict schemas: the root is a plain object with properties.
+            raise NotStrict(pointer, "the root of a strict schema must be an object, not a choice")
         types = types_of(node)
         if "object" in types or "properties" in node:
             self._close(node, pointer)
