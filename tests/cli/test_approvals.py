@@ -83,3 +83,19 @@ def test_a_bad_or_unreachable_ledger_is_one_line_not_a_traceback(
     assert main(["approvals", "list", "--ledger", "postgresql://postgres@127.0.0.1:1/x"]) == 1
     err = capsys.readouterr().err
     assert "cannot connect to the PostgreSQL ledger" in err and "Traceback" not in err
+
+
+def test_decided_requests_show_who_decided_and_a_denial_needs_a_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "l.db"
+    approval = _request(db, "c1")
+    with pytest.raises(SystemExit):
+        main(["approvals", "deny", approval, "--ledger", str(db), "--reason", "  "])
+    assert "needs a reason" in capsys.readouterr().err
+    assert main(["approvals", "deny", approval, "--ledger", str(db), "--reason", "not now"]) == 0
+    capsys.readouterr()
+    assert main(["approvals", "list", "--all", "--ledger", str(db)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].rstrip().endswith("DECIDED BY  NOTE")
+    assert lines[2].rstrip().endswith("not now")

@@ -46,6 +46,12 @@ def _as_dict(record: ApprovalRecord) -> dict[str, Any]:
     }
 
 
+def _reason(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a denial needs a reason: the model is told it")
+    return text
+
+
 def _main(args: argparse.Namespace) -> int:
     try:
         return anyio.run(_run, args)
@@ -79,9 +85,12 @@ async def _run(args: argparse.Namespace) -> int:
                         r.reason,
                         _when(r.expires_at),
                     ]
+                    + ([r.decided_by or "", r.note or ""] if args.all else [])
                     for r in records
                 ]
                 headers = ["ID", "STATUS", "TOOL", "PRINCIPAL", "ARGUMENTS", "REASON", "EXPIRES"]
+                if args.all:  # who decided, and why: what a decided request is looked up for
+                    headers += ["DECIDED BY", "NOTE"]
                 print(render_table(headers, rows))
             return 0
         by = args.by or getpass.getuser()
@@ -116,9 +125,10 @@ def register(subparsers: Any) -> None:
     approve.add_argument("--note", default=None)
     deny = actions.add_parser("deny", help="refuse one request")
     deny.add_argument("id")
-    deny.add_argument("--reason", required=True)
+    deny.add_argument("--reason", required=True, type=_reason, help="what the model is told")
     for sub in (listing, approve, deny):
         add_ledger_option(sub)
         sub.add_argument("--json", action="store_true", help="machine-readable output")
-        sub.add_argument("--by", default=None, help="who decides (default: your user name)")
+        if sub is not listing:
+            sub.add_argument("--by", default=None, help="who decides (default: your user name)")
         sub.set_defaults(func=_main)
