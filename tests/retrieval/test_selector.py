@@ -104,6 +104,10 @@ def test_selection_exports_definitions_and_counts_their_tokens() -> None:
     assert exported[0]["name"] == "weather_get_forecast"
     assert exported[0]["description"] == "Weather forecast for a city"
     assert selection.tokens() > 10
+    # The name had to be rewritten: the report says so, where `to` alone could not.
+    report = selection.export("anthropic")
+    assert report.value == exported
+    assert ("/0/name", "name") in [(loss.pointer, loss.keyword) for loss in report.losses]
 
 
 def test_lone_surrogates_in_a_query_or_a_tool_text_are_searched_not_fatal() -> None:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.values import ANONYMOUS, Principal, ToolSpec
 from .tokens import count_tokens, tool_definition_json
+
+if TYPE_CHECKING:
+    from ..schema.losses import Converted
 
 __all__ = ["Candidate", "Selection"]
 
@@ -71,13 +74,20 @@ class Selection:
     def to(self, dialect: str) -> list[Mapping[str, Any]]:
         """The chosen tools' full definitions in a vendor format (direct mode).
 
+        What the format could not say (a name rewritten, a keyword dropped) is in the report
+        of `export(dialect)`; pass `specs` to the dialect's `parse` to map calls back.
+
         Args:
             dialect: A name known to `toolkeeper.dialects.get_dialect` (`anthropic`,
                 `openai_chat`, `openai_responses`, `gemini`, `mcp`).
         """
+        return list(self.export(dialect).value)
+
+    def export(self, dialect: str) -> Converted[list[dict[str, Any]]]:
+        """`to(dialect)` with its loss report (`losses`: JSON pointer, keyword, action, why)."""
         from ..dialects import get_dialect
 
-        return list(get_dialect(dialect).export_tools(list(self.specs)).value)
+        return get_dialect(dialect).export_tools(list(self.specs))
 
     def tokens(self, encoding: str = "o200k_base") -> int:
         """Tokens the chosen definitions put into a model's context (JSON, `encoding`)."""
