@@ -128,3 +128,12 @@ def test_nullable_in_gemini_schemas_lets_null_through_enums_and_any_of() -> None
     assert validator.is_valid({"a": None, "b": None})
     assert validator.is_valid({"a": "x", "b": 3})
     assert not validator.is_valid({"a": "z"})
+
+
+def test_a_result_answers_under_the_name_its_tool_was_exported_among_others() -> None:
+    specs = [ToolSpec(name="a b"), ToolSpec(name="a_b")]
+    wire = {name: w for w, name in Gemini().wire_names(specs).items()}
+    assert wire["a b"] != "a_b"
+    result = ToolResult(call_id="tk-gemini-1", tool="a b", status=CallStatus.SUCCEEDED, data=1)
+    response = Gemini().format_result(result, tools=specs)["functionResponse"]
+    assert response["name"] == wire["a b"]

@@ -132,8 +132,9 @@ def test_lone_surrogates_in_a_query_or_a_tool_text_are_searched_not_fatal() -> N
 
 def test_k_below_one_is_a_programming_error() -> None:
     selector = _selector(_catalog())
-    with pytest.raises(ValueError, match="k must be at least 1"):
-        selector.select("read a file", principal=READER, k=0)
+    for k in (0, -1, 2.5, "3", True):
+        with pytest.raises(ValueError, match="k must be a whole number of at least 1"):
+            selector.select("read a file", principal=READER, k=k)  # type: ignore[arg-type]
     selector.close()
 
 

@@ -78,7 +78,9 @@ class Anthropic(Dialect):
             )
         return calls
 
-    def format_result(self, result: ToolResult) -> dict[str, Any]:
+    def format_result(
+        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
+    ) -> dict[str, Any]:
         return {
             "type": "tool_result",
             "tool_use_id": result.call_id,

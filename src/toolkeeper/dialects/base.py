@@ -293,8 +293,14 @@ class Dialect(Importer):
         """
 
     @abstractmethod
-    def format_result(self, result: ToolResult) -> dict[str, Any]:
-        """The vendor's message (or content block, or item) carrying `result` to the model."""
+    def format_result(
+        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
+    ) -> dict[str, Any]:
+        """The vendor's message (or content block, or item) carrying `result` to the model.
+
+        `tools`, the tools the request exported, name the tool as the model saw it where the
+        format answers by name (Gemini) and the name had to be rewritten.
+        """
 
     # --- tool_choice ------------------------------------------------------------------------
 
@@ -313,7 +319,10 @@ class Dialect(Importer):
 
     def chosen_name(self, choice: ToolChoice, tools: Sequence[ToolSpec]) -> str:
         """The exported name of the tool `choice` names, among `tools` when given."""
-        name = choice.name or ""
+        return self.exported_name(choice.name or "", tools)
+
+    def exported_name(self, name: str, tools: Sequence[ToolSpec]) -> str:
+        """The name tool `name` is exported under among `tools` (alone, when not among them)."""
         for wire, original in self.wire_names(tools).items():
             if original == name:
                 return wire

@@ -139,13 +139,18 @@ class Gemini(Dialect):
             )
         return calls
 
-    def format_result(self, result: ToolResult) -> dict[str, Any]:
+    def format_result(
+        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
+    ) -> dict[str, Any]:
         if result.error is not None:
             body: dict[str, Any] = {"error": result.error.to_dict()}
         else:
             body = {"output": result.data}
         # The name the model called: Gemini pairs an id-less response with its call by name.
-        response: dict[str, Any] = {"name": self.safe_name(result.tool), "response": body}
+        response: dict[str, Any] = {
+            "name": self.exported_name(result.tool, tools),
+            "response": body,
+        }
         if not result.call_id.startswith(SYNTHETIC_ID_PREFIX):
             response = {"id": result.call_id, **response}
         return {"functionResponse": response}

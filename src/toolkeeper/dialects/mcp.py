@@ -116,7 +116,9 @@ class MCP(Dialect):
             )
         return calls
 
-    def format_result(self, result: ToolResult) -> dict[str, Any]:
+    def format_result(
+        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
+    ) -> dict[str, Any]:
         out: dict[str, Any] = {"content": [{"type": "text", "text": result_text(result)}]}
         if result.error is None and isinstance(result.data, Mapping):
             out["structuredContent"] = dict(result.data)

@@ -218,7 +218,9 @@ class OpenAIChat(Dialect):
             calls.append(drop_absent_nulls(call, tools))
         return calls
 
-    def format_result(self, result: ToolResult) -> dict[str, Any]:
+    def format_result(
+        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
+    ) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": result.call_id, "content": result_text(result)}
 
     def export_tool_choice(

@@ -86,7 +86,9 @@ class OpenAIResponses(Dialect):
             calls.append(drop_absent_nulls(call, tools))
         return calls
 
-    def format_result(self, result: ToolResult) -> dict[str, Any]:
+    def format_result(
+        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
+    ) -> dict[str, Any]:
         return {
             "type": "function_call_output",
             "call_id": result.call_id,

@@ -328,10 +328,10 @@ class Selector:
             abstain: When False, never abstain (always return the best `k`).
 
         Raises:
-            ValueError: `k` is below 1.
+            ValueError: `k` is not a whole number of at least 1.
         """
-        if k < 1:
-            raise ValueError(f"k must be at least 1, not {k}")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"k must be a whole number of at least 1, not {k!r}")
         text = compose_query(query, context)
         allowed = self._allowed_names(principal)
         ranking = self.rank(text, allowed=allowed, depth=max(k, self.config.depth))
