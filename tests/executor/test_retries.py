@@ -164,3 +164,38 @@ async def test_sync_tools_run_in_a_worker_thread(keeper: Keeper) -> None:
 
     result = await keeper.execute(ToolCall(call_id="c1", name="where"))
     assert result.ok and result.data is True
+
+
+async def test_a_write_waiting_to_retry_is_not_taken_for_abandoned() -> None:
+    # `toolkeeper ledger unknown` from another shell marked such a call UNKNOWN_OUTCOME:
+    # its stored deadline ran out during the wait, though its owner was alive and waiting.
+    # (Seen from this process the owner is always alive: the stored deadline is what counts.)
+    from toolkeeper.testing import MemoryStore
+
+    clock = FakeClock()
+    seen: list[bool] = []
+    keeper: Keeper
+
+    async def sleep(seconds: float) -> None:
+        record = await keeper.store.get_call("default", "c1")
+        assert record is not None
+        clock.advance(seconds)  # the end of the wait
+        seen.append(record.deadline is not None and record.deadline > clock())
+
+    keeper = Keeper(ledger=MemoryStore(), clock=clock, sleep=sleep)
+
+    @keeper.tool(
+        effect="write",
+        permissions=[],
+        timeout=1.0,
+        retry=RetryPolicy(initial_interval=8.0, jitter=0.0, max_attempts=2),
+    )
+    async def send(ctx: CallContext) -> str:
+        if ctx.attempt == 1:
+            raise UpstreamUnavailable("connection refused")  # nothing was sent: may retry
+        return "sent"
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c1", name="send"))
+    assert result.ok and result.attempt == 2
+    assert seen == [True]

@@ -324,18 +324,20 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
             wait = policy.delay(attempt)
             if outcome.error is not None and outcome.error.retry_after is not None:
                 wait = max(wait, outcome.error.retry_after)
-            await (rt.sleep or anyio.sleep)(wait)
-            attempt += 1
-            deadline_mono = time.monotonic() + spec.timeout
             if persisted is not None:
+                # The deadline covers the wait too, written before it: a record whose owner
+                # is waiting to retry is not abandoned (`ledger unknown` leaves it alone).
                 await store.transition(
                     st.call.task_id,
                     st.call.call_id,
                     expected=CallStatus.RUNNING,
                     target=CallStatus.RUNNING,
-                    changes={"attempt": attempt, "deadline": rt.clock() + spec.timeout},
+                    changes={"attempt": attempt + 1, "deadline": rt.clock() + wait + spec.timeout},
                 )
-                audit(rt, st, CallStatus.RUNNING, previous=CallStatus.RUNNING, attempt=attempt)
+                audit(rt, st, CallStatus.RUNNING, previous=CallStatus.RUNNING, attempt=attempt + 1)
+            await (rt.sleep or anyio.sleep)(wait)
+            attempt += 1
+            deadline_mono = time.monotonic() + spec.timeout
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             cancelled = _Outcome(
