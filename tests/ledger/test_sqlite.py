@@ -142,3 +142,19 @@ async def test_without_create_a_missing_file_is_refused_and_an_existing_one_open
         await store.claim_call(call())
     async with SQLiteStore(path, create=False) as store:
         assert (await store.get_call("task-1", "call-1")) is not None
+
+
+async def test_without_create_another_programs_database_is_refused_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE people (name TEXT)")
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    before = other.read_bytes()
+    for path in (other, empty):
+        with pytest.raises(StoreError, match="not a toolkeeper ledger"):
+            await SQLiteStore(path, create=False).open()
+    assert other.read_bytes() == before and empty.read_bytes() == b""
+    assert not (tmp_path / "app.db-wal").exists()

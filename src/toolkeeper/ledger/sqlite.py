@@ -111,6 +111,25 @@ def _claim_mode(record: CallRecord) -> Mode:
     return Mode.WRITE
 
 
+def _require_ledger(path: str) -> None:
+    """Refuse a path that holds no toolkeeper ledger, without writing to it: not created,
+    not switched to WAL, not migrated (another program's database stays as it was)."""
+    if not Path(path).is_file():
+        raise StoreError(f"no ledger at {path}: the file does not exist")
+    try:
+        probe = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            found = probe.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+            ).fetchone()
+        finally:
+            probe.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"no ledger at {path}: {exc}") from exc
+    if found is None:
+        raise StoreError(f"no ledger at {path}: the file is not a toolkeeper ledger")
+
+
 class SQLiteStore:
     """`LedgerStore` in one SQLite file.
 
@@ -196,8 +215,8 @@ class SQLiteStore:
 
     def _connect(self) -> None:
         if self.path not in _IN_MEMORY:
-            if not self.create and not Path(self.path).is_file():
-                raise StoreError(f"no ledger at {self.path}: the file does not exist")
+            if not self.create:
+                _require_ledger(self.path)
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         slow = self._connection(self.busy_timeout)
         try:
