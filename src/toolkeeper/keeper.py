@@ -36,7 +36,7 @@ from .core.values import CallContext, Effect, Principal, ToolCall, ToolResult, T
 from .executor.executor import Executor
 from .executor.records import replay
 from .executor.runtime import DEFAULT_MAX_ARGUMENT_BYTES, Runtime, idempotency_key
-from .ledger.base import CallRecord, LedgerStore, StaleState
+from .ledger.base import EVERY, CallRecord, LedgerStore, StaleState
 from .ledger.memory import MemoryStore
 from .observe.audit import AuditSink, JsonlAuditSink, MemoryAuditSink
 from .policy.approvals import Approvals
@@ -424,7 +424,7 @@ class Keeper:
 
     async def unknown(self) -> list[CallRecord]:
         """Calls whose outcome nobody knows yet: what a person or `reconcile()` must decide."""
-        return await self.store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME])
+        return await self.store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME], limit=EVERY)
 
     async def reconcile(self) -> list[ToolResult]:
         """Ask each UNKNOWN_OUTCOME call's tool what really happened, by idempotency key.

@@ -100,3 +100,16 @@ async def test_a_failing_or_hanging_reconciler_leaves_only_its_own_call_unknown(
             settled = await keeper.reconcile()
         assert [r.call_id for r in settled] == ["c_fine"]
         assert sorted(r.call_id for r in await keeper.unknown()) == ["a_broken", "b_hanging"]
+
+
+async def test_every_unknown_call_is_listed_not_the_first_thousand() -> None:
+    from toolkeeper import Keeper
+    from toolkeeper.testing import MemoryStore
+
+    from ..ledger.records import call
+
+    store = MemoryStore()
+    for i in range(1001):
+        await store.claim_call(call(f"c{i}", status=CallStatus.UNKNOWN_OUTCOME))
+    async with Keeper(ledger=store) as keeper:
+        assert len(await keeper.unknown()) == 1001

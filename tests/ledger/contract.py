@@ -75,6 +75,19 @@ class LedgerContract:
         assert len(winners) == 1
         assert {seen for _, _, seen in outcomes} == set(winners)
 
+    async def test_listing_limits_are_counts_and_every_call_can_be_listed(
+        self, store: LedgerStore
+    ) -> None:
+        from toolkeeper.ledger.base import EVERY
+
+        for i in range(3):
+            await store.claim_call(call(f"c{i}"))
+        assert [r.call_id for r in await store.list_calls(limit=2)] == ["c0", "c1"]
+        assert len(await store.list_calls(limit=EVERY)) == 3
+        assert await store.list_calls(limit=0) == []
+        with pytest.raises(ValueError, match="limit"):
+            await store.list_calls(limit=-1)
+
     async def test_missing_call_reads_as_none(self, store: LedgerStore) -> None:
         assert await store.get_call("task-1", "nope") is None
 

@@ -18,7 +18,7 @@ import anyio
 
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
-from ..ledger.base import CallRecord
+from ..ledger.base import EVERY, CallRecord
 from ..ledger.recovery import recover_abandoned
 from ._common import add_ledger_option, existing_ledger, ledger_hint
 from ._table import render_table
@@ -65,14 +65,28 @@ async def _records(args: argparse.Namespace) -> list[CallRecord]:
     try:
         if args.action == "unknown":
             await recover_abandoned(store)
-            return await store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME], limit=_LIMIT)
+            return await store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME], limit=EVERY)
         statuses = [CallStatus(s) for s in args.status] if args.status else None
         return await store.list_calls(statuses=statuses, task_id=args.task, limit=args.limit)
     finally:
         await store.aclose()
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a count of 1 or more, not {text!r}")
+    return value
+
+
 def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
+    if args.action == "list" and len(records) == args.limit:
+        print(
+            f"toolkeeper ledger: the first {args.limit} calls; --limit shows more", file=sys.stderr
+        )
     if args.json:
         print(json.dumps([_as_dict(r) for r in records], indent=2, ensure_ascii=False))
         return
@@ -129,7 +143,7 @@ def register(subparsers: Any) -> None:
         help="only calls in this state (repeatable): " + ", ".join(s.value for s in CallStatus),
     )
     listing.add_argument("--task", default=None, help="only calls of this task")
-    listing.add_argument("--limit", type=int, default=_LIMIT, help="at most this many calls")
+    listing.add_argument("--limit", type=_count, default=_LIMIT, help="at most this many calls")
     unknown = actions.add_parser(
         "unknown", help="calls whose outcome is unknown and must be decided"
     )

@@ -20,7 +20,7 @@ from ._rows import (
     history_entry,
     result_columns,
 )
-from .base import ApprovalStatus
+from .base import ApprovalStatus, check_limit
 
 
 class Lifecycle(StrEnum):
@@ -77,6 +77,7 @@ def list_calls_query(
     statuses: Sequence[CallStatus] | None, task_id: str | None, limit: int
 ) -> tuple[str, tuple[Any, ...]]:
     """SQL and parameters of `LedgerStore.list_calls`."""
+    check_limit(limit)
     where: list[str] = []
     params: list[Any] = []
     if statuses is not None:

@@ -25,11 +25,13 @@ from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
 
 __all__ = [
+    "EVERY",
     "ApprovalRecord",
     "ApprovalStatus",
     "CallRecord",
     "LedgerStore",
     "StaleState",
+    "check_limit",
     "current_owner",
     "is_abandoned",
 ]
@@ -205,7 +207,12 @@ class LedgerStore(Protocol):
         task_id: str | None = None,
         limit: int = 1000,
     ) -> list[CallRecord]:
-        """Calls filtered by state and task, oldest first."""
+        """Calls filtered by state and task, oldest first: at most `limit` (0 or more; use
+        `EVERY` for all of them).
+
+        Raises:
+            ValueError: `limit` is negative.
+        """
         ...
 
     async def count_calls(
@@ -277,6 +284,21 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+EVERY = 2**62
+"""A `list_calls` limit no ledger reaches: every matching call."""
+
+
+def check_limit(limit: int) -> int:
+    """`limit` when it is a count (0 or more).
+
+    Raises:
+        ValueError: it is negative.
+    """
+    if limit < 0:
+        raise ValueError(f"limit must be 0 or more, not {limit}")
+    return limit
 
 
 def is_abandoned(record: CallRecord, *, now: float, grace: float = 5.0) -> bool:

@@ -13,7 +13,7 @@ from typing import Any, Self
 from ..core._fastinit import replace
 from ..core.errors import IllegalTransition
 from ..core.states import CallStatus, can_transition
-from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
+from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState, check_limit
 
 __all__ = ["MemoryStore", "apply_checked", "apply_transition", "check_transition", "stamp_new"]
 
@@ -141,6 +141,7 @@ class MemoryStore:
         task_id: str | None = None,
         limit: int = 1000,
     ) -> list[CallRecord]:
+        check_limit(limit)
         wanted = set(statuses) if statuses is not None else None
         rows = [
             r
