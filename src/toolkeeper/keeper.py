@@ -38,6 +38,7 @@ from .executor.records import replay
 from .executor.runtime import DEFAULT_MAX_ARGUMENT_BYTES, Runtime, idempotency_key
 from .ledger.base import EVERY, CallRecord, LedgerStore, StaleState
 from .ledger.memory import MemoryStore
+from .ledger.sqlite import SQLiteStore
 from .observe.audit import AuditSink, JsonlAuditSink, MemoryAuditSink
 from .policy.approvals import Approvals
 from .policy.budgets import Budgets, MemoryRateLimiter, RateLimiter
@@ -75,9 +76,11 @@ def _open_store(ledger: LedgerStore | str) -> LedgerStore:
     return open_store(ledger)
 
 
-def _default_audit(ledger: LedgerStore | str) -> AuditSink:
-    if isinstance(ledger, str) and ledger.startswith("sqlite:///"):
-        db = Path(ledger.removeprefix("sqlite:///"))
+def _default_audit(ledger: LedgerStore | str, store: LedgerStore) -> AuditSink:
+    """A JSON lines file beside a SQLite ledger file named by URL or path (however spelled),
+    else events in memory (`memory://`, `sqlite:///:memory:`, PostgreSQL, a store object)."""
+    if isinstance(ledger, str) and isinstance(store, SQLiteStore) and store.path != ":memory:":
+        db = Path(store.path)
         return JsonlAuditSink(db.with_name(db.stem + ".audit.jsonl"))
     return MemoryAuditSink()
 
@@ -119,7 +122,7 @@ class Keeper:
     ) -> None:
         self.catalog = Catalog()
         self.store: LedgerStore = _open_store(ledger)
-        self.audit: AuditSink = audit if audit is not None else _default_audit(ledger)
+        self.audit: AuditSink = audit if audit is not None else _default_audit(ledger, self.store)
         self.state = KeeperState.NEW
         self.approvals = Approvals(lambda: self.store, ttl=approval_ttl, clock=clock)
         self.runtime = Runtime(

@@ -176,3 +176,21 @@ def test_the_jsonl_sink_writes_one_parsable_line_per_event(tmp_path: Path) -> No
     sink.close()
     lines = (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line) for line in lines] == [event.to_dict()] * 2
+
+
+@pytest.mark.parametrize("spelling", ["path", "url", "memory"])
+def test_the_default_audit_file_sits_beside_a_sqlite_ledger_however_it_is_named(
+    tmp_path: Path, spelling: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    ledger = {
+        "path": str(tmp_path / "l.db"),
+        "url": f"sqlite:///{tmp_path / 'l.db'}",
+        "memory": "sqlite:///:memory:",
+    }[spelling]
+    sink = Keeper(ledger=ledger).audit
+    if spelling == "memory":
+        assert isinstance(sink, MemoryAuditSink)
+        assert not list(tmp_path.iterdir())  # no ":memory:.audit.jsonl" beside nothing
+    else:
+        assert isinstance(sink, JsonlAuditSink) and sink.path == tmp_path / "l.audit.jsonl"
