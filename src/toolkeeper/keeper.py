@@ -39,7 +39,7 @@ from .executor.runtime import DEFAULT_MAX_ARGUMENT_BYTES, Runtime, idempotency_k
 from .ledger.base import EVERY, CallRecord, LedgerStore, StaleState
 from .ledger.memory import MemoryStore
 from .ledger.sqlite import SQLiteStore
-from .observe.audit import AuditSink, JsonlAuditSink, MemoryAuditSink
+from .observe.audit import AuditEvent, AuditSink, JsonlAuditSink, MemoryAuditSink
 from .policy.approvals import Approvals
 from .policy.budgets import Budgets, MemoryRateLimiter, RateLimiter
 from .policy.grants import may_use
@@ -270,7 +270,8 @@ class Keeper:
         self.runtime.native_asyncio = sniffio.current_async_library() == "asyncio"
         from .ledger.recovery import recover_abandoned
 
-        await recover_abandoned(self.store, now=self.runtime.clock())
+        for record in await recover_abandoned(self.store, now=self.runtime.clock()):
+            self._audit_change(record, previous=CallStatus.RUNNING, by="recovery")
         self.state = KeeperState.OPEN
 
     async def aclose(self) -> None:
@@ -482,8 +483,31 @@ class Keeper:
                 )
             except StaleState:
                 continue
+            self._audit_change(updated, previous=CallStatus.UNKNOWN_OUTCOME, by="reconcile")
             settled.append(replay(updated))
         return settled
+
+    def _audit_change(self, record: CallRecord, *, previous: CallStatus, by: str) -> None:
+        """The audit event of a state change made outside a call: recovery, reconciliation."""
+        error = record.error or {}
+        self.runtime.emit(
+            AuditEvent(
+                at=self.runtime.clock(),
+                task_id=record.task_id,
+                call_id=record.call_id,
+                tool=record.tool,
+                version=record.version,
+                principal_id=record.principal_id,
+                tenant=record.tenant,
+                status=record.status,
+                previous=previous,
+                attempt=record.attempt,
+                error_code=error.get("code"),
+                message=error.get("message"),
+                approval_id=record.approval_id,
+                extra={"by": by},
+            )
+        )
 
 
 async def _ask(reconcile: Reconciler, ctx: CallContext) -> object:

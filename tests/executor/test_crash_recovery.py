@@ -1,6 +1,7 @@
 """A process killed between its side effect and its terminal ledger write: after a restart the
 effect happened exactly once and the call is UNKNOWN_OUTCOME or reconciled, never re-run."""
 
+import json
 import signal
 import subprocess
 import sys
@@ -50,6 +51,12 @@ async def test_sigkill_after_the_effect_is_never_executed_again(tmp_path: Path) 
         final = await keeper.execute(CALL)
         assert final.ok and final.replayed and final.data == {"transfer": "tx-5"}
     assert len(effects.read_text().splitlines()) == 1
+    # Recovery and reconciliation changed the record: the audit log says so, and by whom.
+    audit = (tmp_path / "ledger.audit.jsonl").read_text()
+    events = [json.loads(line) for line in audit.splitlines()]
+    changes = [(e["previous"], e["status"], e.get("extra", {}).get("by")) for e in events]
+    assert ("RUNNING", "UNKNOWN_OUTCOME", "recovery") in changes
+    assert ("UNKNOWN_OUTCOME", "SUCCEEDED", "reconcile") in changes
 
 
 async def test_unknown_outcome_stays_when_the_tool_cannot_tell(tmp_path: Path) -> None:
