@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 
 from ..ledger.base import LedgerStore
 from ..ledger.factory import open_store
 
-__all__ = ["add_ledger_option", "existing_ledger", "ledger_hint", "ledger_url"]
+__all__ = ["add_ledger_option", "count", "existing_ledger", "ledger_hint", "ledger_url"]
 
 
 def add_ledger_option(parser: argparse.ArgumentParser) -> None:
@@ -43,3 +44,18 @@ def ledger_hint(message: str) -> str:
     if message.startswith("no ledger at"):
         return f"{message} (pass --ledger URL or set TOOLKEEPER_LEDGER)"
     return message
+
+
+def count(minimum: int) -> Callable[[str], int]:
+    """An argparse `type` for a whole number of at least `minimum` (a usage error otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a count of {minimum} or more, not {text!r}")
+        return value
+
+    return parse

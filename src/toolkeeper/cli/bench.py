@@ -20,6 +20,8 @@ from ._table import render_table
 if TYPE_CHECKING:
     from ..bench.report import ExecutorBench
 
+from ._common import count
+
 __all__ = ["configure_executor", "register", "render_executor"]
 
 # name → ("module:function" configuring its parser, help)
@@ -83,25 +85,18 @@ def configure_executor(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
-        "--calls", type=_positive, default=DEFAULT_CALLS, help="timed calls per case and repeat"
+        "--calls", type=count(1), default=DEFAULT_CALLS, help="timed calls per case and repeat"
     )
     parser.add_argument(
-        "--repeats", type=_positive, default=DEFAULT_REPEATS, help="interleaved repeats"
+        "--repeats", type=count(1), default=DEFAULT_REPEATS, help="interleaved repeats"
     )
     parser.add_argument(
-        "--warmup", type=_positive, default=DEFAULT_WARMUP, help="untimed calls per case first"
+        "--warmup", type=count(1), default=DEFAULT_WARMUP, help="untimed calls per case first"
     )
     parser.add_argument(
         "--dir", default=None, metavar="PATH", help="where the SQLite ledgers go (default: temp)"
     )
     parser.set_defaults(func=_executor)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def _executor(args: argparse.Namespace) -> int:

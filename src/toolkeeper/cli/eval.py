@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._common import count
+
 __all__ = ["register"]
 
 
@@ -25,25 +27,15 @@ def register(subparsers: Any) -> None:
     retrieval.add_argument("--queries", required=True, help="queries.jsonl file")
     retrieval.add_argument("--score", choices=("id", "name"), default="id")
     retrieval.add_argument("--plot", help="write a PNG of recall@k per method here")
-    retrieval.add_argument("--limit", type=_count, help="evaluate only the first N queries")
+    retrieval.add_argument("--limit", type=count(0), help="evaluate only the first N queries")
     _common(retrieval)
     retrieval.set_defaults(func=_retrieval)
 
     abstain = sub.add_parser("abstain", help="abstention precision, recall and F1")
     abstain.add_argument("--queries", required=True, help="queries with candidate_tools")
-    abstain.add_argument("--limit", type=_count, help="evaluate only the first N queries")
+    abstain.add_argument("--limit", type=count(0), help="evaluate only the first N queries")
     _common(abstain)
     abstain.set_defaults(func=_abstain)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a count (0 or more), not {text!r}")
-    return value
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
 from ..ledger.base import EVERY, CallRecord
 from ..ledger.recovery import recover_abandoned
-from ._common import add_ledger_option, existing_ledger, ledger_hint
+from ._common import add_ledger_option, count, existing_ledger, ledger_hint
 from ._table import render_table
 
 __all__ = ["register"]
@@ -70,16 +70,6 @@ async def _records(args: argparse.Namespace) -> list[CallRecord]:
         return await store.list_calls(statuses=statuses, task_id=args.task, limit=args.limit)
     finally:
         await store.aclose()
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a count of 1 or more, not {text!r}")
-    return value
 
 
 def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
@@ -143,7 +133,7 @@ def register(subparsers: Any) -> None:
         help="only calls in this state (repeatable): " + ", ".join(s.value for s in CallStatus),
     )
     listing.add_argument("--task", default=None, help="only calls of this task")
-    listing.add_argument("--limit", type=_count, default=_LIMIT, help="at most this many calls")
+    listing.add_argument("--limit", type=count(1), default=_LIMIT, help="at most this many calls")
     unknown = actions.add_parser(
         "unknown", help="calls whose outcome is unknown and must be decided"
     )
