@@ -364,37 +364,30 @@ async def _budget(rt: Runtime, st: CallState) -> Any:
     assert st.tool is not None and limits is not None
     store = rt.store()
     task, tool = st.call.task_id, st.tool.spec.name
-    tool_limit = limits.tool_limit(tool)
-    task_used = tool_used = 0
+    # (budget, its limit, its place in Runtime.reserved, what it counts, what the model reads)
+    budgets: list[tuple[str, int, tuple[str, str | None], int, str]] = []
     if limits.max_calls_per_task is not None:
-        task_used = await store.count_calls(task, statuses=COUNTED_STATUSES)
+        used = await store.count_calls(task, statuses=COUNTED_STATUSES)
+        budgets.append(("calls_per_task", limits.max_calls_per_task, (task, None), used, "calls"))
+    tool_limit = limits.tool_limit(tool)
     if tool_limit is not None:
-        tool_used = await store.count_calls(task, tool=tool, statuses=COUNTED_STATUSES)
+        used = await store.count_calls(task, tool=tool, statuses=COUNTED_STATUSES)
+        budgets.append(
+            ("calls_per_tool_per_task", tool_limit, (task, tool), used, f"calls of {tool}")
+        )
     # From here to the reservation nothing awaits: calls of this process that passed this gate
     # but are not in the ledger yet hold their place, so concurrent calls cannot all pass.
-    task_limit = limits.max_calls_per_task
-    if task_limit is not None and task_used + rt.reserved.get((task, None), 0) >= task_limit:
-        raise _refuse(
-            ErrorCode.BUDGET_EXCEEDED,
-            f"this task has used its budget of {task_limit} calls",
-            budget="calls_per_task",
-            limit=task_limit,
-        )
-    if tool_limit is not None and tool_used + rt.reserved.get((task, tool), 0) >= tool_limit:
-        raise _refuse(
-            ErrorCode.BUDGET_EXCEEDED,
-            f"this task has used its budget of {tool_limit} calls of {tool}",
-            budget="calls_per_tool_per_task",
-            limit=tool_limit,
-        )
-    keys: list[tuple[str, str | None]] = []
-    if task_limit is not None:
-        keys.append((task, None))
-    if tool_limit is not None:
-        keys.append((task, tool))
-    for key in keys:
+    for name, limit, key, used, what in budgets:
+        if used + rt.reserved.get(key, 0) >= limit:
+            raise _refuse(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"this task has used its budget of {limit} {what}",
+                budget=name,
+                limit=limit,
+            )
+    for _, _, key, _, _ in budgets:
         rt.reserved[key] = rt.reserved.get(key, 0) + 1
-    st.reserved = tuple(keys)
+    st.reserved = tuple(key for _, _, key, _, _ in budgets)
     if limits.calls_per_minute is not None and rt.limiter is not None:
         try:
             wait = await rt.limiter.acquire(
