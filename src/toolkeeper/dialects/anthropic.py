@@ -94,7 +94,7 @@ class Anthropic(Dialect):
         kinds = {"auto": "auto", "required": "any", "none": "none", "tool": "tool"}
         value: dict[str, Any] = {"type": kinds[choice.mode]}
         if choice.mode == "tool":
-            value["name"] = self.chosen_name(choice, tools)
+            value["name"] = self.exported_name(choice.name or "", tools)
         losses: tuple[Loss, ...] = ()
         if choice.parallel is not None:
             if choice.mode == "none":

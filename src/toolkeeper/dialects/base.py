@@ -317,10 +317,6 @@ class Dialect(Importer):
             LossError: `strict` is true and the conversion lost something.
         """
 
-    def chosen_name(self, choice: ToolChoice, tools: Sequence[ToolSpec]) -> str:
-        """The exported name of the tool `choice` names, among `tools` when given."""
-        return self.exported_name(choice.name or "", tools)
-
     def exported_name(self, name: str, tools: Sequence[ToolSpec]) -> str:
         """The name tool `name` is exported under among `tools` (alone, when not among them)."""
         for wire, original in self.wire_names(tools).items():

@@ -160,7 +160,7 @@ class Gemini(Dialect):
     ) -> Converted[dict[str, Any]]:
         config: dict[str, Any] = {"mode": _MODES[choice.mode]}
         if choice.mode == "tool":
-            config["allowedFunctionNames"] = [self.chosen_name(choice, tools)]
+            config["allowedFunctionNames"] = [self.exported_name(choice.name or "", tools)]
         losses: tuple[Loss, ...] = ()
         if choice.parallel is False:
             losses = (

@@ -228,7 +228,7 @@ class OpenAIChat(Dialect):
     ) -> Converted[dict[str, Any]]:
         fields: dict[str, Any] = {}
         if choice.mode == "tool":
-            name = self.chosen_name(choice, tools)
+            name = self.exported_name(choice.name or "", tools)
             fields["tool_choice"] = {"type": "function", "function": {"name": name}}
         else:
             fields["tool_choice"] = choice.mode

@@ -100,7 +100,10 @@ class OpenAIResponses(Dialect):
     ) -> Converted[dict[str, Any]]:
         fields: dict[str, Any] = {}
         if choice.mode == "tool":
-            fields["tool_choice"] = {"type": "function", "name": self.chosen_name(choice, tools)}
+            fields["tool_choice"] = {
+                "type": "function",
+                "name": self.exported_name(choice.name or "", tools),
+            }
         else:
             fields["tool_choice"] = choice.mode
         if choice.parallel is not None:
