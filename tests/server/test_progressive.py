@@ -11,10 +11,9 @@ from toolkeeper.server.progressive import MetaTools
 pytestmark = pytest.mark.anyio
 
 
-async def test_meta_tools_keep_tool_vectors_in_the_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Without the cache a gateway embedded its whole catalog again at every start.
+@pytest.fixture
+def keeper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Keeper:
+    """A keeper with one weather tool, its tool vectors cached under `tmp_path`."""
     monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
     keeper = Keeper(ledger="memory://")
 
@@ -23,28 +22,24 @@ async def test_meta_tools_keep_tool_vectors_in_the_cache(
         """Weather forecast for a city."""
         return city
 
-    async def run(call: object) -> object:
-        raise AssertionError("not called")
+    return keeper
 
-    meta = MetaTools(keeper, run)  # type: ignore[arg-type]
+
+async def _not_run(call: object) -> object:
+    raise AssertionError("no inner call is made here")
+
+
+async def test_meta_tools_keep_tool_vectors_in_the_cache(keeper: Keeper, tmp_path: Path) -> None:
+    # Without the cache a gateway embedded its whole catalog again at every start.
+    meta = MetaTools(keeper, _not_run)  # type: ignore[arg-type]
     result = await meta.call(Principal(id="p"), "search_tools", {"query": "weather"})
     assert result.ok and result.data["tools"][0]["name"] == "get_forecast"
     with sqlite3.connect(tmp_path / "embeddings.sqlite") as db:
         assert db.execute("SELECT count(*) FROM vectors").fetchone()[0] >= 1
 
 
-async def test_discovery_never_offers_a_tool_of_a_source_that_is_down(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_discovery_never_offers_a_tool_of_a_source_that_is_down(keeper: Keeper) -> None:
     from dataclasses import replace
-
-    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
-    keeper = Keeper(ledger="memory://")
-
-    @keeper.tool(effect="read_only")
-    async def get_forecast(city: str) -> str:
-        """Weather forecast for a city."""
-        return city
 
     @keeper.tool(effect="read_only")
     async def get_weather_alerts(city: str) -> str:
@@ -56,10 +51,7 @@ async def test_discovery_never_offers_a_tool_of_a_source_that_is_down(
     keeper.catalog.add(replace(alerts, spec=replace(alerts.spec, source="weather-upstream")))
     up = {"weather-upstream": False}
 
-    async def run(call: object) -> object:
-        raise AssertionError("not called")
-
-    meta = MetaTools(keeper, run, connected=lambda source: up.get(source, True))  # type: ignore[arg-type]
+    meta = MetaTools(keeper, _not_run, connected=lambda source: up.get(source, True))  # type: ignore[arg-type]
     who = Principal(id="p")
     found = await meta.call(who, "search_tools", {"query": "weather alerts", "k": 5})
     assert [t["name"] for t in found.data["tools"]] == ["get_forecast"]

@@ -133,13 +133,20 @@ async def raw_gateway(config: Path) -> AsyncIterator[RawSession]:
         await process.wait()
 
 
+@asynccontextmanager
+async def modern_gateway(config: Path) -> AsyncIterator[RawSession]:
+    """`raw_gateway` past the 2026-07-28 `server/discover` (request id 1)."""
+    async with raw_gateway(config) as gw:
+        await gw.send({"id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}})
+        await gw.answer(1)
+        yield gw
+
+
 async def test_modern_calls_get_the_sdks_wire_shape_errors_and_cancellation(
     config_file: Path, tmp_path: Path
 ) -> None:
     with anyio.fail_after(60):
-        async with raw_gateway(config_file) as gw:
-            await gw.send({"id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}})
-            await gw.answer(1)
+        async with modern_gateway(config_file) as gw:
             await gw.call(2, "t.hang", {}, **ENVELOPE)
             await gw.call(3, "t.echo", {"text": "hi"}, **ENVELOPE)
             echoed = await gw.answer(3)
@@ -194,9 +201,7 @@ async def test_arguments_with_a_lone_surrogate_are_answered_not_dropped(
 ) -> None:
     # Valid JSON that the SDK's parser refuses: the SDK drops such a request unanswered.
     with anyio.fail_after(60):
-        async with raw_gateway(config_file) as gw:
-            await gw.send({"id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}})
-            await gw.answer(1)
+        async with modern_gateway(config_file) as gw:
             await gw.call(2, "t.echo", {"text": "cut \ud83d"}, **ENVELOPE)
             refused = await gw.answer(2)
             await gw.call(3, "t.echo", {"text": "after"}, **ENVELOPE)
@@ -213,9 +218,7 @@ async def test_a_line_nested_too_deep_is_refused_and_the_session_goes_on(
     config_file: Path,
 ) -> None:
     with anyio.fail_after(60):
-        async with raw_gateway(config_file) as gw:
-            await gw.send({"id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}})
-            await gw.answer(1)
+        async with modern_gateway(config_file) as gw:
             # 3,000 levels: msgspec gives up at 1,000 with RecursionError, which ended the gateway
             line = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call"})[:-1]
             args = "[" * 3000 + "]" * 3000
@@ -251,9 +254,7 @@ grants = ["raw:*"]
     )
     effects = tmp_path / "effects.txt"
     with anyio.fail_after(60):
-        async with raw_gateway(config) as gw:
-            await gw.send({"id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}})
-            await gw.answer(1)
+        async with modern_gateway(config) as gw:
             await gw.call(2, "raw.report", {"path": str(effects)}, **ENVELOPE)
             answered = await gw.answer(2)
             await gw.send({"id": 3, "method": "tools/list", "params": {"_meta": ENVELOPE}})
