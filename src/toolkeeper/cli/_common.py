@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ..ledger.base import LedgerStore
 from ..ledger.factory import open_store
+from ..ledger.sqlite import NoLedger
 
 __all__ = ["add_ledger_option", "count", "existing_ledger", "ledger_hint", "ledger_url"]
 
@@ -39,11 +40,11 @@ def existing_ledger(args: argparse.Namespace) -> LedgerStore:
     return open_store(ledger_url(args), create=False)
 
 
-def ledger_hint(message: str) -> str:
-    """`message`, with how to point a command at the right ledger when the file was missing."""
-    if message.startswith("no ledger at"):
-        return f"{message} (pass --ledger URL or set TOOLKEEPER_LEDGER)"
-    return message
+def ledger_hint(exc: Exception) -> str:
+    """What went wrong, with how to point a command at the right ledger when there was none."""
+    if isinstance(exc, NoLedger):
+        return f"{exc} (pass --ledger URL or set TOOLKEEPER_LEDGER)"
+    return str(exc)
 
 
 def count(minimum: int) -> Callable[[str], int]:

@@ -56,7 +56,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         return anyio.run(_run, args)
     except (ToolkeeperError, ImportError) as exc:
-        print(f"toolkeeper approvals: {ledger_hint(str(exc))}", file=sys.stderr)
+        print(f"toolkeeper approvals: {ledger_hint(exc)}", file=sys.stderr)
         return 1
 
 

@@ -110,7 +110,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         records = anyio.run(_records, args)
     except (ToolkeeperError, ImportError) as exc:
-        print(f"toolkeeper ledger: {ledger_hint(str(exc))}", file=sys.stderr)
+        print(f"toolkeeper ledger: {ledger_hint(exc)}", file=sys.stderr)
         return 1
     _print(args, records)
     return 0

@@ -111,11 +111,15 @@ def _claim_mode(record: CallRecord) -> Mode:
     return Mode.WRITE
 
 
+class NoLedger(StoreError):
+    """The path opened with `create=False` holds no toolkeeper ledger."""
+
+
 def _require_ledger(path: str) -> None:
     """Refuse a path that holds no toolkeeper ledger, without writing to it: not created,
     not switched to WAL, not migrated (another program's database stays as it was)."""
     if not Path(path).is_file():
-        raise StoreError(f"no ledger at {path}: the file does not exist")
+        raise NoLedger(f"no ledger at {path}: the file does not exist")
     try:
         probe = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
         try:
@@ -125,9 +129,9 @@ def _require_ledger(path: str) -> None:
         finally:
             probe.close()
     except sqlite3.Error as exc:
-        raise StoreError(f"no ledger at {path}: {exc}") from exc
+        raise NoLedger(f"no ledger at {path}: {exc}") from exc
     if found is None:
-        raise StoreError(f"no ledger at {path}: the file is not a toolkeeper ledger")
+        raise NoLedger(f"no ledger at {path}: the file is not a toolkeeper ledger")
 
 
 class SQLiteStore:
