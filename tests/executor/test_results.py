@@ -1,14 +1,17 @@
 """What a tool returns is recorded and handed back as JSON data, whatever text it holds."""
 
 import base64
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 from pydantic import Field
 
-from toolkeeper import CallStatus, Keeper, ToolCall
+from toolkeeper import CallStatus, Effect, Keeper, ToolCall, ToolSpec
+from toolkeeper.catalog.registry import Tool
 from toolkeeper.core.signals import ToolFailed
+from toolkeeper.core.values import CallContext
 
 pytestmark = pytest.mark.anyio
 
@@ -101,3 +104,59 @@ async def test_binary_bytes_from_a_write_tool_are_base64_not_a_failure() -> None
         result = await keeper.execute(ToolCall(call_id="c1", name="upload", arguments={}))
     assert result.status is CallStatus.SUCCEEDED, result.error
     assert result.data == {"thumbnail": base64.b64encode(png).decode(), "name": "Y2F0LnBuZw=="}
+
+
+def _nested(depth: int) -> dict[str, object]:
+    value: dict[str, object] = {"leaf": 1}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+class _DeepConnector:
+    """A source whose answer no JSON encoder takes: nested a few thousand levels deep."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    async def invoke(self, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        self.runs += 1
+        return _nested(5000)
+
+
+async def test_a_write_whose_result_cannot_be_stored_is_recorded_as_it_ended(
+    tmp_path: Path,
+) -> None:
+    """The effect ran: the call ends SUCCEEDED with a note in place of its data (never FAILED,
+    which invites the model to propose it again, nor left RUNNING), and replays that note."""
+    db = f"sqlite:///{tmp_path / 'deep.db'}"
+    made: list[int] = []
+    keeper = Keeper(ledger=db)
+
+    @keeper.tool(effect="write", permissions=[])
+    async def build(depth: int) -> dict[str, object]:
+        made.append(depth)
+        return _nested(depth)
+
+    upstream = _DeepConnector()
+    schema = {"type": "object", "properties": {}}
+    keeper.catalog.add(
+        Tool(
+            spec=ToolSpec(name="fetch", effect=Effect.WRITE, input_schema=schema),
+            connector=upstream,
+        )
+    )
+    async with keeper:
+        shallow = await keeper.execute(ToolCall(call_id="s", name="build", arguments={"depth": 50}))
+        deep = await keeper.execute(ToolCall(call_id="d", name="build", arguments={"depth": 600}))
+        far = await keeper.execute(ToolCall(call_id="f", name="fetch", arguments={}))
+        again = await keeper.execute(ToolCall(call_id="f", name="fetch", arguments={}))
+        records = {c: await keeper.store.get_call("default", c) for c in ("d", "f")}
+    assert shallow.status is CallStatus.SUCCEEDED and shallow.data == _nested(50)
+    for result in (deep, far):
+        assert result.status is CallStatus.SUCCEEDED and result.error is None
+        assert isinstance(result.data, str) and "ran and finished" in result.data
+    assert again.replayed and again.data == far.data
+    assert made == [50, 600] and upstream.runs == 1
+    for record in records.values():
+        assert record is not None and record.status is CallStatus.SUCCEEDED

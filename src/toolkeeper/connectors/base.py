@@ -8,8 +8,9 @@ the executor does those, the same way for every connector.
 
 A connector returns the result data, or a `ToolOutput` to also report an effect reference. It
 raises a `ToolSignal` (`ToolFailed`, `RetryLater`, `ApprovalRequired`) to report a failure
-the model may see; `UpstreamUnavailable` when the source cannot be reached (nothing ran); and
-any other exception for an internal failure, which the model never sees in detail.
+the model may see; `UpstreamUnavailable` when the source cannot be reached (nothing ran);
+`UnrecordableResult` when the tool ran but its result cannot be made JSON; and any other
+exception for an internal failure, which the model never sees in detail.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..core.signals import ToolSignal
 from ..core.values import CallContext, ToolSpec
 
-__all__ = ["Connector", "ToolOutput", "UpstreamUnavailable"]
+__all__ = ["Connector", "ToolOutput", "UnrecordableResult", "UpstreamUnavailable"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -36,6 +37,15 @@ class ToolOutput:
 
 class UpstreamUnavailable(ToolSignal):
     """The tool's source could not be reached before anything was sent: nothing ran."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class UnrecordableResult(Exception):
+    """The attempt finished and the tool ran, but what it returned is not JSON data (nested
+    too deeply, say). The call is recorded as succeeded, with a note in place of its data."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

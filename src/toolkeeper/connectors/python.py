@@ -15,7 +15,7 @@ import anyio.to_thread
 
 from ..core.values import CallContext, ToolSpec
 from ..schema.from_callable import FunctionSchema, function_schema, to_jsonable
-from .base import ToolOutput
+from .base import ToolOutput, UnrecordableResult
 
 __all__ = ["FunctionConnector"]
 
@@ -37,6 +37,11 @@ class FunctionConnector:
             value = await self.func(*args, **kwargs)
         else:
             value = await anyio.to_thread.run_sync(functools.partial(self.func, *args, **kwargs))
-        if isinstance(value, ToolOutput):
-            return ToolOutput(data=to_jsonable(value.data), effect_ref=value.effect_ref)
-        return to_jsonable(value)
+        # From here on the function has run: a result that cannot be made JSON is not a
+        # failure of the call (its effect happened), only of its record.
+        try:
+            if isinstance(value, ToolOutput):
+                return ToolOutput(data=to_jsonable(value.data), effect_ref=value.effect_ref)
+            return to_jsonable(value)
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise UnrecordableResult(f"{type(exc).__name__}: {exc}") from exc

@@ -5,6 +5,7 @@ ToolkeeperError                 base of everything toolkeeper raises
 ├── ConfigurationError          a tool, policy or store was set up wrongly (a programming error)
 ├── IllegalTransition           a state change the call state machine does not allow
 ├── StoreError                  the ledger backend failed (I/O, connection)
+│   └── NotJSON                 a value given to the ledger is not JSON data
 └── CallRefused                 carries a ToolError; raised in the pipeline, returned as a result
 ```
 
@@ -30,6 +31,7 @@ __all__ = [
     "ErrorCode",
     "ErrorInfo",
     "IllegalTransition",
+    "NotJSON",
     "StoreError",
     "ToolError",
     "ToolkeeperError",
@@ -162,6 +164,11 @@ class ConfigurationError(ToolkeeperError):
 
 class StoreError(ToolkeeperError):
     """The ledger backend failed to read or write."""
+
+
+class NotJSON(StoreError):
+    """A value given to the ledger is not JSON data (NaN, an unknown type, nested too deeply):
+    nothing was written."""
 
 
 class IllegalTransition(ToolkeeperError):

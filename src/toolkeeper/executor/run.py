@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
+import logging
 import time
 from collections.abc import Coroutine, Generator
 from dataclasses import dataclass
@@ -19,8 +21,8 @@ from typing import Any
 
 import anyio
 
-from ..connectors.base import ToolOutput, UpstreamUnavailable
-from ..core.errors import ErrorCode, ToolError
+from ..connectors.base import ToolOutput, UnrecordableResult, UpstreamUnavailable
+from ..core.errors import ErrorCode, NotJSON, ToolError
 from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFailed
 from ..core.states import CallStatus
 from ..core.values import CallContext, ToolResult
@@ -37,6 +39,8 @@ from .runtime import Runtime, idempotency_key
 from .state import CallState
 
 __all__ = ["LostRace", "hold_for_approval", "record_refusal", "run_call"]
+
+_log = logging.getLogger("toolkeeper")
 
 
 class LostRace(Exception):
@@ -82,6 +86,8 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
     except OutcomeUnknown as exc:
         error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, exc.reason, retryable=True)
         return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
+    except UnrecordableResult as exc:
+        return _Outcome(status=CallStatus.SUCCEEDED, data=_unrecordable(spec.name, exc.reason))
     except ApprovalRequired as exc:
         if ctx.approval_id is not None:
             error = ToolError.of(ErrorCode.TOOL_ERROR, "the tool asked for approval again")
@@ -160,6 +166,15 @@ async def _invoke(rt: Runtime, st: CallState, ctx: CallContext) -> Any:
     if scope.cancelled_caught:
         raise TimeoutError
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _unrecordable(name: str, reason: str) -> str:
+    """What is recorded and shown instead of a result that is not JSON data: the call ran."""
+    _log.warning("the result of %s is not JSON data and is not recorded: %s", name, reason)
+    return (
+        f"{name} ran and finished, but its result is not JSON data (nested too deeply, or of "
+        "a type JSON cannot hold), so it is not shown"
+    )
 
 
 def _timed_out(name: str, timeout: float) -> _Outcome:
@@ -371,10 +386,59 @@ async def _record_end(
     persisted: CallStatus | None,
 ) -> ToolResult:
     assert st.tool is not None
+    approval_id = st.approval.id if st.approval is not None else None
+    previous = persisted or (st.record.status if st.record is not None else None)
+    try:
+        await _write_end(rt, st, outcome, attempt, previous, persisted)
+    except NotJSON as exc:
+        if outcome.data is None:
+            raise
+        # The store cannot hold the result (a connector's data nested too deeply): the call
+        # ran all the same, so it is recorded as it ended, with a note in place of its data.
+        outcome = dataclasses.replace(outcome, data=_unrecordable(st.tool.spec.name, str(exc)))
+        await _write_end(rt, st, outcome, attempt, previous, persisted)
+    if st.reserved:
+        rt.release(st)  # its record counts now
+    finished_at = rt.clock()
+    audit(
+        rt,
+        st,
+        outcome.status,
+        previous=previous,
+        attempt=attempt,
+        error=outcome.error,
+        approval_id=approval_id,
+        first=previous is None,
+        duration=round(finished_at - started_at, 6),
+    )
+    return ToolResult(
+        call_id=st.call.call_id,
+        tool=st.tool.spec.name,
+        status=outcome.status,
+        data=outcome.data,
+        error=outcome.error,
+        version=st.tool.spec.version,
+        source=st.tool.spec.source,
+        attempt=attempt,
+        started_at=started_at,
+        finished_at=finished_at,
+        effect_ref=outcome.effect_ref,
+        approval_id=approval_id,
+    )
+
+
+async def _write_end(
+    rt: Runtime,
+    st: CallState,
+    outcome: _Outcome,
+    attempt: int,
+    previous: CallStatus | None,
+    persisted: CallStatus | None,
+) -> None:
+    """Write the end of the call to the ledger (a first record, or the last transition)."""
     store = rt.store()
     error_dict = outcome.error.to_dict() if outcome.error is not None else None
     approval_id = st.approval.id if st.approval is not None else None
-    previous = persisted or (st.record.status if st.record is not None else None)
     if previous is None:
         _, created = await store.claim_call(
             new_record(
@@ -411,34 +475,6 @@ async def _record_end(
             )
         except StaleState as exc:
             raise LostRace from exc
-    if st.reserved:
-        rt.release(st)  # its record counts now
-    finished_at = rt.clock()
-    audit(
-        rt,
-        st,
-        outcome.status,
-        previous=previous,
-        attempt=attempt,
-        error=outcome.error,
-        approval_id=approval_id,
-        first=previous is None,
-        duration=round(finished_at - started_at, 6),
-    )
-    return ToolResult(
-        call_id=st.call.call_id,
-        tool=st.tool.spec.name,
-        status=outcome.status,
-        data=outcome.data,
-        error=outcome.error,
-        version=st.tool.spec.version,
-        source=st.tool.spec.source,
-        attempt=attempt,
-        started_at=started_at,
-        finished_at=finished_at,
-        effect_ref=outcome.effect_ref,
-        approval_id=approval_id,
-    )
 
 
 async def record_refusal(rt: Runtime, st: CallState, error: ToolError) -> ToolResult:

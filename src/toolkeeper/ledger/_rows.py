@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ..core.errors import StoreError
+from ..core.errors import NotJSON
 from ..core.states import CallStatus
 from .base import ApprovalRecord, ApprovalStatus, CallRecord
 
@@ -81,11 +81,12 @@ def dump_json(value: Any) -> str:
     """Compact JSON text of a ledger field.
 
     Raises:
-        StoreError: `value` is not JSON data (NaN and infinities included).
+        NotJSON: `value` is not JSON data (NaN and infinities included), or is nested too
+            deeply for the encoder.
     """
     try:
         out = _encode_fast(value)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError, OverflowError, RecursionError):
         pass  # the standard encoder below says what is wrong
     else:
         # msgspec writes NaN and infinities as null: text without null held none.
@@ -93,8 +94,10 @@ def dump_json(value: Any) -> str:
             return out.decode()
     try:
         return _encode(value)
+    except RecursionError as exc:
+        raise NotJSON("a ledger field is nested too deeply to be stored as JSON") from exc
     except (TypeError, ValueError) as exc:
-        raise StoreError(f"a ledger field is not JSON: {exc}") from exc
+        raise NotJSON(f"a ledger field is not JSON: {exc}") from exc
 
 
 def _dump_optional(value: Any) -> str | None:
