@@ -194,3 +194,48 @@ def test_the_default_audit_file_sits_beside_a_sqlite_ledger_however_it_is_named(
         assert not list(tmp_path.iterdir())  # no ":memory:.audit.jsonl" beside nothing
     else:
         assert isinstance(sink, JsonlAuditSink) and sink.path == tmp_path / "l.audit.jsonl"
+
+
+def _call_ids(path: Path) -> list[str]:
+    return [json.loads(line)["call_id"] for line in path.read_text().splitlines()]
+
+
+def test_the_audit_file_follows_rotation_and_deletion(tmp_path: Path) -> None:
+    """logrotate moves the file away (or a person deletes it): later events go to a new file
+    at the path, not into the moved file or nowhere."""
+    now = [0.0]
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlAuditSink(path, flush_every=1, clock=lambda: now[0])
+    sink.emit(_event(call_id="a"))
+    path.rename(tmp_path / "audit.jsonl.1")
+    now[0] += 1.0
+    sink.emit(_event(call_id="b"))
+    path.unlink()
+    now[0] += 1.0
+    sink.emit(_event(call_id="c"))
+    sink.emit(_event(call_id="d"))
+    sink.close()
+    assert _call_ids(tmp_path / "audit.jsonl.1") == ["a"]
+    assert _call_ids(path) == ["c", "d"]
+    assert sink.dropped == 0
+
+
+def test_an_unwritable_audit_file_is_one_warning_and_a_count(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "logs"
+    blocker.write_text("a file where the folder should be")
+    now = [0.0]
+    sink = JsonlAuditSink(blocker / "audit.jsonl", flush_every=1, clock=lambda: now[0])
+    with caplog.at_level("WARNING", logger="toolkeeper"):
+        for i in range(5):
+            sink.emit(_event(call_id=f"lost{i}"))
+            now[0] += 1.0
+        blocker.unlink()
+        sink.emit(_event(call_id="kept"))
+        sink.close()
+    assert _call_ids(blocker / "audit.jsonl") == ["kept"]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2 and all(r.exc_info is None for r in caplog.records)
+    assert "cannot write the audit file" in warnings[0]
+    assert "can be written again; 5 events were lost" in warnings[1]

@@ -6,11 +6,15 @@ Events carry redacted arguments only, and error codes with their model-safe mess
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import math
 import os
 import threading
+import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
@@ -20,6 +24,8 @@ import msgspec
 from ..core._fastinit import fast_init
 
 __all__ = ["AuditEvent", "AuditSink", "JsonlAuditSink", "MemoryAuditSink", "NullAuditSink"]
+
+_log = logging.getLogger("toolkeeper")
 
 
 @fast_init
@@ -137,38 +143,121 @@ class MemoryAuditSink:
 
 class JsonlAuditSink:
     """Appends one JSON object per line to a file; flushes every `flush_every` events and on
-    close (the ledger, not this file, is the record that must survive a crash)."""
+    close (the ledger, not this file, is the record that must survive a crash).
 
-    def __init__(self, path: str | os.PathLike[str], *, flush_every: int = 64) -> None:
+    Log rotation is followed: at most once a second the sink checks that its path still names
+    the file it writes, and opens the path anew when the file was moved or deleted. A file
+    that cannot be written (a read-only folder, a full disk) is one warning, not an error per
+    event: events are dropped and counted until the path can be written again (tried at most
+    once a second), and a second warning then says how many were lost.
+
+    Args:
+        path: The file; created with its folder when missing.
+        flush_every: Events buffered before a flush.
+        clock: Monotonic seconds (tests replace it).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        flush_every: int = 64,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path = Path(path)
         self._flush_every = flush_every
+        self._clock = clock
         self._file: IO[bytes] | None = None
+        self._identity: tuple[int, int] | None = None
+        self._checked = -math.inf
         self._pending = 0
         self._lock = threading.Lock()
+        self._failing = False
+        self.dropped = 0
+        """Events lost because the file could not be written (since the sink was made)."""
 
     def emit(self, event: AuditEvent) -> None:
-        """Write one line."""
+        """Write one line (or count it as dropped while the file cannot be written)."""
         line = _line(event)
         with self._lock:
+            now = self._clock()
+            if now - self._checked >= 1.0:
+                self._checked = now
+                self._follow()
             if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("ab")
-            self._file.write(line)
-            self._pending += 1
-            if self._pending >= self._flush_every:
-                self._file.flush()
-                self._pending = 0
+                self.dropped += 1
+                return
+            try:
+                self._file.write(line)
+                self._pending += 1
+                if self._pending >= self._flush_every:
+                    self._file.flush()
+                    self._pending = 0
+            except OSError as exc:
+                self._failed(exc)
+                self.dropped += 1
+
+    def _follow(self) -> None:
+        """Open the path when no file is open, or when it no longer names the open file."""
+        if self._file is not None:
+            try:
+                st = os.stat(self.path)
+                if (st.st_dev, st.st_ino) == self._identity:
+                    return
+            except OSError:
+                pass  # moved or deleted: start a new file
+            self._close_quietly()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("ab")
+            st = os.fstat(self._file.fileno())
+            self._identity = (st.st_dev, st.st_ino)
+        except OSError as exc:
+            self._failed(exc)
+            return
+        if self._failing:
+            self._failing = False
+            _log.warning(
+                "the audit file %s can be written again; %d events were lost",
+                self.path,
+                self.dropped,
+            )
+
+    def _failed(self, exc: OSError) -> None:
+        """The file cannot be written: warn once per outage, then drop events until it can."""
+        if not self._failing:
+            self._failing = True
+            _log.warning(
+                "cannot write the audit file %s (%s); events are dropped until it can be written",
+                self.path,
+                exc.strerror or exc,
+            )
+        self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+        self._file = None
+        self._identity = None
 
     def flush(self) -> None:
         """Write buffered lines to the file."""
         with self._lock:
             if self._file is not None:
-                self._file.flush()
+                try:
+                    self._file.flush()
+                except OSError as exc:
+                    self._failed(exc)
                 self._pending = 0
 
     def close(self) -> None:
         """Flush and close the file. Idempotent."""
         with self._lock:
             if self._file is not None:
-                self._file.close()
+                try:
+                    self._file.close()
+                except OSError as exc:
+                    self._failed(exc)
                 self._file = None
+                self._identity = None
