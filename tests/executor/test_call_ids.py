@@ -1,12 +1,17 @@
 """A call id belongs to the principal that proposed it first, and to its arguments."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import anyio
 import anyio.lowlevel
 import pytest
 
 from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall
+from toolkeeper.ledger.base import LedgerStore
+from toolkeeper.ledger.postgres import PostgresStore
+
+from ..conftest import postgres_url
 
 pytestmark = pytest.mark.anyio
 
@@ -69,3 +74,43 @@ async def test_concurrent_proposals_of_one_call_id_with_other_arguments_conflict
     assert refused.error is not None and refused.error.code is ErrorCode.CALL_ID_CONFLICT
     record = await hr.store.get_call("default", "same")
     assert record is not None and record.result == answered.data
+
+
+@pytest.mark.parametrize(
+    ("call_id", "task_id", "problem"),
+    [
+        ("", "t", "call id is empty"),
+        ("a\x00b", "t", "call id holds a NUL character"),
+        ("\ud800", "t", "call id holds a lone UTF-16 surrogate"),
+        ("ok", "t\x00", "task id holds a NUL character"),
+        ("x" * 513, "t", "call id is longer than 512 characters"),
+    ],
+)
+async def test_ids_no_ledger_can_key_are_refused_on_every_store(
+    call_id: str, task_id: str, problem: str, pg_schema: str, tmp_path: Path
+) -> None:
+    """Ids come from the model or the client: a NUL failed on PostgreSQL, a lone surrogate on
+    every store, both as INTERNAL_ERROR; an empty id made every id-less call one call."""
+    ran: list[int] = []
+    stores: list[str | LedgerStore] = [
+        "memory://",
+        f"sqlite:///{tmp_path / 'ids.db'}",
+        PostgresStore(postgres_url(), schema=pg_schema),
+    ]
+    for ledger in stores:
+        keeper = Keeper(ledger=ledger)
+
+        @keeper.tool(effect="write", permissions=[])
+        async def bump(by: int) -> int:
+            ran.append(by)
+            return by
+
+        async with keeper:
+            call = ToolCall(call_id=call_id, task_id=task_id, name="bump", arguments={"by": 1})
+            result = await keeper.execute(call)
+            listed = await keeper.store.list_calls()
+        assert result.status is CallStatus.REJECTED and result.error is not None
+        assert result.error.code is ErrorCode.INVALID_CALL_ID
+        assert problem in result.error.message
+        assert listed == []
+    assert ran == []

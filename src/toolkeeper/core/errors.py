@@ -51,6 +51,7 @@ class ErrorCode(StrEnum):
     BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
     RATE_LIMITED = "RATE_LIMITED"
     CALL_ID_CONFLICT = "CALL_ID_CONFLICT"
+    INVALID_CALL_ID = "INVALID_CALL_ID"
     CALL_IN_PROGRESS = "CALL_IN_PROGRESS"
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
     TIMEOUT = "TIMEOUT"
@@ -83,6 +84,7 @@ ERROR_TABLE: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.BUDGET_EXCEEDED: ErrorInfo(retryable=False, http_status=429, jsonrpc_code=-32005),
     ErrorCode.RATE_LIMITED: ErrorInfo(retryable=True, http_status=429, jsonrpc_code=-32006),
     ErrorCode.CALL_ID_CONFLICT: ErrorInfo(retryable=False, http_status=409, jsonrpc_code=-32007),
+    ErrorCode.INVALID_CALL_ID: ErrorInfo(retryable=False, http_status=400, jsonrpc_code=-32602),
     ErrorCode.CALL_IN_PROGRESS: ErrorInfo(retryable=True, http_status=409, jsonrpc_code=-32008),
     ErrorCode.PAYLOAD_TOO_LARGE: ErrorInfo(retryable=False, http_status=413, jsonrpc_code=-32602),
     ErrorCode.TIMEOUT: ErrorInfo(retryable=True, http_status=504, jsonrpc_code=-32009),

@@ -142,8 +142,39 @@ async def _await_outcome(rt: Runtime, st: CallState) -> Any:
     return replay(record)
 
 
+MAX_ID_CHARS = 512
+"""The longest call or task id taken (vendors' ids are a few dozen characters)."""
+
+
+def _check_ids(st: CallState) -> None:
+    """Ids key the ledger: they must be text every store can hold, and not empty."""
+    for what, value in (("call id", st.call.call_id), ("task id", st.call.task_id)):
+        if isinstance(value, str) and value and len(value) <= MAX_ID_CHARS and "\x00" not in value:
+            if value.isascii():
+                continue
+            try:
+                value.encode("utf-8")
+                continue
+            except UnicodeEncodeError:
+                pass
+        if not isinstance(value, str) or not value:
+            problem = "is empty"
+        elif len(value) > MAX_ID_CHARS:
+            problem = f"is longer than {MAX_ID_CHARS} characters"
+        elif "\x00" in value:
+            problem = "holds a NUL character"
+        else:
+            problem = "holds a lone UTF-16 surrogate, which is not a character"
+        raise _refuse(
+            ErrorCode.INVALID_CALL_ID,
+            f"the {what} {problem}; give each call a short, unique id",
+            field=what.replace(" ", "_"),
+        )
+
+
 async def dedupe(rt: Runtime, st: CallState) -> Any:
     """1. The same call id with the same arguments (and principal) returns the recorded result."""
+    _check_ids(st)
     _parse(rt, st)
     record = await rt.store().get_call(st.call.task_id, st.call.call_id)
     if record is None:

@@ -42,6 +42,11 @@ __all__ = ["LostRace", "hold_for_approval", "record_refusal", "run_call"]
 
 _log = logging.getLogger("toolkeeper")
 
+_NOT_RECORDED = frozenset(
+    {ErrorCode.CALL_ID_CONFLICT, ErrorCode.CALL_IN_PROGRESS, ErrorCode.INVALID_CALL_ID}
+)
+"""Refusals that leave the ledger alone: the id is another call's, or cannot be a key."""
+
 
 class LostRace(Exception):
     """Another process changed the call's record first; the pipeline starts over."""
@@ -480,7 +485,7 @@ async def _write_end(
 async def record_refusal(rt: Runtime, st: CallState, error: ToolError) -> ToolResult:
     """Record a refused call as REJECTED (nothing ran) and return the refusal."""
     store = rt.store()
-    if error.code not in (ErrorCode.CALL_ID_CONFLICT, ErrorCode.CALL_IN_PROGRESS):
+    if error.code not in _NOT_RECORDED:
         previous = st.record.status if st.record is not None else None
         try:
             if st.record is None:
