@@ -39,6 +39,7 @@ async def _nothing_running(keeper: Keeper) -> None:
         ('{"sku": "a", "quantity": "one"}', ["/quantity"]),  # wrong type
         ('{"sku": "a"}', ["/quantity"]),  # missing required
         ({"quantity": "x", "extra": 1}, ["/quantity", "/extra", "/sku"]),  # several at once
+        ({"sku": "a", "quantity": 1, 7: "x"}, [""]),  # a key JSON cannot hold (a Python caller)
     ],
 )
 async def test_invalid_arguments_are_refused_with_a_pointer_to_each_fault(

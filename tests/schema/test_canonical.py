@@ -1,4 +1,6 @@
+import enum
 import json
+import struct
 
 import pytest
 from hypothesis import given
@@ -23,6 +25,40 @@ from toolkeeper.schema.canonical import _encode, canonical_json, digest, json_sa
 )
 def test_canonical_form_follows_rfc_8785(value: object, text: str) -> None:
     assert canonical_json(value) == text
+
+
+# RFC 8785 Appendix B, and values where Python's repr differs from ECMAScript's form (checked
+# against the `rfc8785` reference implementation).
+@pytest.mark.parametrize(
+    ("bits", "text"),
+    [
+        ("0000000000000001", "5e-324"),
+        ("7fefffffffffffff", "1.7976931348623157e+308"),
+        ("4340000000000000", "9007199254740992"),
+        ("4430000000000000", "295147905179352830000"),
+        ("44b52d02c7e14af5", "9.999999999999997e+22"),
+        ("44b52d02c7e14af6", "1e+23"),
+        ("3eb0c6f7a0b5ed8d", "0.000001"),
+        ("3eb0c6f7a0b5ed8c", "9.999999999999997e-7"),
+        ("41b3de4355555553", "333333333.3333332"),
+        ("c3b0000000000000", "-1152921504606847000"),
+    ],
+)
+def test_floats_are_written_as_ecmascript_writes_them(bits: str, text: str) -> None:
+    value = struct.unpack(">d", bytes.fromhex(bits))[0]
+    assert canonical_json(value) == text
+    assert canonical_json([1e-5, 1.5e-6]) == "[0.00001,0.0000015]"
+
+
+def test_keys_must_be_strings_and_int_enums_are_numbers() -> None:
+    """`{1: 5}` and `{"1": 5}` are different Python values: they must not share a digest."""
+    with pytest.raises(TypeError, match="keys must be strings"):
+        canonical_json({1: 5, "1": 6})
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    assert canonical_json({"p": Level.LOW}) == '{"p":1}'
 
 
 def test_equal_meaning_gives_equal_digests() -> None:
@@ -55,7 +91,26 @@ def test_the_fast_path_writes_what_the_full_encoder_writes(value: object) -> Non
     out: list[str] = []
     _encode(value, out)
     assert canonical_json(value) == "".join(out)
-    assert json.loads(canonical_json(value)) == value
+    assert _same(json.loads(canonical_json(value)), value)
+
+
+def _same(read: object, value: object) -> bool:
+    """Equal as JSON numbers are (doubles): a float may read back as the int it prints as."""
+    if isinstance(value, float):
+        return isinstance(read, int | float) and float(read) == value
+    if isinstance(value, dict):
+        return (
+            isinstance(read, dict)
+            and read.keys() == value.keys()
+            and all(_same(read[k], v) for k, v in value.items())
+        )
+    if isinstance(value, list):
+        return (
+            isinstance(read, list)
+            and len(read) == len(value)
+            and all(_same(r, v) for r, v in zip(read, value, strict=True))
+        )
+    return read == value
 
 
 _json_values = st.recursive(

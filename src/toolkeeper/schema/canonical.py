@@ -20,20 +20,40 @@ __all__ = ["canonical_json", "digest", "json_safe", "parse_canonical", "safe_tex
 
 
 def _number(value: int | float) -> str:
+    """A number as RFC 8785 writes it: ECMAScript's shortest form for floats.
+
+    Integers stay exact (RFC 8785 would round those above 2**53 to a double): arguments
+    that differ must never share a digest.
+    """
     if isinstance(value, bool):  # pragma: no cover - handled by the caller
         raise TypeError("bool is not a number")
     if isinstance(value, int):
-        return str(value)
+        return str(int(value))  # int(): an IntEnum member prints as its name
+    value = float(value)
     if not math.isfinite(value):
         raise ValueError("NaN and infinities have no JSON form")
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    text = repr(value)
-    if "e" in text or "E" in text:
-        mantissa, exponent = text.lower().split("e")
-        exp = int(exponent)
-        return f"{mantissa}e{'+' if exp > 0 else '-'}{abs(exp)}"
-    return text
+    if value == 0:
+        return "0"
+    # The shortest digits that read back as `value` (what ECMAScript uses too), and the
+    # position n of the decimal point relative to them: |value| = 0.DIGITS x 10**n.
+    mantissa, _, exponent = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction
+    n = len(whole) + int(exponent or 0)
+    significant = digits.lstrip("0")
+    n -= len(digits) - len(significant)
+    digits = significant.rstrip("0")
+    k = len(digits)
+    sign = "-" if value < 0 else ""
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + digits
+    e = n - 1
+    head = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{sign}{head}e{'+' if e > 0 else '-'}{abs(e)}"
 
 
 def _encode(value: Any, out: list[str]) -> None:
@@ -49,11 +69,13 @@ def _encode(value: Any, out: list[str]) -> None:
         out.append(_number(value))
     elif isinstance(value, Mapping):
         out.append("{")
-        keys = sorted(value, key=lambda k: str(k).encode("utf-16-be"))
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError("object keys must be strings")
+        keys = sorted(value, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
         for i, key in enumerate(keys):
             if i:
                 out.append(",")
-            out.append(json.dumps(str(key), ensure_ascii=False))
+            out.append(json.dumps(key, ensure_ascii=False))
             out.append(":")
             _encode(value[key], out)
         out.append("}")
