@@ -1,9 +1,11 @@
 """Bad input never crashes a turn and never leaves a call RUNNING."""
 
+import datetime
 import json
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel, field_validator
 
 from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall
 
@@ -265,3 +267,39 @@ async def test_a_tool_with_a_broken_input_schema_is_refused_and_recorded() -> No
     assert result.error is not None and result.error.code is ErrorCode.TOOL_ERROR
     assert "not valid JSON Schema" in result.error.message
     assert record.status is CallStatus.REJECTED
+
+
+async def test_arguments_the_function_cannot_take_are_refused_before_anything_runs(
+    keeper: Keeper,
+) -> None:
+    """Schema-valid arguments a model's own validator refuses (or a leap second for a datetime)
+    are INVALID_ARGUMENTS with a pointer, before approval and the ledger; they were a
+    TOOL_ERROR after RUNNING."""
+
+    class Address(BaseModel):
+        city: str
+
+        @field_validator("city")
+        @classmethod
+        def known(cls, value: str) -> str:
+            if value == "Atlantis":
+                raise ValueError("unknown city")
+            return value
+
+    ran: list[str] = []
+
+    @keeper.tool(effect="destructive", permissions=[])
+    async def ship(to: Address, when: datetime.datetime) -> str:
+        ran.append(to.city)
+        return to.city
+
+    for arguments, pointer in (
+        ({"to": {"city": "Atlantis"}, "when": "2030-01-01T00:00:00Z"}, "/to/city"),
+        ({"to": {"city": "Oslo"}, "when": "2016-12-31T23:59:60Z"}, "/when"),
+    ):
+        result = await keeper.execute(ToolCall(call_id=pointer, name="ship", arguments=arguments))
+        assert result.status is CallStatus.REJECTED and result.error is not None
+        assert result.error.code is ErrorCode.INVALID_ARGUMENTS
+        assert [v["pointer"] for v in result.error.details["violations"]] == [pointer]
+    assert ran == [] and await keeper.approvals.pending() == []
+    await _nothing_running(keeper)

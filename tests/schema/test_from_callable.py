@@ -1,3 +1,4 @@
+import math
 from enum import Enum
 from typing import Annotated, Literal
 
@@ -76,3 +77,67 @@ def test_plain_arguments_skip_conversion() -> None:
     assert fs.model is None
     assert fs.python_arguments({"a": 1}) == {"a": 1}
     assert not fs.is_async
+
+
+def test_defaults_keep_their_data_and_reach_the_function_as_written() -> None:
+    """A `title` key inside a default is data, not pydantic's schema title; a `default_factory`
+    is run; a default JSON cannot hold (math.inf) is applied but not shown."""
+
+    def configure(
+        meta: dict[str, str] = {"title": "Untitled", "lang": "en"},  # noqa: B006
+        tags: list[str] = Field(default_factory=list),  # noqa: B008
+        limit: float = math.inf,
+    ) -> str:
+        return ""
+
+    fs = function_schema(configure)
+    props = fs.input_schema["properties"]
+    assert props["meta"]["default"] == {"title": "Untitled", "lang": "en"}
+    assert "default" not in props["limit"]
+    assert fs.python_arguments({"meta": {"title": "x"}})["tags"] == []
+
+
+def test_python_types_arrive_as_annotated() -> None:
+    """JSON Schema's "integer" takes 2.0 and arrays stand for tuples: the function gets an int
+    and a tuple."""
+
+    def move(to: tuple[int, int], steps: int, speed: float | None = None) -> str:
+        return ""
+
+    fs = function_schema(move)
+    arguments = fs.python_arguments({"to": [1, 2], "steps": 2.0})
+    assert arguments["to"] == (1, 2) and type(arguments["steps"]) is int
+
+    def count(n: int, label: str = "") -> str:
+        return ""
+
+    plain = function_schema(count)
+    assert plain.model is None  # plain JSON: no pydantic on the hot path
+    assert type(plain.python_arguments({"n": 3.0})["n"]) is int
+
+
+def test_docstring_types_with_parentheses_and_paragraphs_keep_each_description() -> None:
+    def tally(a: int, b: dict[str, int], c: str = "") -> int:
+        """Count things.
+
+        Args:
+            a (int): The first number.
+            b (dict(str, int)): Counts by name.
+
+                Names are case-sensitive.
+            c: A label.
+
+        Raises:
+            ValueError: never shown to a model.
+
+        Returns:
+            The total.
+        """
+        return a
+
+    fs = function_schema(tally)
+    props = fs.input_schema["properties"]
+    assert props["a"]["description"] == "The first number."
+    assert props["b"]["description"] == "Counts by name. Names are case-sensitive."
+    assert props["c"]["description"] == "A label."
+    assert "ValueError" not in fs.description and "The total." in fs.description

@@ -15,6 +15,7 @@ import anyio.to_thread
 
 from ..core.values import CallContext, ToolSpec
 from ..schema.from_callable import FunctionSchema, function_schema, to_jsonable
+from ..schema.validate import Violation
 from .base import ToolOutput, UnrecordableResult
 
 __all__ = ["FunctionConnector"]
@@ -26,6 +27,13 @@ class FunctionConnector:
     def __init__(self, func: Callable[..., Any], schema: FunctionSchema | None = None) -> None:
         self.func = func
         self.schema = schema if schema is not None else function_schema(func)
+
+    @property
+    def argument_check(self) -> Callable[[Mapping[str, Any]], list[Violation]] | None:
+        """What the executor checks after the JSON Schema, before anything is recorded or
+        run: whether the arguments become the function's Python values (None: they are
+        plain JSON, nothing to check)."""
+        return self.schema.violations if self.schema.model is not None else None
 
     async def invoke(self, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext) -> Any:
         """Call the function once; JSON-ify what it returns."""

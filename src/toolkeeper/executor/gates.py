@@ -32,10 +32,10 @@ from ..policy.budgets import COUNTED_STATUSES
 from ..policy.grants import may_use, missing_permissions
 from ..policy.rules import Decision, RuleInput, Verdict
 from ..schema.canonical import canonical_json, parse_canonical
-from ..schema.validate import SchemaError, apply_defaults
+from ..schema.validate import SchemaError, Violation, apply_defaults
 from .records import approval_pending_result, binding, mark_unknown, replay
 from .runtime import Runtime
-from .state import CallState
+from .state import CallState, Prepared
 
 __all__ = [
     "Gate",
@@ -258,26 +258,34 @@ def validate(rt: Runtime, st: CallState) -> Any:
     st.prepared = prepared
     violations = prepared.validator.violations(st.arguments)
     if violations:
-        if prepared.sensitive:
-            # A validator quotes the value it refused: never a sensitive one.
-            violations = [
-                replace(v, message=f"the value does not satisfy {v.keyword!r} (not shown)")
-                if v.keyword != "required" and covers(prepared.sensitive, v.pointer)
-                else v
-                for v in violations
-            ]
-        raise _refuse(
-            ErrorCode.INVALID_ARGUMENTS,
-            "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:10]),
-            violations=[v.to_dict() for v in violations],
-        )
+        raise _invalid(prepared, violations)
     st.validated = (
         apply_defaults(st.tool.spec.input_schema, st.arguments)
         if prepared.has_defaults
         else st.arguments
     )
+    if prepared.check is not None:
+        violations = prepared.check(st.validated)
+        if violations:
+            raise _invalid(prepared, violations)
     st.redacted = redact(st.validated, prepared.sensitive)
     return None
+
+
+def _invalid(prepared: Prepared, violations: list[Violation]) -> CallRefused:
+    if prepared.sensitive:
+        # A validator quotes the value it refused: never a sensitive one.
+        violations = [
+            replace(v, message=f"the value does not satisfy {v.keyword!r} (not shown)")
+            if v.keyword != "required" and covers(prepared.sensitive, v.pointer)
+            else v
+            for v in violations
+        ]
+    return _refuse(
+        ErrorCode.INVALID_ARGUMENTS,
+        "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:10]),
+        violations=[v.to_dict() for v in violations],
+    )
 
 
 def rules(rt: Runtime, st: CallState) -> Any:

@@ -105,6 +105,7 @@ class Runtime:
             validator=compile_validator(schema),
             has_defaults=_has_defaults(dict(schema)),
             sensitive=sensitive_pointers(schema, tool.sensitive),
+            check=getattr(tool.connector, "argument_check", None),
         )
         self._prepared[id(tool)] = (tool, prepared)
         return prepared

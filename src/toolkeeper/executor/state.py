@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ class Prepared:
     """Whether the input schema declares defaults to fill in."""
     sensitive: frozenset[str]
     """JSON pointers of arguments to redact."""
+    check: Callable[[Mapping[str, Any]], list[Any]] | None = None
+    """The connector's own check of schema-valid arguments (`argument_check`), if any."""
 
 
 @dataclass(slots=True)

@@ -24,8 +24,9 @@ from pydantic.fields import FieldInfo
 
 from ..core.errors import ConfigurationError
 from ..core.values import CallContext
-from .canonical import json_safe
+from .canonical import canonical_json, json_safe
 from .docstrings import parse_docstring
+from .validate import Violation, json_pointer
 
 __all__ = ["FunctionSchema", "function_schema", "to_jsonable"]
 
@@ -50,13 +51,39 @@ class FunctionSchema:
     """Whether calling the function returns an awaitable."""
     positional: tuple[str, ...] = ()
     """Positional-only parameters, in order: passed by position, not by name."""
+    integers: tuple[str, ...] = ()
+    """Parameters annotated `int` (or `int | None`) when there is no model: JSON Schema's
+    "integer" takes `2.0`, which they receive as `2`."""
 
     def python_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validated JSON arguments → the keyword arguments the function takes."""
         if self.model is None:
-            return dict(arguments)
+            out = dict(arguments)
+            for name in self.integers:
+                value = out.get(name)
+                if type(value) is float:
+                    out[name] = int(value)
+            return out
         parsed = self.model.model_validate(arguments)
         return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+
+    def violations(self, arguments: Mapping[str, Any]) -> list[Violation]:
+        """What keeps schema-valid `arguments` from becoming the function's Python values (a
+        model's own validators, a leap second for a `datetime`): checked before the call runs."""
+        if self.model is None:
+            return []
+        try:
+            self.model.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            return [
+                Violation(
+                    pointer=json_pointer([p for p in error["loc"] if isinstance(p, str | int)]),
+                    keyword="python",
+                    message=error["msg"],
+                )
+                for error in exc.errors(include_url=False, include_input=False)
+            ]
+        return []
 
 
 def _is_plain(annotation: Any) -> bool:
@@ -69,9 +96,17 @@ def _is_plain(annotation: Any) -> bool:
         return _is_plain(get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
         return all(_is_plain(a) for a in get_args(annotation))
-    if origin in (list, dict, tuple) or annotation in (list, dict):
+    if origin in (list, dict) or annotation in (list, dict):
         return all(_is_plain(a) for a in get_args(annotation) if a is not Ellipsis)
     return False
+
+
+def _is_integer(annotation: Any) -> bool:
+    if get_origin(annotation) is typing.Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (typing.Union, types.UnionType):
+        return int in get_args(annotation)
+    return annotation is int
 
 
 def _is_context(annotation: Any) -> bool:
@@ -88,13 +123,18 @@ def _has_description(annotation: Any) -> bool:
     return any(isinstance(meta, FieldInfo) and meta.description for meta in annotation.__metadata__)
 
 
+_DATA_KEYWORDS = frozenset({"default", "examples", "example", "const", "enum"})
+"""Keywords whose values are data, not schemas: never rewritten."""
+
+
 def _close_objects(node: Any) -> None:
     """Give every object schema with properties `additionalProperties: false` unless set."""
     if isinstance(node, dict):
         if "properties" in node and node.get("type") == "object":
             node.setdefault("additionalProperties", False)
-        for value in node.values():
-            _close_objects(value)
+        for key, value in node.items():
+            if key not in _DATA_KEYWORDS:
+                _close_objects(value)
     elif isinstance(node, list):
         for value in node:
             _close_objects(value)
@@ -109,12 +149,31 @@ def _strip_titles(node: Any) -> Any:
                 out[key] = {k: _strip_titles(v) for k, v in value.items()}
             elif key == "title" and isinstance(value, str):
                 continue
+            elif key in _DATA_KEYWORDS:
+                out[key] = value
             else:
                 out[key] = _strip_titles(value)
         return out
     if isinstance(node, list):
         return [_strip_titles(v) for v in node]
     return node
+
+
+def _drop_unwritable_defaults(node: Any) -> None:
+    """Remove defaults JSON cannot hold (`math.inf`, NaN): the function still applies them, a
+    model is just not shown them."""
+    if isinstance(node, dict):
+        if "default" in node:
+            try:
+                canonical_json(node["default"])
+            except (TypeError, ValueError):
+                del node["default"]
+        for key, value in node.items():
+            if key not in _DATA_KEYWORDS:
+                _drop_unwritable_defaults(value)
+    elif isinstance(node, list):
+        for value in node:
+            _drop_unwritable_defaults(value)
 
 
 def function_schema(
@@ -135,6 +194,7 @@ def function_schema(
     context_param: str | None = None
     plain = True
     positional: list[str] = []
+    integers: list[str] = []
     for name, param in signature.parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ConfigurationError(f"{func.__qualname__}: *args/**kwargs cannot be tool inputs")
@@ -143,11 +203,14 @@ def function_schema(
             context_param = name
             continue
         plain = plain and _is_plain(annotation)
+        if _is_integer(annotation):
+            integers.append(name)
         if param.kind is param.POSITIONAL_ONLY:
             positional.append(name)
         default = ... if param.default is param.empty else param.default
         described = doc.params.get(name) if not _has_description(annotation) else None
         if isinstance(default, FieldInfo):
+            plain = False  # its default (or default_factory) is the model's to apply
             info = default
             if info.description is None and described:
                 info = FieldInfo.merge_field_infos(info, description=described)
@@ -166,7 +229,15 @@ def function_schema(
     )
     if any(f.alias or f.validation_alias for f in model.model_fields.values()):
         plain = False  # the model maps the names the schema shows back to the parameters
-    input_schema = _strip_titles(model.model_json_schema())
+    try:
+        input_schema = _strip_titles(model.model_json_schema())
+        _drop_unwritable_defaults(input_schema)
+        canonical_json(input_schema)
+    except (TypeError, ValueError) as exc:  # a default JSON cannot hold: math.inf, a set...
+        raise ConfigurationError(
+            f"{func.__qualname__}: its parameters have no JSON Schema a model could read "
+            f"({exc}); give defaults JSON can hold"
+        ) from exc
     input_schema.pop("title", None)
     input_schema.setdefault("properties", {})
     input_schema["additionalProperties"] = additional_properties
@@ -190,6 +261,7 @@ def function_schema(
         model=None if plain else model,
         is_async=is_async,
         positional=tuple(positional),
+        integers=tuple(integers),
     )
 
 

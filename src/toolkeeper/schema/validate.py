@@ -119,9 +119,13 @@ def compile_validator(schema: Mapping[str, Any]) -> Validator:
     """A compiled validator for `schema`, cached by the schema's canonical form.
 
     Raises:
-        SchemaError: the schema itself is invalid.
+        SchemaError: the schema itself is invalid (or is not JSON data: NaN, infinities).
     """
-    return _compile(canonical_json(schema))
+    try:
+        text = canonical_json(schema)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise SchemaError(f"the schema is not JSON data: {exc}") from exc
+    return _compile(text)
 
 
 def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
