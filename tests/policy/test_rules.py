@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from toolkeeper import (
     CallStatus,
@@ -12,6 +13,7 @@ from toolkeeper import (
     domain_in,
     path_inside,
 )
+from toolkeeper.policy.rules import Decision
 from toolkeeper.testing import MemoryStore
 
 pytestmark = pytest.mark.anyio
@@ -88,3 +90,86 @@ async def test_a_broken_rule_fails_closed_without_leaking() -> None:
     assert "secret" not in result.error.message
     assert record is not None and record.status is CallStatus.REJECTED
     assert ran == []
+
+
+async def test_ready_made_rules_check_every_element_and_fail_closed(tmp_path: Path) -> None:
+    """A list of paths was checked as its text (and passed); a pointer, a misspelled name or a
+    value of another type let any amount through."""
+    keeper = Keeper(ledger=MemoryStore())
+    done: list[object] = []
+
+    class Payment(BaseModel):
+        amount: float
+        note: str = ""
+
+    @keeper.tool(effect="write", permissions=[], rules=[path_inside("paths", tmp_path)])
+    async def remove(paths: list[str]) -> int:
+        done.append(paths)
+        return len(paths)
+
+    @keeper.tool(effect="write", permissions=[], rules=[at_most("/payment/amount", 100)])
+    async def pay(payment: Payment) -> str:
+        done.append(payment.amount)
+        return "paid"
+
+    @keeper.tool(effect="write", permissions=[], rules=[at_most("amount", 100)])
+    async def misspelled(amount_usd: float) -> str:
+        done.append(amount_usd)
+        return "paid"
+
+    @keeper.tool(effect="write", permissions=[], rules=[at_most("amount", 100)])
+    async def textual(amount: str) -> str:
+        done.append(amount)
+        return "paid"
+
+    async def run(name: str, **args: object) -> ErrorCode | None:
+        result = await keeper.execute(ToolCall(call_id=f"{name}{args}", name=name, arguments=args))
+        return result.error.code if result.error is not None else None
+
+    async with keeper:
+        assert await run("remove", paths=["a", "b/c"]) is None
+        assert await run("remove", paths=["a", "/etc/passwd"]) is ErrorCode.PERMISSION_DENIED
+        assert await run("pay", payment={"amount": 50}) is None
+        assert await run("pay", payment={"amount": 1e6}) is ErrorCode.PERMISSION_DENIED
+        assert await run("misspelled", amount_usd=1e6) is ErrorCode.PERMISSION_DENIED
+        assert await run("textual", amount="1000000") is ErrorCode.PERMISSION_DENIED
+    assert done == [["a", "b/c"], 50]
+
+
+@pytest.mark.parametrize("answer", [True, False, "deny", 0])
+async def test_a_rule_answering_something_else_than_a_decision_fails_closed(answer: object) -> None:
+    keeper = Keeper(ledger=MemoryStore())
+    ran: list[str] = []
+
+    @keeper.tool(effect="read_only", rules=[lambda inp: answer])
+    async def ping() -> str:
+        ran.append("ping")
+        return "pong"
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="1", name="ping"))
+        record = await keeper.store.get_call("default", "1")
+    assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
+    assert ran == [] and record is not None and record.status is CallStatus.REJECTED
+
+
+async def test_decisions_written_with_text_mean_the_members() -> None:
+    """`Decision(verdict="deny")` let the call run: verdicts are compared by identity."""
+    keeper = Keeper(ledger=MemoryStore())
+    ran: list[str] = []
+
+    @keeper.tool(
+        effect="write",
+        permissions=[],
+        rules=[lambda inp: Decision(verdict="deny", reason="blocked", code="INVALID_ARGUMENTS")],  # type: ignore[arg-type]
+    )
+    async def wipe() -> str:
+        ran.append("wipe")
+        return "wiped"
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="1", name="wipe"))
+    assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
+    assert result.error.message == "blocked" and ran == []
+    with pytest.raises(ValueError, match="maybe"):
+        Decision(verdict="maybe")  # type: ignore[arg-type]

@@ -318,6 +318,13 @@ async def _rules(rt: Runtime, st: CallState) -> Any:
                 ) from exc
             if decision is None:
                 continue
+            if not isinstance(decision, Decision):  # True, "deny"...: not an answer, fail closed
+                _log.error("business rule %r returned %r, not a Decision", rule, decision)
+                raise _refuse(
+                    ErrorCode.PERMISSION_DENIED,
+                    "a policy rule could not be evaluated; the call was not run",
+                    rule=getattr(rule, "__name__", "rule"),
+                )
             if decision.verdict is Verdict.DENY:
                 details: dict[str, Any] = {"rule": getattr(rule, "__name__", "rule")}
                 if decision.pointer is not None:

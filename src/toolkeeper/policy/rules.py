@@ -58,6 +58,12 @@ class Decision:
     skip_approval: bool = False
     """For an allow: waive the approval a destructive tool needs by default."""
 
+    def __post_init__(self) -> None:
+        # "deny" and "INVALID_ARGUMENTS" as text mean the members: compared by identity later,
+        # an unconverted string would let a denial through.
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+        object.__setattr__(self, "code", ErrorCode(self.code))
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RuleInput:
@@ -93,50 +99,88 @@ def require_approval(reason: str) -> Decision:
     return Decision(verdict=Verdict.REQUIRE_APPROVAL, reason=reason)
 
 
+def _arguments_at(inp: RuleInput, param: str) -> list[Any]:
+    """The values a ready-made rule checks: argument `param` (a name, or a JSON pointer into
+    nested objects), each element when it is an array; [] when it was not given.
+
+    Raises:
+        LookupError: the tool has no such parameter: a rule that names one never passes.
+    """
+    parts = (
+        [p.replace("~1", "/").replace("~0", "~") for p in param[1:].split("/")]
+        if param.startswith("/")
+        else [param]
+    )
+    properties = inp.spec.input_schema.get("properties")
+    if not isinstance(properties, Mapping) or parts[0] not in properties:
+        raise LookupError(f"{inp.spec.name} has no parameter {parts[0]!r}")
+    value: Any = inp.arguments
+    for part in parts:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _pointer(param: str) -> str:
+    return param if param.startswith("/") else "/" + param.replace("~", "~0").replace("/", "~1")
+
+
+def _unchecked(param: str, what: str) -> Decision:
+    return deny(f"{param} must be {what} to be checked", pointer=_pointer(param))
+
+
 def path_inside(param: str, root: str | os.PathLike[str]) -> Rule:
-    """Deny unless argument `param` names a path inside `root` (after resolving `..` and
-    symbolic links; relative paths are taken relative to `root`)."""
+    """Deny unless argument `param` (each element of it, for an array) names a path inside
+    `root` (after resolving `..` and symbolic links; relative paths are taken relative to
+    `root`). `param` is a parameter name or a JSON pointer (`/target/path`)."""
     base = Path(root).resolve()
 
     def rule(inp: RuleInput) -> Decision | None:
-        value = inp.arguments.get(param)
-        if value is None:
-            return None
-        target = Path(str(value))
-        resolved = (target if target.is_absolute() else base / target).resolve()
-        if resolved == base or base in resolved.parents:
-            return None
-        return deny(f"{param} must be inside the sandbox directory", pointer=f"/{param}")
+        for value in _arguments_at(inp, param):
+            if not isinstance(value, str):
+                return _unchecked(param, "a path")
+            target = Path(value)
+            resolved = (target if target.is_absolute() else base / target).resolve()
+            if resolved != base and base not in resolved.parents:
+                return deny(
+                    f"{param} must be inside the sandbox directory", pointer=_pointer(param)
+                )
+        return None
 
     return rule
 
 
 def domain_in(param: str, domains: Iterable[str]) -> Rule:
-    """Deny unless argument `param` is a URL whose host is one of `domains` or a subdomain."""
+    """Deny unless argument `param` (each element, for an array) is a URL whose host is one of
+    `domains` or a subdomain. `param` is a parameter name or a JSON pointer."""
     allowed = tuple(d.lower().lstrip(".") for d in domains)
 
     def rule(inp: RuleInput) -> Decision | None:
-        value = inp.arguments.get(param)
-        if value is None:
-            return None
-        host = (urlsplit(str(value)).hostname or "").lower()
-        if any(host == d or host.endswith("." + d) for d in allowed):
-            return None
-        return deny(f"{param} must be on an allowed domain", pointer=f"/{param}")
+        for value in _arguments_at(inp, param):
+            if not isinstance(value, str):
+                return _unchecked(param, "a URL")
+            host = (urlsplit(value).hostname or "").lower()
+            if not any(host == d or host.endswith("." + d) for d in allowed):
+                return deny(f"{param} must be on an allowed domain", pointer=_pointer(param))
+        return None
 
     return rule
 
 
 def at_most(param: str, cap: float, *, approve_above: bool = False) -> Rule:
-    """Deny (or, with `approve_above`, require approval) when numeric argument `param`
-    exceeds `cap`."""
+    """Deny (or, with `approve_above`, require approval) when numeric argument `param` (any
+    element, for an array) exceeds `cap`. `param` is a parameter name or a JSON pointer
+    (`/payment/amount`); a value that is not a number is denied, not let through."""
 
     def rule(inp: RuleInput) -> Decision | None:
-        value = inp.arguments.get(param)
-        if not isinstance(value, int | float) or value <= cap:
-            return None
-        if approve_above:
-            return require_approval(f"{param}={value} is above {cap}")
-        return deny(f"{param} must be at most {cap}", pointer=f"/{param}")
+        for value in _arguments_at(inp, param):
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                return _unchecked(param, "a number")
+            if value > cap:
+                if approve_above:
+                    return require_approval(f"{param}={value} is above {cap}")
+                return deny(f"{param} must be at most {cap}", pointer=_pointer(param))
+        return None
 
     return rule
