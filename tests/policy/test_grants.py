@@ -37,3 +37,16 @@ def test_writes_without_declared_permissions_need_a_grant_of_their_own() -> None
     assert required_permissions(ToolSpec(name="t", effect=Effect.WRITE)) == ("tool:t",)
     spec = ToolSpec(name="t", effect=Effect.DESTRUCTIVE, permissions=("db:drop",))
     assert required_permissions(spec) == ("db:drop",)
+
+
+def test_one_name_given_as_text_is_one_name_not_its_characters() -> None:
+    """`grants="orders:*"` held `"*"` as a substring and granted everything; `tenants="acme"`
+    let tenant "a" in and kept "acme" out."""
+    admin = ToolSpec(name="admin.delete", effect=Effect.DESTRUCTIVE, permissions="admin:delete")  # type: ignore[arg-type]
+    clerk = Principal(id="c", grants="orders:*")  # type: ignore[arg-type]
+    assert clerk.grants == frozenset({"orders:*"})
+    assert not may_use(clerk, admin)
+    assert admin.permissions == ("admin:delete",)
+    local = ToolSpec(name="t", effect=Effect.READ_ONLY, tenants="acme", environments=["prod"])  # type: ignore[arg-type]
+    assert may_use(Principal(id="a", tenant="acme", environment="prod"), local)
+    assert not may_use(Principal(id="a", tenant="a", environment="p"), local)

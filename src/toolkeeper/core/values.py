@@ -45,6 +45,11 @@ class Effect(StrEnum):
     """Changes something that cannot be taken back (publish, pay, delete)."""
 
 
+def _frozen(value: Any) -> frozenset[str]:
+    """A set of names, from a set, a list, or one name as text."""
+    return frozenset((value,) if isinstance(value, str) else value)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Principal:
     """Who a call acts for."""
@@ -59,6 +64,12 @@ class Principal:
     """Permission patterns held, such as `orders:*` or `files:write`; `*` grants everything."""
     attributes: Mapping[str, Any] = field(default_factory=dict)
     """Free-form facts that rules may read (roles, limits, a display name)."""
+
+    def __post_init__(self) -> None:
+        # `grants="orders:*"` is one grant: as a string, `"*" in grants` held for every
+        # pattern with a star, which granted everything.
+        if not isinstance(self.grants, frozenset):
+            object.__setattr__(self, "grants", _frozen(self.grants))
 
 
 ANONYMOUS = Principal(id="anonymous")
@@ -113,6 +124,16 @@ class ToolSpec:
         # with the `Effect` members (as text it skipped the default approval).
         if not isinstance(self.effect, Effect):
             object.__setattr__(self, "effect", Effect(self.effect))
+        # One name given as text is one item, not its characters (`tenants="acme"` let
+        # tenant "a" in and kept "acme" out).
+        for name in ("permissions", "tags", "aliases"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+        for name in ("environments", "tenants"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, frozenset):
+                object.__setattr__(self, name, _frozen(value))
 
     @property
     def has_side_effects(self) -> bool:
