@@ -199,3 +199,37 @@ async def test_a_write_waiting_to_retry_is_not_taken_for_abandoned() -> None:
         result = await keeper.execute(ToolCall(call_id="c1", name="send"))
     assert result.ok and result.attempt == 2
     assert seen == [True]
+
+
+async def test_a_retry_wait_given_as_text_is_taken_and_a_bad_one_is_ignored(
+    keeper: Keeper, clock: FakeClock
+) -> None:
+    """`RetryLater(after="2")` (a Retry-After header as read) ended INTERNAL_ERROR with the call
+    left RUNNING."""
+    attempts: list[int] = []
+
+    @keeper.tool(effect="write", idempotent=True, retry=RetryPolicy(max_attempts=3, jitter=0.0))
+    async def sync_stock(ctx: CallContext) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise RetryLater("busy", after="2")
+        if ctx.attempt == 2:
+            raise RetryLater("busy", after="Wed, 21 Oct 2015 07:28:00 GMT")
+        return "synced"
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="sync_stock"))
+    assert result.ok and attempts == [1, 2, 3]
+    assert clock.slept == [2.0, 0.4]
+
+
+def test_retry_policies_out_of_range_are_refused_and_huge_backoff_is_capped() -> None:
+    for bad in (
+        {"initial_interval": -1},
+        {"backoff": 0.5},
+        {"max_attempts": -1},
+        {"jitter": 2},
+        {"max_interval": float("nan")},
+    ):
+        with pytest.raises(ValueError, match="out of range"):
+            RetryPolicy(**bad)  # type: ignore[arg-type]
+    assert RetryPolicy(backoff=1e200, jitter=0.0, max_interval=5).delay(4) == 5

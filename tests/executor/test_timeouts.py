@@ -5,6 +5,7 @@ import anyio.lowlevel
 import pytest
 
 from toolkeeper import CallStatus, ErrorCode, Keeper, RetryPolicy, ToolCall
+from toolkeeper.ledger.base import CallRecord
 from toolkeeper.testing import MemoryStore
 
 pytestmark = pytest.mark.anyio
@@ -73,3 +74,45 @@ async def test_cancelling_the_caller_cancels_the_tool_and_not_as_a_timeout() -> 
             tg.cancel_scope.cancel()
         record = await keeper.store.get_call("default", "c1")
     assert record is not None and record.status is CallStatus.CANCELLED
+
+
+class _SlowAnswer(MemoryStore):
+    """A ledger whose write lands but whose answer is late, as PostgreSQL's commit can be:
+    a caller cancelled meanwhile never learns it was written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = anyio.Event()
+        self.answer = anyio.Event()
+
+    async def claim_call(self, record: CallRecord) -> tuple[CallRecord, bool]:
+        result = await super().claim_call(record)
+        if record.status is CallStatus.RUNNING:
+            self.written.set()
+            await self.answer.wait()
+        return result
+
+
+async def test_a_call_cancelled_while_running_is_written_ends_cancelled_without_running() -> None:
+    """It stayed RUNNING (the write landed, the cancellation skipped its end): proposed again
+    it waited for a deadline and then CALL_IN_PROGRESS, and a person had to reconcile a call
+    that never ran."""
+    store = _SlowAnswer()
+    ran: list[str] = []
+    async with Keeper(ledger=store) as keeper:
+
+        @keeper.tool(effect="write", permissions=[])
+        async def charge() -> str:
+            ran.append("charge")
+            return "charged"
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keeper.execute, ToolCall(call_id="c1", name="charge"))
+            await store.written.wait()
+            tg.cancel_scope.cancel()
+            store.answer.set()
+        record = await keeper.store.get_call("default", "c1")
+        again = await keeper.execute(ToolCall(call_id="c1", name="charge"))
+    assert ran == []
+    assert record is not None and record.status is CallStatus.CANCELLED
+    assert again.replayed and again.status is CallStatus.CANCELLED

@@ -28,6 +28,21 @@ class RetryPolicy:
     non_retryable: frozenset[ErrorCode] = frozenset()
     """Codes never retried, even when the error says it is retryable."""
 
+    def __post_init__(self) -> None:
+        checks = (
+            ("initial_interval", self.initial_interval >= 0),
+            ("backoff", self.backoff >= 1),
+            ("max_interval", self.max_interval >= 0),
+            ("max_attempts", self.max_attempts >= 0),
+            ("jitter", 0 <= self.jitter <= 1),
+        )
+        for name, ok in checks:
+            if not ok:  # NaN fails every comparison, so it lands here too
+                raise ValueError(
+                    f"RetryPolicy.{name} = {getattr(self, name)!r} is out of range (waits and "
+                    "attempts are not negative, backoff is at least 1, jitter within 0..1)"
+                )
+
     def should_retry(self, error: ToolError, attempt: int) -> bool:
         """Whether attempt number `attempt` (1-based) that failed with `error` is retried."""
         return (
@@ -36,7 +51,11 @@ class RetryPolicy:
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based)."""
-        base = min(self.max_interval, self.initial_interval * self.backoff ** (attempt - 1))
+        try:
+            grown = self.initial_interval * self.backoff ** (attempt - 1)
+        except OverflowError:
+            grown = self.max_interval
+        base = min(self.max_interval, grown)
         spread = (rng or random).uniform(-self.jitter, self.jitter)
         return max(0.0, base * (1.0 + spread))
 

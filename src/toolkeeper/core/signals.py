@@ -16,6 +16,7 @@ the model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,10 +38,22 @@ class ApprovalRequired(ToolSignal):
 class RetryLater(ToolSignal):
     """This attempt failed transiently; `after` seconds is a sensible wait, when known."""
 
-    def __init__(self, reason: str, *, after: float | None = None) -> None:
+    def __init__(self, reason: str, *, after: float | str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.after = after
+        self.after = _seconds(after)
+        """The wait in seconds; None when `after` was not a number of seconds (a
+        Retry-After header's text "2" is taken, a date or "soon" is not)."""
+
+
+def _seconds(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 class ToolFailed(ToolSignal):

@@ -14,12 +14,14 @@ import contextlib
 import dataclasses
 import inspect
 import logging
+import math
 import time
 from collections.abc import Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from ..connectors.base import ToolOutput, UnrecordableResult, UpstreamUnavailable
 from ..core.errors import ErrorCode, NotJSON, ToolError
@@ -210,6 +212,17 @@ def _may_retry(rt: Runtime, st: CallState, outcome: _Outcome, attempt: int) -> b
     return (st.tool.retry or rt.retry).should_retry(outcome.error, attempt)
 
 
+def _retry_wait(rt: Runtime, st: CallState, outcome: _Outcome, attempt: int) -> float:
+    """Seconds to wait before the next attempt: the policy's, or longer if the tool said so."""
+    assert st.tool is not None
+    wait = (st.tool.retry or rt.retry).delay(attempt)
+    if outcome.error is not None and outcome.error.retry_after is not None:
+        wait = max(wait, float(outcome.error.retry_after))
+    if not math.isfinite(wait) or wait < 0:
+        raise ValueError(f"a retry wait of {wait!r} s")
+    return wait
+
+
 async def hold_for_approval(rt: Runtime, st: CallState, approval: ApprovalRecord) -> ToolResult:
     """Persist the call as AWAITING_APPROVAL and tell the model how to get it approved.
 
@@ -286,42 +299,16 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
     persisted: CallStatus | None = None
     if spec.has_side_effects:
         deadline = started_at + spec.timeout
-        if st.record is None:
-            _, created = await store.claim_call(
-                new_record(
-                    rt,
-                    st,
-                    CallStatus.RUNNING,
-                    attempt=attempt,
-                    deadline=deadline,
-                    approval_id=approval_id,
-                )
-            )
-            if not created:
-                raise LostRace
-            rt.release(st)  # the RUNNING record counts against the budget now
-            audit(rt, st, CallStatus.RUNNING, attempt=attempt, first=True)
-        else:
-            changes = _identity_changes(st) | {
-                "attempt": attempt,
-                "deadline": deadline,
-                "approval_id": approval_id,
-            }
-            try:
-                await store.transition(
-                    st.call.task_id,
-                    st.call.call_id,
-                    expected=st.record.status,
-                    target=CallStatus.RUNNING,
-                    changes=changes,
-                )
-            except StaleState as exc:
-                raise LostRace from exc
-            rt.release(st)
-            audit(rt, st, CallStatus.RUNNING, previous=st.record.status, attempt=attempt)
+        # A cancellation must not cut the write short: interrupted, a commit may land all the
+        # same (PostgreSQL) with no one left to end the record. It is delivered just after.
+        with anyio.CancelScope(shield=True):
+            await _persist_running(rt, st, attempt, deadline, approval_id)
         persisted = CallStatus.RUNNING
     deadline_mono = time.monotonic() + spec.timeout
+    invoked = False
     try:
+        if persisted is not None:
+            await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled meanwhile: nothing ran
         while True:
             ctx = CallContext(
                 call_id=st.call.call_id,
@@ -335,15 +322,17 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 arguments=st.validated,
                 approval_id=approval_id,
             )
+            invoked = True
             outcome = await _attempt(rt, st, ctx)
             if outcome.status is CallStatus.AWAITING_APPROVAL:
                 return await _tool_asked_approval(rt, st, outcome, persisted)
             if outcome.status is CallStatus.SUCCEEDED or not _may_retry(rt, st, outcome, attempt):
                 break
-            policy = st.tool.retry or rt.retry
-            wait = policy.delay(attempt)
-            if outcome.error is not None and outcome.error.retry_after is not None:
-                wait = max(wait, outcome.error.retry_after)
+            try:
+                wait = _retry_wait(rt, st, outcome, attempt)
+            except Exception:  # a policy that cannot say how long to wait: no retry
+                _log.exception("the retry policy of %s failed; the call is not retried", spec.name)
+                break
             if persisted is not None:
                 # The deadline covers the wait too, written before it: a record whose owner
                 # is waiting to retry is not abandoned (`ledger unknown` leaves it alone).
@@ -363,11 +352,58 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
             cancelled = _Outcome(
                 status=CallStatus.CANCELLED,
                 error=ToolError.of(ErrorCode.CANCELLED, "the call was cancelled"),
-                unknown=persisted is not None,
+                unknown=persisted is not None and invoked,
             )
             await _record_end(rt, st, _final(st, cancelled), attempt, started_at, persisted)
         raise
-    return await _record_end(rt, st, _final(st, outcome), attempt, started_at, persisted)
+    if persisted is None:
+        return await _record_end(rt, st, _final(st, outcome), attempt, started_at, persisted)
+    # The effect may have happened: a cancellation must not stop its record half-way (the
+    # call would stay RUNNING); it is delivered once the record is written.
+    with anyio.CancelScope(shield=True):
+        result = await _record_end(rt, st, _final(st, outcome), attempt, started_at, persisted)
+    return result
+
+
+async def _persist_running(
+    rt: Runtime, st: CallState, attempt: int, deadline: float, approval_id: str | None
+) -> None:
+    """Write RUNNING (committed) before the effect may start: a first record, or the
+    transition of the existing one."""
+    store = rt.store()
+    if st.record is None:
+        _, created = await store.claim_call(
+            new_record(
+                rt,
+                st,
+                CallStatus.RUNNING,
+                attempt=attempt,
+                deadline=deadline,
+                approval_id=approval_id,
+            )
+        )
+        if not created:
+            raise LostRace
+        rt.release(st)  # the RUNNING record counts against the budget now
+        audit(rt, st, CallStatus.RUNNING, attempt=attempt, first=True)
+    else:
+        changes = _identity_changes(st) | {
+            "attempt": attempt,
+            "deadline": deadline,
+            "approval_id": approval_id,
+        }
+        try:
+            await store.transition(
+                st.call.task_id,
+                st.call.call_id,
+                expected=st.record.status,
+                target=CallStatus.RUNNING,
+                changes=changes,
+            )
+        except StaleState as exc:
+            raise LostRace from exc
+        rt.release(st)
+        audit(rt, st, CallStatus.RUNNING, previous=st.record.status, attempt=attempt)
 
 
 async def _tool_asked_approval(
