@@ -1,9 +1,11 @@
 """Parallel batches: independent calls overlap, writes to one resource never do."""
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall
+from toolkeeper.policy.budgets import Budgets
 
 pytestmark = pytest.mark.anyio
 
@@ -75,3 +77,24 @@ async def test_a_failure_in_a_batch_is_recorded_for_that_call_only(keeper: Keepe
     ]
     assert results[1].error is not None and results[1].error.code is ErrorCode.TOOL_ERROR
     assert results[2].error is not None and results[2].error.code is ErrorCode.UNKNOWN_TOOL
+
+
+async def test_one_call_id_proposed_twice_at_once_runs_once_and_counts_once() -> None:
+    """Both proposals passed the gates before either was recorded: the read ran twice, the
+    second was refused by the budget as another call, and the two results disagreed."""
+    keeper = Keeper(ledger="memory://", budgets=Budgets(max_calls_per_task=1))
+    runs: list[int] = []
+
+    @keeper.tool(effect="read_only")
+    async def lookup(x: int) -> int:
+        runs.append(x)
+        await anyio.lowlevel.checkpoint()  # lets the other proposal in
+        return x
+
+    call = ToolCall(call_id="same", name="lookup", arguments={"x": 1})
+    async with keeper:
+        first, second = await keeper.execute_many([call, call])
+        other = await keeper.execute(ToolCall(call_id="other", name="lookup", arguments={"x": 2}))
+    assert runs == [1]
+    assert first.status is second.status is CallStatus.SUCCEEDED and second.replayed
+    assert other.error is not None and other.error.code is ErrorCode.BUDGET_EXCEEDED

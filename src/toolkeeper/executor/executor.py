@@ -52,33 +52,65 @@ class Executor:
         self.runtime = runtime
         self.pipeline = tuple(pipeline) if pipeline is not None else build_pipeline()
         self._locks: dict[str, anyio.Lock] = {}
+        self._in_flight: dict[tuple[str, str], anyio.Event | None] = {}
 
     async def execute(self, call: ToolCall) -> ToolResult:
-        """Check, run and record one call; always returns a result."""
+        """Check, run and record one call; always returns a result.
+
+        Proposals of one call id in this process go one at a time: a second waits for the
+        first to end, then dedupe hands it the recorded result (or a conflict). Without that,
+        both could pass the gates before either is recorded: a read-only tool ran twice, and
+        the second counted against the task's budget as another call.
+        """
+        in_flight = self._in_flight
+        key: tuple[str, str] | None = (call.task_id, call.call_id)
+        try:
+            if key in in_flight:
+                await self._turn(key)
+        except TypeError:  # an id that is not text (unhashable): the pipeline refuses it
+            key = None
+        if key is not None:
+            in_flight[key] = None
         st = CallState(call=call, principal=call.principal or self.runtime.principal)
-        while True:
-            try:
-                return await self._pipeline(st)
-            except LostRace:
-                self.runtime.release(st)
-                if st.reentries >= _MAX_REENTRIES:
-                    return _internal(call, "the call kept changing under concurrent updates")
-                st = CallState(call=call, principal=st.principal, reentries=st.reentries + 1)
-            except CallRefused as refused:
-                self.runtime.release(st)
+        try:
+            while True:
                 try:
-                    return await record_refusal(self.runtime, st, refused.error)
+                    return await self._pipeline(st)
                 except LostRace:
-                    st = CallState(call=call, principal=st.principal, reentries=st.reentries + 1)
-                except Exception:
-                    _log.exception("recording a refusal failed")
-                    return _refused(call, refused.error)
-            except Exception:
-                _log.exception("internal error executing %s", call.name)
-                return _internal(call, "an internal error stopped the call")
-            finally:
-                if st.reserved:
                     self.runtime.release(st)
+                    if st.reentries >= _MAX_REENTRIES:
+                        return _internal(call, "the call kept changing under concurrent updates")
+                    st = CallState(call=call, principal=st.principal, reentries=st.reentries + 1)
+                except CallRefused as refused:
+                    self.runtime.release(st)
+                    try:
+                        return await record_refusal(self.runtime, st, refused.error)
+                    except LostRace:
+                        st = CallState(
+                            call=call, principal=st.principal, reentries=st.reentries + 1
+                        )
+                    except Exception:
+                        _log.exception("recording a refusal failed")
+                        return _refused(call, refused.error)
+                except Exception:
+                    _log.exception("internal error executing %s", call.name)
+                    return _internal(call, "an internal error stopped the call")
+                finally:
+                    if st.reserved:
+                        self.runtime.release(st)
+        finally:
+            if key is not None:
+                event = in_flight.pop(key, None)
+                if event is not None:
+                    event.set()
+
+    async def _turn(self, key: tuple[str, str]) -> None:
+        """Wait until no other proposal of this call id is in flight here."""
+        while key in self._in_flight:
+            event = self._in_flight[key]
+            if event is None:
+                event = self._in_flight[key] = anyio.Event()
+            await event.wait()
 
     async def _pipeline(self, st: CallState) -> ToolResult:
         rt = self.runtime
