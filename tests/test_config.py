@@ -77,3 +77,20 @@ def test_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as error:
         load_config(tmp_path / "nope.toml")
     assert error.value.line is None
+
+
+def test_an_endpoint_path_must_start_with_a_slash() -> None:
+    """`path = "mcp"` passed here and then failed at start with a routing traceback."""
+    with pytest.raises(ConfigError) as error:
+        parse_config('[server]\npath = "mcp"\n', file="gw.toml")
+    assert (error.value.line, error.value.key) == (2, "server.path")
+
+
+def test_a_file_that_is_not_utf8_is_a_config_error_and_a_bom_is_fine(tmp_path: Path) -> None:
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"\xff\xfe[server]\n")
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        load_config(binary)
+    marked = tmp_path / "bom.toml"
+    marked.write_bytes(b"\xef\xbb\xbf[server]\nport = 9000\n")
+    assert load_config(marked).server.port == 9000

@@ -61,8 +61,8 @@ class ServerSettings(_Model):
     """Interface for streamable HTTP."""
     port: int = Field(default=8765, ge=0, le=65535)
     """Port for streamable HTTP (0 picks a free one)."""
-    path: str = "/mcp"
-    """The MCP endpoint path."""
+    path: Annotated[str, Field(pattern=r"^/")] = "/mcp"
+    """The MCP endpoint path (starts with `/`)."""
     exposure: Exposure = "direct"
     """`direct`: each permitted tool is listed; `progressive`: the three meta-tools."""
     ledger: str = "sqlite:///./toolkeeper.db"
@@ -283,7 +283,11 @@ def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
     """
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8-sig")  # a byte-order mark is no statement
     except OSError as exc:
         raise ConfigError(str(file), None, "", f"cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            str(file), None, "", f"is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from exc
     return parse_config(text, file=str(file), base_dir=str(file.resolve().parent))

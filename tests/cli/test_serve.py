@@ -12,8 +12,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from anyio.abc import Process
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from toolkeeper.cli import main
 
@@ -130,3 +133,49 @@ async def test_ctrl_c_stops_the_gateway_cleanly_with_every_call_recorded(tmp_pat
         assert ledger.execute("SELECT tool, status FROM calls").fetchall() == [
             ("demo.list_notes", "SUCCEEDED")
         ]
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_stops_the_gateway_while_a_client_listens_for_tool_changes(
+    tmp_path: Path,
+) -> None:
+    """A 2026-era client keeps a `subscriptions/listen` stream open for as long as it is
+    connected: the gateway waited for it, and did not stop at SIGINT or SIGTERM."""
+    async with _serving(tmp_path) as (process, lines):
+        url = next(line for line in lines if line.startswith("toolkeeper gateway on "))
+        headers = {"Authorization": "Bearer demo-token-for-tests"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0)) as http,
+            Client(streamable_http_client(url.split()[-1], http_client=http)) as client,  # type: ignore[arg-type]
+            client.listen(tools_list_changed=True),
+        ):
+            process.send_signal(signal.SIGINT)
+            with anyio.fail_after(20):
+                code = await process.wait()
+        assert process.stderr is not None
+        errors = b"".join([chunk async for chunk in process.stderr]).decode()
+    assert code == 0
+    assert "Traceback" not in errors
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["--ledger", "postgresql://nobody@127.0.0.1:1/x"], 1, "cannot connect to the PostgreSQL"),
+        (["--ledger", "sqlite:///{tmp}"], 1, "cannot open the SQLite ledger"),
+        (["--port", "70000"], 2, "'70000' is not a port"),
+    ],
+)
+def test_a_ledger_that_cannot_open_or_a_bad_port_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str
+) -> None:
+    config = tmp_path / "gw.toml"
+    config.write_text("[server]\nport = 0\n")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]  # a folder is no database
+    try:
+        result = main(["serve", "--config", str(config), *argv])
+    except SystemExit as exit_:  # argparse refuses the value
+        result = exit_.code  # type: ignore[assignment]
+    assert result == code
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

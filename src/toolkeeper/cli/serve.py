@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--config", required=True, help="the TOML configuration file")
     serve.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout")
     serve.add_argument("--host", help="interface for HTTP (default: [server] host)")
-    serve.add_argument("--port", type=int, help="port for HTTP (default: [server] port)")
+    serve.add_argument("--port", type=_port, help="port for HTTP (default: [server] port)")
     serve.add_argument("--ledger", help="ledger URL (default: [server] ledger)")
     serve.add_argument(
         "--show-tokens", action="store_true", help="print each principal's token at start"
@@ -52,9 +52,19 @@ def register(subparsers: Any) -> None:
     probe.set_defaults(func=_probe)
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535)")
+    return port
+
+
 def _serve(args: argparse.Namespace) -> int:
     from ..config import ConfigError, load_config
-    from ..core.errors import ConfigurationError, sole_cause
+    from ..core.errors import ConfigurationError, StoreError, sole_cause
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
     try:
@@ -66,9 +76,9 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigurationError as exc:  # found while building: tool modules, the ledger URL
         print(f"toolkeeper serve: {args.config}: {exc}", file=sys.stderr)
         return 2
-    except (OSError, ExceptionGroup) as exc:  # cannot listen: the port is taken, ...
+    except (OSError, StoreError, ExceptionGroup) as exc:  # the port is taken, the ledger down
         cause = sole_cause(exc)
-        if not isinstance(cause, OSError):
+        if not isinstance(cause, OSError | StoreError):
             raise
         print(f"toolkeeper serve: {cause}", file=sys.stderr)
         return 1
@@ -78,6 +88,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 async def _run(config: Any, args: argparse.Namespace) -> int:
     from ..server import build, serve_http, serve_stdio
+    from ..server.transports import url_host
 
     async with build(config, ledger=args.ledger) as deployment:
         gateway = deployment.gateway
@@ -94,7 +105,7 @@ async def _run(config: Any, args: argparse.Namespace) -> int:
         path = config.server.path
 
         def started(port: int) -> None:
-            url = f"http://{host}:{port}{path}"
+            url = f"http://{url_host(host)}:{port}{path}"
             names = ", ".join(sorted(t.name for t in deployment.keeper.catalog)) or "none yet"
             print(f"toolkeeper gateway on {url}", flush=True)
             print(f"tools: {names}", flush=True)

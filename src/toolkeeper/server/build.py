@@ -81,12 +81,13 @@ def load_tool_module(entry: LocalTools, base_dir: str) -> ModuleType:
     return module
 
 
-def _rule(cfg: RuleConfig) -> R.Rule:
+def _rule(cfg: RuleConfig, base_dir: str) -> R.Rule:
     kinds: dict[str, Any] = {
         "require_approval": lambda: lambda inp: R.require_approval(cfg.reason or "configured"),
         "deny": lambda: lambda inp: R.deny(cfg.reason or "not allowed by configuration"),
         "allow": lambda: lambda inp: R.allow(skip_approval=True, reason=cfg.reason),
-        "path_inside": lambda: R.path_inside(str(cfg.param), str(cfg.root)),
+        # Like every path in the file, a relative root is taken from the file's folder.
+        "path_inside": lambda: R.path_inside(str(cfg.param), Path(base_dir) / str(cfg.root)),
         "domain_in": lambda: R.domain_in(str(cfg.param), cfg.domains),
         "at_most": lambda: R.at_most(
             str(cfg.param), float(cfg.cap or 0), approve_above=cfg.approve_above
@@ -143,7 +144,7 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
     keeper = Keeper(
         ledger=ledger or config.server.ledger,
         principal=Principal(id="gateway", grants=frozenset()),
-        rules=[_rule(r) for r in config.rules],
+        rules=[_rule(r, config.base_dir) for r in config.rules],
     )
     for index, entry in enumerate(config.tools):
         where = f"tools[{index}] ({entry.module or entry.file})"

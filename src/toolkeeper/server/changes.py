@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.subscriptions import ServerEvent, ToolsListChanged
 
 from ..catalog.registry import Catalog, CatalogEvent
@@ -27,7 +28,20 @@ class ToolListChanges:
         self._listeners: dict[object, Callable[[ServerEvent], None]] = {}
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._changed = anyio.Event()
+        self._handlers: list[ListenHandler] = []
         self._unsubscribe = catalog.subscribe(self._on_change)
+
+    def listen_handler(self) -> ListenHandler:
+        """The `subscriptions/listen` handler of one server, fed by this bus."""
+        handler = ListenHandler(self)
+        self._handlers.append(handler)
+        return handler
+
+    def end_streams(self) -> None:
+        """End every open listen stream gracefully: a server shutting down must not wait for
+        clients that listen for as long as they are connected."""
+        for handler in self._handlers:
+            handler.close()
 
     # SubscriptionBus (the SDK's ListenHandler subscribes here)
     async def publish(self, event: ServerEvent) -> None:
@@ -59,8 +73,9 @@ class ToolListChanges:
                     self._sessions.discard(session)
 
     def close(self) -> None:
-        """Stop following the catalog."""
+        """Stop following the catalog, and end the listen streams."""
         self._unsubscribe()
+        self.end_streams()
 
     def _on_change(self, event: CatalogEvent) -> None:
         self._fan_out(ToolsListChanged())

@@ -8,6 +8,7 @@ bound to the principal that opened them (the SDK refuses another token on the sa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
@@ -23,7 +24,6 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
@@ -35,7 +35,7 @@ from ._stdio import stdio_transport
 from .changes import ToolListChanges
 from .gateway import Gateway, GatewayPrincipal
 
-__all__ = ["TokenVerifier", "http_app", "mcp_server", "serve_http", "serve_stdio"]
+__all__ = ["TokenVerifier", "http_app", "mcp_server", "serve_http", "serve_stdio", "url_host"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def mcp_server(gateway: Gateway, resolve: Resolve, changes: ToolListChanges) -> 
         version=__version__,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-        on_subscriptions_listen=ListenHandler(changes),
+        on_subscriptions_listen=changes.listen_handler(),
     )
     # Calls are traced and audited by the executor; a second span per message costs time.
     server.middleware.clear()
@@ -156,7 +156,7 @@ def http_app(
     Handshake-era clients hear of tool list changes while `changes.run()` runs."""
     changes = changes or ToolListChanges(gateway.keeper.catalog)
     server = mcp_server(gateway, _from_request(gateway), changes)
-    auth = AuthSettings(issuer_url=f"http://{host}", resource_server_url=None)  # type: ignore[arg-type]
+    auth = AuthSettings(issuer_url=f"http://{url_host(host)}", resource_server_url=None)  # type: ignore[arg-type]
     return server.streamable_http_app(
         streamable_http_path=path,
         host=host,
@@ -181,8 +181,10 @@ async def serve_http(
     app = http_app(gateway, host=host, path=path, changes=changes)
     # The app's lifespan (the MCP session manager) runs here, in our task group, rather than
     # in a task of uvicorn's that nothing would wait for on the way out.
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
-    server = _quiet_server(uvicorn.Server)(config)
+    config = uvicorn.Config(
+        app, host=host.strip("[]"), port=port, log_level="warning", lifespan="off"
+    )
+    server = _quiet_server(uvicorn.Server, on_exit=changes.end_streams)(config)
     stopped = anyio.Event()
 
     async def run() -> None:
@@ -210,14 +212,22 @@ async def serve_http(
             await stopped.wait()
         finally:
             server.should_exit = True
+            changes.end_streams()
             with anyio.CancelScope(shield=True):
                 await stopped.wait()
             changes.close()
             tg.cancel_scope.cancel()
 
 
-def _quiet_server(base: type[Any]) -> type[Any]:
-    """uvicorn's server, except that the signal which stopped it is not raised again.
+def url_host(host: str) -> str:
+    """`host` as it goes into a URL: an IPv6 address in brackets."""
+    host = host.strip("[]")
+    return f"[{host}]" if ":" in host else host
+
+
+def _quiet_server(base: type[Any], *, on_exit: Callable[[], None]) -> type[Any]:
+    """uvicorn's server, except that the signal which stopped it is not raised again, and
+    that `on_exit` runs (on the event loop) as soon as a signal asks it to stop.
 
     uvicorn shuts down gracefully on SIGINT or SIGTERM, then raises the signal once more for
     whoever runs it. Here that is our own event loop, still closing the gateway (the ledger,
@@ -226,8 +236,14 @@ def _quiet_server(base: type[Any]) -> type[Any]:
     """
 
     class QuietServer(base):  # type: ignore[misc]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            # A signal handler may interrupt anything: the work is handed to the loop.
+            self._tk_loop.call_soon_threadsafe(on_exit)
+
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
+            self._tk_loop = asyncio.get_running_loop()
             if threading.current_thread() is not threading.main_thread():
                 yield
                 return

@@ -1,0 +1,65 @@
+"""What `build` makes of a configuration: paths in it are the file's, wherever it is run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import ErrorCode, ToolCall
+from toolkeeper.config import load_config
+from toolkeeper.server import build
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = '''
+from toolkeeper import Keeper
+
+
+def register(keeper: Keeper) -> None:
+    @keeper.tool(name="files.read", effect="read_only", permissions=["files:read"])
+    def read(path: str) -> str:
+        """Read a text file.
+
+        Args:
+            path: The file.
+        """
+        with open(path) as file:
+            return file.read()
+'''
+
+
+async def test_a_relative_sandbox_root_is_the_config_files_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandbox moved with the directory `serve` was started from: the project's own files
+    were refused and another folder's were served."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    for folder in (project / "sandbox", elsewhere / "sandbox"):
+        folder.mkdir(parents=True)
+        (folder / "note.txt").write_text(f"in {folder.parent.name}")
+    (project / "files.py").write_text(TOOLS)
+    (project / "gw.toml").write_text(
+        f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\n'
+        '[[tools]]\nfile = "files.py"\n'
+        '[[rules]]\nkind = "path_inside"\nparam = "path"\nroot = "./sandbox"\n'
+        '[principals.reader]\ntoken = "t"\ngrants = ["files:read"]\n'
+    )
+    monkeypatch.chdir(elsewhere)
+    async with build(load_config(project / "gw.toml")) as deployment:
+        reader = deployment.gateway.principals["reader"].principal
+
+        async def read(path: Path) -> object:
+            call = ToolCall(
+                call_id=str(path),
+                name="files.read",
+                arguments={"path": str(path)},
+                principal=reader,
+            )
+            return await deployment.keeper.execute(call)
+
+        inside = await read(project / "sandbox" / "note.txt")
+        outside = await read(elsewhere / "sandbox" / "note.txt")
+    assert getattr(inside, "data", None) == "in project"
+    error = getattr(outside, "error", None)
+    assert error is not None and error.code is ErrorCode.PERMISSION_DENIED
