@@ -124,18 +124,23 @@ async def test_permission_is_checked_before_arguments(orders: Keeper) -> None:
     assert result.error.details["missing_permissions"] == ["orders:write"]
 
 
-async def test_a_tool_outside_the_principals_tenant_is_denied_without_detail(
+async def test_a_tool_outside_the_principals_tenant_does_not_exist_for_it(
     keeper: Keeper,
 ) -> None:
+    """Another tenant's tool is refused exactly as a name no tool has: PERMISSION_DENIED
+    "not available here" told another tenant that the tool exists."""
+
     @keeper.tool(effect="read_only", tenants=["acme"])
     async def acme_report() -> str:
         return "secret numbers"
 
     other = Principal(id="eve", tenant="globex", grants=frozenset({"*"}))
     result = await keeper.execute(ToolCall(call_id="c1", name="acme_report", principal=other))
-    assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
-    assert result.error.details == {}
-    assert "secret" not in result.error.message
+    missing = await keeper.execute(ToolCall(call_id="c2", name="acme_budget", principal=other))
+    assert result.error is not None and missing.error is not None
+    assert result.error.code is missing.error.code is ErrorCode.UNKNOWN_TOOL
+    assert result.error.message == "there is no tool named 'acme_report'"
+    assert result.error.details == {} and "secret" not in result.error.message
 
 
 async def test_tool_exceptions_do_not_leak_their_message(keeper: Keeper) -> None:

@@ -29,7 +29,7 @@ from ..ledger.base import is_abandoned
 from ..observe.redact import covers, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES
-from ..policy.grants import may_use, missing_permissions
+from ..policy.grants import exists_for, may_use, missing_permissions
 from ..policy.rules import Decision, RuleInput, Verdict
 from ..schema.canonical import canonical_json, parse_canonical
 from ..schema.validate import SchemaError, Violation, apply_defaults
@@ -204,9 +204,10 @@ async def dedupe(rt: Runtime, st: CallState) -> Any:
 
 
 def lookup(rt: Runtime, st: CallState) -> Any:
-    """2. The tool must exist."""
+    """2. The tool must exist, in the principal's tenant and environment: a tool of another
+    tenant is refused as one that does not exist (its name says nothing about it)."""
     tool = rt.catalog.get(st.call.name)
-    if tool is None:
+    if tool is None or not exists_for(st.principal, tool.spec):
         visible = [t.spec.name for t in rt.catalog if may_use(st.principal, t.spec)]
         close = difflib.get_close_matches(st.call.name, visible, n=3, cutoff=0.6)
         raise _refuse(
@@ -224,11 +225,6 @@ def authorize(rt: Runtime, st: CallState) -> Any:
     spec = st.tool.spec
     if may_use(st.principal, spec):
         return None
-    in_scope = (spec.tenants is None or st.principal.tenant in spec.tenants) and (
-        spec.environments is None or st.principal.environment in spec.environments
-    )
-    if not in_scope:
-        raise _refuse(ErrorCode.PERMISSION_DENIED, f"{spec.name!r} is not available here")
     raise _refuse(
         ErrorCode.PERMISSION_DENIED,
         f"not permitted to call {spec.name!r}",

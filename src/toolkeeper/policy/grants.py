@@ -48,12 +48,17 @@ def missing_permissions(principal: Principal, spec: ToolSpec) -> list[str]:
     ]
 
 
+def exists_for(principal: Principal, spec: ToolSpec) -> bool:
+    """Whether the tool exists in the principal's tenant and environment."""
+    return (spec.tenants is None or principal.tenant in spec.tenants) and (
+        spec.environments is None or principal.environment in spec.environments
+    )
+
+
 def may_use(principal: Principal, spec: ToolSpec) -> bool:
     """Whether the tool exists for the principal's tenant and environment, and every
     permission it requires is granted."""
-    if spec.tenants is not None and principal.tenant not in spec.tenants:
-        return False
-    if spec.environments is not None and principal.environment not in spec.environments:
+    if not exists_for(principal, spec):
         return False
     if "*" in principal.grants:
         return True
