@@ -13,6 +13,7 @@ import json
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import anyio
@@ -250,6 +251,11 @@ class LedgerContract:
         assert await store.count_calls("t2", statuses=[S.RUNNING, S.SUCCEEDED]) == 2
         assert await store.count_calls("t2", tool="x.read", statuses=[S.RUNNING]) == 0
         assert await store.count_calls("t3") == 0
+        await store.claim_call(replace(call("f", task_id="t1", tool="x.read"), tenant="globex"))
+        assert await store.count_calls("t1") == 4
+        assert await store.count_calls("t1", tenant="globex") == 1
+        assert await store.count_calls("t1", tool="x.read", tenant="globex") == 1
+        assert await store.count_calls("t1", tenant="nobody") == 0
 
     # -- approvals -------------------------------------------------------------------------
 

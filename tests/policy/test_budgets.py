@@ -1,7 +1,7 @@
 import anyio.lowlevel
 import pytest
 
-from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, ToolCall
+from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, Principal, ToolCall
 from toolkeeper.policy.budgets import MemoryRateLimiter
 from toolkeeper.testing import FakeClock, MemoryStore
 
@@ -100,3 +100,49 @@ async def test_concurrent_calls_cannot_all_pass_the_budget(
     refused = [r for r in results if not r.ok]
     assert all(r.error is not None and r.error.code is ErrorCode.BUDGET_EXCEEDED for r in refused)
     assert held == {}  # every place was given back
+
+
+async def test_tenants_have_budgets_and_rate_limits_of_their_own() -> None:
+    """Calls name no task by default ("default"): another tenant's calls used up this one's
+    task budget, and a principal id shared across tenants one token bucket."""
+    clock = FakeClock()
+    keeper = Keeper(
+        ledger=MemoryStore(),
+        budgets=Budgets(max_calls_per_task=2, calls_per_minute=1, burst=1),
+        rate_limiter=MemoryRateLimiter(clock=clock),
+    )
+
+    @keeper.tool(effect="read_only")
+    async def ping() -> str:
+        return "pong"
+
+    acme = Principal(id="bot", tenant="acme")
+    globex = Principal(id="bot", tenant="globex")
+    async with keeper:
+        first = await keeper.execute(ToolCall(call_id="a1", name="ping", principal=acme))
+        limited = await keeper.execute(ToolCall(call_id="a2", name="ping", principal=acme))
+        other = await keeper.execute(ToolCall(call_id="g1", name="ping", principal=globex))
+        clock.advance(60)
+        second = await keeper.execute(ToolCall(call_id="a3", name="ping", principal=acme))
+        clock.advance(60)
+        over = await keeper.execute(ToolCall(call_id="a4", name="ping", principal=acme))
+    assert first.ok and other.ok and second.ok
+    assert limited.error is not None and limited.error.code is ErrorCode.RATE_LIMITED
+    assert over.error is not None and over.error.code is ErrorCode.BUDGET_EXCEEDED
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"max_calls_per_task": -1},
+        {"max_calls_per_tool_per_task": 1.5},
+        {"per_tool": {"x": -2}},
+        {"calls_per_minute": 0},
+        {"calls_per_minute": float("inf")},
+        {"burst": 0},
+    ],
+)
+def test_budgets_out_of_range_are_refused(bad: dict[str, object]) -> None:
+    """`calls_per_minute=0` refused every call on Redis and allowed a burst in memory."""
+    with pytest.raises(ValueError, match="Budgets"):
+        Budgets(**bad)  # type: ignore[arg-type]

@@ -28,7 +28,7 @@ from ..core.values import Effect
 from ..ledger.base import is_abandoned
 from ..observe.redact import covers, redact
 from ..policy.approvals import ApprovalCheck
-from ..policy.budgets import COUNTED_STATUSES
+from ..policy.budgets import COUNTED_STATUSES, rate_key
 from ..policy.grants import exists_for, may_use, missing_permissions
 from ..policy.rules import Decision, RuleInput, Verdict
 from ..schema.canonical import canonical_json, parse_canonical
@@ -405,17 +405,21 @@ async def _budget(rt: Runtime, st: CallState) -> Any:
     limits = rt.budgets
     assert st.tool is not None and limits is not None
     store = rt.store()
-    task, tool = st.call.task_id, st.tool.spec.name
+    task, tool, tenant = st.call.task_id, st.tool.spec.name, st.principal.tenant
+    # A task id is the tenant's own: another tenant's task of the same id ("default") is
+    # another task.
     # (budget, its limit, its place in Runtime.reserved, what it counts, what the model reads)
-    budgets: list[tuple[str, int, tuple[str, str | None], int, str]] = []
+    budgets: list[tuple[str, int, tuple[str, str, str | None], int, str]] = []
     if limits.max_calls_per_task is not None:
-        used = await store.count_calls(task, statuses=COUNTED_STATUSES)
-        budgets.append(("calls_per_task", limits.max_calls_per_task, (task, None), used, "calls"))
+        used = await store.count_calls(task, statuses=COUNTED_STATUSES, tenant=tenant)
+        budgets.append(
+            ("calls_per_task", limits.max_calls_per_task, (tenant, task, None), used, "calls")
+        )
     tool_limit = limits.tool_limit(tool)
     if tool_limit is not None:
-        used = await store.count_calls(task, tool=tool, statuses=COUNTED_STATUSES)
+        used = await store.count_calls(task, tool=tool, statuses=COUNTED_STATUSES, tenant=tenant)
         budgets.append(
-            ("calls_per_tool_per_task", tool_limit, (task, tool), used, f"calls of {tool}")
+            ("calls_per_tool_per_task", tool_limit, (tenant, task, tool), used, f"calls of {tool}")
         )
     # From here to the reservation nothing awaits: calls of this process that passed this gate
     # but are not in the ledger yet hold their place, so concurrent calls cannot all pass.
@@ -433,7 +437,7 @@ async def _budget(rt: Runtime, st: CallState) -> Any:
     if limits.calls_per_minute is not None and rt.limiter is not None:
         try:
             wait = await rt.limiter.acquire(
-                st.principal.id, per_minute=limits.calls_per_minute, burst=limits.burst
+                rate_key(st.principal), per_minute=limits.calls_per_minute, burst=limits.burst
             )
         except Exception as exc:  # a limiter that cannot answer fails closed, like a rule
             _log.warning("the rate limiter failed: %s: %s", type(exc).__name__, exc)

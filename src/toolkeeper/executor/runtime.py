@@ -83,9 +83,10 @@ class Runtime:
     """The event loop is asyncio's: attempts are timed by `asyncio.timeout`, which costs less
     than an anyio cancel scope (`Keeper.open` sets it)."""
     _prepared: dict[int, tuple[Tool, Prepared]] = field(default_factory=dict)
-    reserved: dict[tuple[str, str | None], int] = field(default_factory=dict)
+    reserved: dict[tuple[str, str, str | None], int] = field(default_factory=dict)
     """Budget places taken by calls of this process that passed the budget gate and are not
-    in the ledger yet, by (task, tool) and (task, None): what concurrent calls count too."""
+    in the ledger yet, by (tenant, task, tool) and (tenant, task, None): what concurrent calls
+    count too."""
 
     def __post_init__(self) -> None:
         self.catalog.subscribe(self._forget)

@@ -63,5 +63,5 @@ class CallState:
     """The call was found RUNNING and abandoned, and is safe to run again."""
     idempotency_key: str = ""
     """The call's idempotency key, once computed."""
-    reserved: tuple[tuple[str, str | None], ...] = ()
+    reserved: tuple[tuple[str, str, str | None], ...] = ()
     """The budget places it holds until its record is written (see `Runtime.reserved`)."""

@@ -100,7 +100,10 @@ def list_calls_query(
 
 
 def count_calls_query(
-    task_id: str, tool: str | None, statuses: Sequence[CallStatus] | None
+    task_id: str,
+    tool: str | None,
+    statuses: Sequence[CallStatus] | None,
+    tenant: str | None = None,
 ) -> tuple[str, tuple[Any, ...]]:
     """SQL and parameters of `LedgerStore.count_calls`."""
     sql = "SELECT COUNT(*) FROM calls WHERE task_id = ?"
@@ -108,6 +111,9 @@ def count_calls_query(
     if tool is not None:
         sql += " AND tool = ?"
         params.append(tool)
+    if tenant is not None:
+        sql += " AND tenant = ?"
+        params.append(tenant)
     if statuses is not None:
         if not statuses:
             sql += " AND 1 = 0"

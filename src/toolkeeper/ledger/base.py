@@ -221,8 +221,9 @@ class LedgerStore(Protocol):
         *,
         tool: str | None = None,
         statuses: Sequence[CallStatus] | None = None,
+        tenant: str | None = None,
     ) -> int:
-        """How many calls of a task (and tool) are in the given states."""
+        """How many calls of a task (and tool, and tenant) are in the given states."""
         ...
 
     async def create_approval(self, record: ApprovalRecord) -> ApprovalRecord:

@@ -157,6 +157,7 @@ class MemoryStore:
         *,
         tool: str | None = None,
         statuses: Sequence[CallStatus] | None = None,
+        tenant: str | None = None,
     ) -> int:
         wanted = set(statuses) if statuses is not None else None
         return sum(
@@ -164,6 +165,7 @@ class MemoryStore:
             for r in self._calls.values()
             if r.task_id == task_id
             and (tool is None or r.tool == tool)
+            and (tenant is None or r.tenant == tenant)
             and (wanted is None or r.status in wanted)
         )
 

@@ -279,8 +279,9 @@ class PostgresStore:
         *,
         tool: str | None = None,
         statuses: Sequence[CallStatus] | None = None,
+        tenant: str | None = None,
     ) -> int:
-        sql, params = q.count_calls_query(task_id, tool, statuses)
+        sql, params = q.count_calls_query(task_id, tool, statuses, tenant)
         async with self._conn() as conn:
             cur = await conn.execute(q.for_psycopg(sql), params)
             row = await cur.fetchone()

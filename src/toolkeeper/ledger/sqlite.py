@@ -374,8 +374,9 @@ class SQLiteStore:
         *,
         tool: str | None = None,
         statuses: Sequence[CallStatus] | None = None,
+        tenant: str | None = None,
     ) -> int:
-        sql, params = q.count_calls_query(task_id, tool, statuses)
+        sql, params = q.count_calls_query(task_id, tool, statuses, tenant)
 
         def op(conn: sqlite3.Connection) -> int:
             return int(conn.execute(sql, params).fetchone()[0])
