@@ -1,11 +1,13 @@
 """Approvals are bound to the exact validated arguments, and survive restarts."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall, allow
+from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, Principal, ToolCall, allow
 from toolkeeper.ledger.base import ApprovalStatus
+from toolkeeper.policy.budgets import MemoryRateLimiter
 from toolkeeper.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -198,9 +200,10 @@ async def test_a_tool_can_ask_for_approval_before_its_effect(keeper: Keeper) -> 
     ]
 
 
-async def test_a_call_asked_again_after_a_denial_waits_without_the_old_error(
-    keeper: Keeper,
-) -> None:
+async def test_a_denial_stands_for_the_call_it_was_given_for(keeper: Keeper) -> None:
+    """Proposed again, a denied call is denied again, not put before a person once more (a
+    model retrying could flood approvers until one approves by mistake); a new call id asks
+    anew."""
     published: list[str] = []
     _publisher(keeper, published)
     call = ToolCall(call_id="p1", name="publish", arguments={"text": "A"})
@@ -208,12 +211,67 @@ async def test_a_call_asked_again_after_a_denial_waits_without_the_old_error(
     assert first.approval_id is not None
     await keeper.approvals.deny(first.approval_id, by="ops", reason="not today")
     denied = await keeper.execute(call)
-    assert denied.error is not None and denied.error.code is ErrorCode.APPROVAL_DENIED
-    asked = await keeper.execute(call)  # a refusal ran nothing: the proposal is evaluated anew
-    record = await keeper.store.get_call("default", "p1")
-    assert asked.status is CallStatus.AWAITING_APPROVAL and asked.approval_id != first.approval_id
-    assert record is not None and record.status is CallStatus.AWAITING_APPROVAL
-    assert record.approval_id == asked.approval_id and record.error is None
+    again = await keeper.execute(call)
+    for result in (denied, again):
+        assert result.error is not None and result.error.code is ErrorCode.APPROVAL_DENIED
+        assert "not today" in result.error.message
+    assert await keeper.approvals.pending() == []
+    fresh = await keeper.execute(replace(call, call_id="p2"))
+    assert fresh.status is CallStatus.AWAITING_APPROVAL and fresh.approval_id != first.approval_id
+    assert published == []
+
+
+async def test_an_approved_call_refused_by_its_rate_limit_keeps_its_approval(
+    clock: FakeClock,
+) -> None:
+    """RATE_LIMITED says "retry later": retried, the approved call asked a person again."""
+    keeper = Keeper(
+        ledger="memory://",
+        clock=clock,
+        budgets=Budgets(calls_per_minute=60, burst=1),
+        rate_limiter=MemoryRateLimiter(clock=clock),
+    )
+    published: list[str] = []
+    _publisher(keeper, published)
+
+    @keeper.tool(effect="read_only")
+    async def ping() -> str:
+        return "pong"
+
+    call = ToolCall(call_id="p1", name="publish", arguments={"text": "A"})
+    async with keeper:
+        first = await keeper.execute(call)
+        assert first.approval_id is not None
+        await keeper.approvals.approve(first.approval_id, by="ops")
+        await keeper.execute(ToolCall(call_id="other", name="ping"))  # takes the one token
+        limited = await keeper.execute(call)
+        clock.advance(2)
+        retried = await keeper.execute(call)
+    assert limited.error is not None and limited.error.code is ErrorCode.RATE_LIMITED
+    assert retried.ok and retried.approval_id == first.approval_id
+    assert published == ["blog:A"]
+
+
+async def test_a_request_for_a_tool_version_that_changed_is_withdrawn(keeper: Keeper) -> None:
+    """The old request stayed pending (it could still be approved, for nothing) and the call
+    was refused once as PERMISSION_DENIED before it was evaluated afresh."""
+    published: list[str] = []
+    _publisher(keeper, published)
+    call = ToolCall(call_id="p1", name="publish", arguments={"text": "A"})
+    first = await keeper.execute(call)
+    assert first.approval_id is not None
+
+    @keeper.tool(name="publish", effect="read_only", version="2")
+    async def publish_v2(text: str) -> str:
+        published.append(f"v2:{text}")
+        return text
+
+    result = await keeper.execute(call)
+    old = await keeper.approvals.get(first.approval_id)
+    assert result.ok and published == ["v2:A"]
+    assert await keeper.approvals.pending() == []
+    assert old is not None and old.status is ApprovalStatus.DENIED
+    assert old.note is not None and old.note.startswith("withdrawn")
 
 
 async def test_an_effect_given_as_text_is_the_effect_it_names(keeper: Keeper) -> None:

@@ -11,6 +11,7 @@ without creating a coroutine. Steps 8-11 (ledger, execute, retry, record) are in
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import inspect
@@ -359,33 +360,36 @@ def approval(rt: Runtime, st: CallState) -> Any:
 async def _approval(rt: Runtime, st: CallState) -> Any:
     record = st.record
     waiting = record is not None and record.status is CallStatus.AWAITING_APPROVAL
-    if waiting and record is not None and record.approval_id:
+    # A call refused after a person decided on it (rate-limited once approved, or denied)
+    # keeps that decision: the approval still lets it run, the denial still stands.
+    decided = record is not None and record.status is CallStatus.REJECTED
+    if record is not None and record.approval_id and (waiting or decided):
         found = await rt.approvals.get(record.approval_id)
-        if found is None:
+        if found is None and waiting:
             raise _refuse(ErrorCode.INTERNAL_ERROR, "the approval request disappeared")
-        check = rt.approvals.check(found, binding(st))
-        if check is ApprovalCheck.GRANTED:
+        check = rt.approvals.check(found, binding(st)) if found is not None else None
+        if found is None or check is None:
+            pass  # a refused call whose request is gone: evaluated afresh
+        elif check is ApprovalCheck.GRANTED:
             st.approval = found
             return None
-        if check is ApprovalCheck.PENDING:
+        elif check is ApprovalCheck.PENDING:
             return approval_pending_result(st, found)
-        if check is ApprovalCheck.DENIED:
+        elif check is ApprovalCheck.DENIED:
             raise _refuse(
                 ErrorCode.APPROVAL_DENIED,
                 f"a person denied this call: {found.note or 'no reason given'}",
                 approval_id=found.id,
             )
-        if check is ApprovalCheck.EXPIRED:
-            raise _refuse(
-                ErrorCode.APPROVAL_EXPIRED,
-                "the approval request expired; propose the call again to ask anew",
-                approval_id=found.id,
-            )
-        raise _refuse(
-            ErrorCode.PERMISSION_DENIED,
-            "the approval was given for other arguments, tool version or principal",
-            approval_id=found.id,
-        )
+        elif check is ApprovalCheck.EXPIRED:
+            if waiting:
+                raise _refuse(
+                    ErrorCode.APPROVAL_EXPIRED,
+                    "the approval request expired; propose the call again to ask anew",
+                    approval_id=found.id,
+                )
+        else:  # the tool changed since (a new version): that request can never be used
+            await _withdraw(rt, found.id, "the tool changed before the request was decided")
     if st.approval_reason is None:
         return None
     requested = await rt.approvals.request(
@@ -394,6 +398,12 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
     from .run import hold_for_approval
 
     return await hold_for_approval(rt, st, requested)
+
+
+async def _withdraw(rt: Runtime, approval_id: str, why: str) -> None:
+    """Take a pending request off the approvers' list (nothing will ever use it)."""
+    with contextlib.suppress(KeyError, ValueError):  # already decided, or gone
+        await rt.approvals.deny(approval_id, by="toolkeeper", reason=f"withdrawn: {why}")
 
 
 def budget(rt: Runtime, st: CallState) -> Any:
