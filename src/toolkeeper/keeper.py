@@ -14,10 +14,14 @@ async with keeper:
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import enum
 import json
 import logging
+import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -422,6 +426,7 @@ class Keeper:
         if self._portal is None:
             self._portal_cm = anyio.from_thread.start_blocking_portal()
             self._portal = self._portal_cm.__enter__()
+            _close_at_exit(self)
         return self._portal
 
     # -- after the fact --------------------------------------------------------------------
@@ -520,6 +525,28 @@ async def _ask(reconcile: Reconciler, ctx: CallContext) -> object:
     except Exception:
         _log.exception("reconciling %s %s failed; it stays unknown", ctx.tool, ctx.call_id)
         return None
+
+
+def _close_at_exit(keeper: Keeper) -> None:
+    """Close a keeper's portal when the program ends without `close_sync()`: its thread would
+    keep the interpreter waiting for ever. Exit handlers run too late (after the wait); the
+    hook `threading` runs before it is the one `concurrent.futures` uses too."""
+    ref = weakref.ref(keeper)
+
+    def close() -> None:
+        alive = ref()
+        if alive is not None:
+            try:
+                alive.close_sync()
+            except Exception:  # the program is ending: say why, do not stop it
+                _log.exception("closing the keeper at exit failed")
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # pragma: no cover - every CPython since 3.9 has it
+        atexit.register(close)
+    else:
+        with contextlib.suppress(RuntimeError):  # the interpreter is already shutting down
+            register(close)
 
 
 def _no_running_loop(method: str, instead: str) -> None:

@@ -1,5 +1,8 @@
 """Scripts without an event loop use the sync facade."""
 
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -46,3 +49,26 @@ def test_execute_sync_inside_an_event_loop_is_refused_not_a_deadlock() -> None:
             assert result.data == "A" and not result.replayed
 
     anyio.run(inside)
+
+
+def test_a_script_that_never_calls_close_sync_still_exits_with_its_calls_recorded(
+    tmp_path: Path,
+) -> None:
+    """The portal's thread kept the interpreter waiting for ever at exit."""
+    script = tmp_path / "script.py"
+    db = tmp_path / "l.db"
+    script.write_text(
+        "from toolkeeper import Keeper, ToolCall\n"
+        f"keeper = Keeper(ledger={f'sqlite:///{db}'!r})\n"
+        "@keeper.tool(effect='write', permissions=[])\n"
+        "def note(text: str) -> str:\n"
+        "    return text\n"
+        "call = ToolCall(call_id='c1', name='note', arguments={'text': 'x'})\n"
+        "print(keeper.execute_sync(call).status)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "SUCCEEDED", done.stderr
+    with sqlite3.connect(db) as ledger:
+        assert ledger.execute("SELECT status FROM calls").fetchall() == [("SUCCEEDED",)]
