@@ -158,3 +158,21 @@ async def test_without_create_another_programs_database_is_refused_and_left_as_i
             await SQLiteStore(path, create=False).open()
     assert other.read_bytes() == before and empty.read_bytes() == b""
     assert not (tmp_path / "app.db-wal").exists()
+
+
+async def test_a_ledger_is_never_created_in_another_programs_database(tmp_path: Path) -> None:
+    """`serve --ledger sqlite:///app.db` added the ledger's tables to the app's database and
+    switched it to WAL; an empty file may still become a ledger."""
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE people (name TEXT)")
+    before = other.read_bytes()
+    with pytest.raises(StoreError, match="another program's database"):
+        await SQLiteStore(other).open()
+    assert other.read_bytes() == before and not (tmp_path / "app.db-wal").exists()
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    async with SQLiteStore(empty) as store:
+        await store.claim_call(call())
+    async with SQLiteStore(empty) as store:
+        assert await store.get_call("task-1", "call-1") is not None

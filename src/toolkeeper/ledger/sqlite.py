@@ -112,7 +112,8 @@ def _claim_mode(record: CallRecord) -> Mode:
 
 
 class NoLedger(StoreError):
-    """The path opened with `create=False` holds no toolkeeper ledger."""
+    """The path holds no toolkeeper ledger: with `create=False`, or another program's
+    database."""
 
 
 def _require_ledger(path: str) -> None:
@@ -132,6 +133,30 @@ def _require_ledger(path: str) -> None:
         raise NoLedger(f"no ledger at {path}: {exc}") from exc
     if found is None:
         raise NoLedger(f"no ledger at {path}: the file is not a toolkeeper ledger")
+
+
+def _refuse_foreign(path: str) -> None:
+    """Refuse an existing database of another program (tables, none of them a ledger's),
+    without writing to it: a ledger is only ever created in a new or empty file."""
+    file = Path(path)
+    if not file.is_file() or file.stat().st_size == 0:
+        return
+    try:
+        probe = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {
+                row[0]
+                for row in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+        finally:
+            probe.close()
+    except sqlite3.Error:
+        return  # not a database at all: opening it says so
+    if tables and "schema_version" not in tables:
+        raise NoLedger(
+            f"{path} holds another program's database ({len(tables)} tables), not a "
+            "toolkeeper ledger; give a new file"
+        )
 
 
 class SQLiteStore:
@@ -221,6 +246,8 @@ class SQLiteStore:
         if self.path not in _IN_MEMORY:
             if not self.create:
                 _require_ledger(self.path)
+            else:
+                _refuse_foreign(self.path)
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         slow = self._connection(self.busy_timeout)
         try:
