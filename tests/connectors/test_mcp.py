@@ -317,3 +317,22 @@ async def test_an_upstream_never_replaces_another_sources_tool(
     assert tool is not None and tool.spec.permissions == ("local:echo",)
     assert "t.echo" not in names and "t.append_line" in names
     assert "tool 't.echo' is already provided by" in caplog.text
+
+
+async def test_a_misspelled_tool_name_in_the_configuration_is_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`include = ["get_current_tme"]` started a gateway with no tools and no word why."""
+    catalog = Catalog()
+    params = UpstreamParams(
+        name="time",
+        command=sys.executable,
+        args=("-m", "mcp_server_time"),
+        include=("get_current_tme", "convert_time"),
+    )
+    with caplog.at_level("WARNING", logger="toolkeeper"):
+        async with McpUpstream(params, catalog):
+            names = [t.name for t in catalog]
+    said = [r.getMessage() for r in caplog.records if "offers no tool" in r.getMessage()]
+    assert names == ["time.convert_time"]
+    assert len(said) == 1 and "'get_current_tme'" in said[0] and "get_current_time" in said[0]

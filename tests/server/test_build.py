@@ -8,6 +8,7 @@ import pytest
 
 from toolkeeper import ErrorCode, ToolCall
 from toolkeeper.config import load_config
+from toolkeeper.core.errors import ConfigurationError
 from toolkeeper.server import build
 
 pytestmark = pytest.mark.anyio
@@ -63,3 +64,20 @@ async def test_a_relative_sandbox_root_is_the_config_files_not_the_working_direc
     assert getattr(inside, "data", None) == "in project"
     error = getattr(outside, "error", None)
     assert error is not None and error.code is ErrorCode.PERMISSION_DENIED
+
+
+def test_two_tool_files_registering_one_name_is_a_configuration_error(tmp_path: Path) -> None:
+    """The last one silently won: a read-only tool became destructive."""
+    for name, effect in (("a", "read_only"), ("b", "destructive")):
+        (tmp_path / f"{name}.py").write_text(
+            "def register(keeper):\n"
+            f"    @keeper.tool(name='x.t', effect='{effect}')\n"
+            "    def t() -> str:\n"
+            "        return 'x'\n"
+        )
+    (tmp_path / "gw.toml").write_text(
+        f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\n'
+        '[[tools]]\nfile = "a.py"\n[[tools]]\nfile = "b.py"\n'
+    )
+    with pytest.raises(ConfigurationError, match=r"tools\[1\] \(b.py\): registers 'x.t', as "):
+        build(load_config(tmp_path / "gw.toml"))

@@ -196,6 +196,7 @@ class McpUpstream:
         self._wake = anyio.Event()
         self._refresh = anyio.Event()
         self._names: set[str] = set()
+        self._unknown_names: set[str] = set()
         self._exit: AsyncExitStack | None = None
         self._scope: anyio.CancelScope | None = None
         self.connects = 0
@@ -445,6 +446,18 @@ class McpUpstream:
             for s in (spec_from_mcp(t, self.params) for t in listed)
             if include is None or s.metadata["mcp"]["name"] in include
         }
+        offered = {t.name for t in listed}
+        named = {*(include or ()), *self.params.tools}
+        if named - offered and named - offered != self._unknown_names:
+            # A misspelled name in `include` or `[upstreams.X.tools.NAME]` matches nothing:
+            # said once (per change), not left for a person to wonder why a tool is missing.
+            logger.warning(
+                "upstream %r offers no tool named %s (it offers: %s)",
+                self.params.name,
+                ", ".join(repr(n) for n in sorted(named - offered)),
+                ", ".join(sorted(offered)) or "none",
+            )
+        self._unknown_names = named - offered
         for name in self._names - specs.keys():
             self._catalog.remove(name)
         for name, spec in list(specs.items()):

@@ -13,12 +13,14 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
 import anyio
 
+from ..catalog.registry import CatalogEvent
 from ..config import GatewayConfig, LocalTools, RuleConfig, UpstreamConfig
 from ..connectors.mcp import McpUpstream, ToolOverride, UpstreamParams
 from ..core.errors import ConfigurationError
@@ -79,6 +81,10 @@ def load_tool_module(entry: LocalTools, base_dir: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _note_name(names: list[str], event: CatalogEvent) -> None:
+    names.append(event.tool.name)
 
 
 def _rule(cfg: RuleConfig, base_dir: str) -> R.Rule:
@@ -146,6 +152,7 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         principal=Principal(id="gateway", grants=frozenset()),
         rules=[_rule(r, config.base_dir) for r in config.rules],
     )
+    owners: dict[str, str] = {}  # tool name -> the [[tools]] entry that registered it
     for index, entry in enumerate(config.tools):
         where = f"tools[{index}] ({entry.module or entry.file})"
         try:
@@ -159,7 +166,18 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         register = getattr(module, "register", None)
         if not callable(register):
             raise ConfigurationError(f"{where}: the module defines no register(keeper)")
-        register(keeper)
+        changed: list[str] = []
+        unsubscribe = keeper.catalog.subscribe(partial(_note_name, changed))
+        try:
+            register(keeper)
+        finally:
+            unsubscribe()
+        for name in changed:
+            earlier = owners.get(name)
+            if earlier is not None and earlier != where:
+                # The last one silently won (and with it its effect and permissions).
+                raise ConfigurationError(f"{where}: registers {name!r}, as {earlier} does")
+            owners[name] = where
     upstreams = [
         McpUpstream(upstream_params(name, cfg, config.base_dir), keeper.catalog)
         for name, cfg in config.upstreams.items()
