@@ -52,7 +52,7 @@ from .schema.from_callable import function_schema
 if TYPE_CHECKING:
     from .retrieval import QueryContext, Selection, Selector
 
-__all__ = ["DEFAULT_LEDGER", "Keeper", "KeeperState"]
+__all__ = ["DEFAULT_LEDGER", "Keeper", "KeeperState", "change_event", "default_audit"]
 
 _log = logging.getLogger("toolkeeper")
 
@@ -80,7 +80,7 @@ def _open_store(ledger: LedgerStore | str) -> LedgerStore:
     return open_store(ledger)
 
 
-def _default_audit(ledger: LedgerStore | str, store: LedgerStore) -> AuditSink:
+def default_audit(ledger: LedgerStore | str, store: LedgerStore) -> AuditSink:
     """A JSON lines file beside a SQLite ledger file named by URL or path (however spelled),
     else events in memory (`memory://`, `sqlite:///:memory:`, PostgreSQL, a store object)."""
     if isinstance(ledger, str) and isinstance(store, SQLiteStore) and store.path != ":memory:":
@@ -126,7 +126,7 @@ class Keeper:
     ) -> None:
         self.catalog = Catalog()
         self.store: LedgerStore = _open_store(ledger)
-        self.audit: AuditSink = audit if audit is not None else _default_audit(ledger, self.store)
+        self.audit: AuditSink = audit if audit is not None else default_audit(ledger, self.store)
         self.state = KeeperState.NEW
         self.approvals = Approvals(lambda: self.store, ttl=approval_ttl, clock=clock)
         self.runtime = Runtime(
@@ -492,27 +492,75 @@ class Keeper:
             settled.append(replay(updated))
         return settled
 
-    def _audit_change(self, record: CallRecord, *, previous: CallStatus, by: str) -> None:
-        """The audit event of a state change made outside a call: recovery, reconciliation."""
-        error = record.error or {}
+    async def settle(
+        self,
+        task_id: str,
+        call_id: str,
+        *,
+        succeeded: bool,
+        by: str,
+        note: str,
+        result: Any = None,
+        effect_ref: str | None = None,
+    ) -> ToolResult:
+        """Record what a person found out about an UNKNOWN_OUTCOME call (see
+        `toolkeeper.ledger.recovery.settle`); the call replays it from then on.
+
+        Raises:
+            KeyError: no such call.
+            ValueError: its outcome is not unknown, or `by`/`note` is blank.
+        """
+        await self.open()
+        from .ledger.recovery import settle
+
+        updated = await settle(
+            self.store,
+            task_id,
+            call_id,
+            succeeded=succeeded,
+            by=by,
+            note=note,
+            result=result,
+            effect_ref=effect_ref,
+        )
         self.runtime.emit(
-            AuditEvent(
+            change_event(
+                updated,
+                previous=CallStatus.UNKNOWN_OUTCOME,
+                by=f"person:{by}",
                 at=self.runtime.clock(),
-                task_id=record.task_id,
-                call_id=record.call_id,
-                tool=record.tool,
-                version=record.version,
-                principal_id=record.principal_id,
-                tenant=record.tenant,
-                status=record.status,
-                previous=previous,
-                attempt=record.attempt,
-                error_code=error.get("code"),
-                message=error.get("message"),
-                approval_id=record.approval_id,
-                extra={"by": by},
+                note=note,
             )
         )
+        return replay(updated)
+
+    def _audit_change(self, record: CallRecord, *, previous: CallStatus, by: str) -> None:
+        """The audit event of a state change made outside a call: recovery, reconciliation."""
+        self.runtime.emit(change_event(record, previous=previous, by=by, at=self.runtime.clock()))
+
+
+def change_event(
+    record: CallRecord, *, previous: CallStatus, by: str, at: float, **extra: Any
+) -> AuditEvent:
+    """The audit event of a state change made outside a call (recovery, reconciliation, a
+    person settling it): `by` says who made it."""
+    error = record.error or {}
+    return AuditEvent(
+        at=at,
+        task_id=record.task_id,
+        call_id=record.call_id,
+        tool=record.tool,
+        version=record.version,
+        principal_id=record.principal_id,
+        tenant=record.tenant,
+        status=record.status,
+        previous=previous,
+        attempt=record.attempt,
+        error_code=error.get("code"),
+        message=error.get("message"),
+        approval_id=record.approval_id,
+        extra={"by": by, **extra},
+    )
 
 
 async def _ask(reconcile: Reconciler, ctx: CallContext) -> object:

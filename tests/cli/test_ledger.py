@@ -121,3 +121,35 @@ def test_what_a_model_named_cannot_rewrite_the_table(
     out = capsys.readouterr().out
     assert "\r" not in out and "\x1b" not in out and "\u202e" not in out
     assert "x\\rt9" in out and "\\x1b[31m" in out
+
+
+def test_a_person_settles_an_unknown_call_and_it_replays_what_they_found(
+    ledger: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ledger unknown` said a person must decide, and no command recorded the decision."""
+    assert main(["ledger", "unknown", "--ledger", ledger]) == 0
+    assert "toolkeeper ledger settle TASK CALL" in capsys.readouterr().err
+    settle = ["ledger", "settle", "t1", "crashed", "--ledger", ledger, "--by", "ann"]
+    assert (
+        main([*settle, "--succeeded", "--note", "bank shows tx 42", "--result", '{"tx": 42}']) == 0
+    )
+    assert capsys.readouterr().out.strip() == "t1 crashed payments.transfer: SUCCEEDED"
+    assert main([*settle, "--failed", "--note", "again"]) == 1
+    assert "is SUCCEEDED, not UNKNOWN_OUTCOME" in capsys.readouterr().err
+    assert (
+        main(["ledger", "settle", "t1", "nope", "--ledger", ledger, "--failed", "--note", "x"]) == 1
+    )
+    assert "no call 'nope'" in capsys.readouterr().err
+
+    async def read() -> object:
+        async with SQLiteStore(tmp_path / "ledger.db") as store:
+            return await store.get_call("t1", "crashed")
+
+    record = anyio.run(read)
+    assert getattr(record, "status", None) is CallStatus.SUCCEEDED
+    assert getattr(record, "result", None) == {"tx": 42}
+    events = [
+        json.loads(line) for line in (tmp_path / "ledger.audit.jsonl").read_text().splitlines()
+    ]
+    assert events[-1]["extra"] == {"by": "person:ann", "note": "bank shows tx 42"}
+    assert (events[-1]["previous"], events[-1]["status"]) == ("UNKNOWN_OUTCOME", "SUCCEEDED")

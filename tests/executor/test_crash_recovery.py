@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolkeeper import CallStatus, ErrorCode
+from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall
 
 from .crash_child import CALL, build
 
@@ -120,3 +120,35 @@ async def test_every_unknown_call_is_listed_not_the_first_thousand() -> None:
         await store.claim_call(call(f"c{i}", status=CallStatus.UNKNOWN_OUTCOME))
     async with Keeper(ledger=store) as keeper:
         assert len(await keeper.unknown()) == 1001
+
+
+async def test_a_person_settles_an_unknown_call_through_the_keeper() -> None:
+    from toolkeeper.core.signals import OutcomeUnknown
+
+    keeper = Keeper(ledger="memory://")
+    sent: list[int] = []
+
+    @keeper.tool(effect="write", permissions=[])
+    async def charge(cents: int) -> str:
+        sent.append(cents)
+        raise OutcomeUnknown("the connection dropped after sending")
+
+    call = ToolCall(call_id="c1", name="charge", arguments={"cents": 500})
+    async with keeper:
+        unknown = await keeper.execute(call)
+        with pytest.raises(ValueError, match="needs who decided"):
+            await keeper.settle("default", "c1", succeeded=False, by="ann", note=" ")
+        settled = await keeper.settle(
+            "default", "c1", succeeded=False, by="ann", note="no charge at the bank"
+        )
+        replayed = await keeper.execute(call)
+        left = await keeper.unknown()
+        with pytest.raises(ValueError, match="is FAILED, not UNKNOWN_OUTCOME"):
+            await keeper.settle("default", "c1", succeeded=True, by="ann", note="oops")
+    assert unknown.status is CallStatus.UNKNOWN_OUTCOME
+    assert settled.status is CallStatus.FAILED and left == []
+    assert replayed.replayed and replayed.status is CallStatus.FAILED
+    assert replayed.error is not None and "no charge at the bank" in replayed.error.message
+    assert sent == [500]
+    events = keeper.audit.events  # type: ignore[attr-defined]
+    assert events[-1].extra == {"by": "person:ann", "note": "no charge at the bank"}

@@ -1,17 +1,20 @@
-"""`toolkeeper ledger list|unknown`: read the ledger of calls.
+"""`toolkeeper ledger list|unknown|settle`: read the ledger of calls, and settle the unknown.
 
 `list` shows calls, oldest first, filtered by state and task. `unknown` shows the calls whose
 outcome is not known (their process died while they ran) and that a person, or the tool's own
 status check (`keeper.reconcile()`), must settle: it first marks the abandoned RUNNING calls
-UNKNOWN_OUTCOME, as opening a keeper does.
+UNKNOWN_OUTCOME, as opening a keeper does. `settle` records what the person found: the call
+took effect (`--succeeded`) or did not (`--failed`).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import getpass
 import json
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -19,8 +22,8 @@ import anyio
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
 from ..ledger.base import EVERY, CallRecord
-from ..ledger.recovery import recover_abandoned
-from ._common import add_ledger_option, count, existing_ledger, ledger_hint
+from ..ledger.recovery import recover_abandoned, settle
+from ._common import add_ledger_option, count, existing_ledger, ledger_hint, ledger_url
 from ._table import render_table
 
 __all__ = ["register"]
@@ -84,6 +87,12 @@ def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
         print("no calls need a decision" if args.action == "unknown" else "no calls")
         return
     if args.action == "unknown":
+        print(
+            "after finding out, record it: toolkeeper ledger settle TASK CALL "
+            "--succeeded|--failed --note TEXT",
+            file=sys.stderr,
+        )
+    if args.action == "unknown":
         headers = ["TASK", "CALL", "TOOL", "ARGUMENTS", "IDEMPOTENCY KEY", "SINCE"]
         rows: list[list[object]] = [
             [r.task_id, r.call_id, r.tool, _args(r), r.idempotency_key, _when(r.updated_at)]
@@ -104,6 +113,71 @@ def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
             for r in records
         ]
     print(render_table(headers, rows))
+
+
+async def _settle(args: argparse.Namespace) -> CallRecord:
+    from ..keeper import change_event, default_audit
+
+    by = args.by or getpass.getuser()
+    store = existing_ledger(args)
+    await store.open()
+    audit = default_audit(ledger_url(args), store)
+    try:
+        await recover_abandoned(store)  # a call whose process died is unknown, as `unknown` says
+        record = await settle(
+            store,
+            args.task_id,
+            args.call_id,
+            succeeded=args.succeeded,
+            by=by,
+            note=args.note,
+            result=args.result,
+        )
+        audit.emit(
+            change_event(
+                record,
+                previous=CallStatus.UNKNOWN_OUTCOME,
+                by=f"person:{by}",
+                at=time.time(),
+                note=args.note,
+            )
+        )
+        return record
+    finally:
+        audit.close()
+        await store.aclose()
+
+
+def _settle_main(args: argparse.Namespace) -> int:
+    try:
+        record = anyio.run(_settle, args)
+    except (ToolkeeperError, ImportError) as exc:
+        print(f"toolkeeper ledger: {ledger_hint(exc)}", file=sys.stderr)
+        return 1
+    except KeyError as exc:
+        print(f"toolkeeper ledger: {exc.args[0]}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"toolkeeper ledger: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(_as_dict(record), indent=2, ensure_ascii=False))
+    else:
+        print(f"{record.task_id} {record.call_id} {record.tool}: {record.status.value}")
+    return 0
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"--result is not JSON: {exc}") from exc
+
+
+def _note(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("say what you found: it is recorded with the call")
+    return text
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -137,7 +211,26 @@ def register(subparsers: Any) -> None:
     unknown = actions.add_parser(
         "unknown", help="calls whose outcome is unknown and must be decided"
     )
-    for sub in (listing, unknown):
+    settling = actions.add_parser(
+        "settle",
+        help="record whether an unknown call took effect",
+        description="Record what you found out about a call whose outcome is unknown (listed "
+        "by `ledger unknown`): it took effect (--succeeded) or it did not (--failed). The call "
+        "is not run; proposed again, it replays what you record.",
+    )
+    settling.add_argument("task_id", help="the call's task (TASK column of `ledger unknown`)")
+    settling.add_argument("call_id", help="the call (CALL column)")
+    outcome = settling.add_mutually_exclusive_group(required=True)
+    outcome.add_argument("--succeeded", action="store_true", help="it took effect")
+    outcome.add_argument(
+        "--failed", dest="succeeded", action="store_false", help="it did not take effect"
+    )
+    settling.add_argument("--note", required=True, type=_note, help="what you found, and how")
+    settling.add_argument("--by", default=None, help="who decides (default: your user name)")
+    settling.add_argument(
+        "--result", type=_json_value, default=None, help="the call's result as JSON (succeeded)"
+    )
+    for sub in (listing, unknown, settling):
         add_ledger_option(sub)
         sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
-        sub.set_defaults(func=_main)
+        sub.set_defaults(func=_main if sub is not settling else _settle_main)

@@ -11,12 +11,13 @@ the call is proposed again.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
 from .base import CallRecord, LedgerStore, StaleState, is_abandoned
 
-__all__ = ["UNKNOWN_OUTCOME_ERROR", "recover_abandoned"]
+__all__ = ["UNKNOWN_OUTCOME_ERROR", "recover_abandoned", "settle"]
 
 UNKNOWN_OUTCOME_ERROR = ToolError.of(
     ErrorCode.UNKNOWN_OUTCOME,
@@ -60,3 +61,56 @@ async def recover_abandoned(store: LedgerStore, *, now: float | None = None) -> 
         except StaleState:
             continue
     return changed
+
+
+async def settle(
+    store: LedgerStore,
+    task_id: str,
+    call_id: str,
+    *,
+    succeeded: bool,
+    by: str,
+    note: str,
+    result: Any = None,
+    effect_ref: str | None = None,
+) -> CallRecord:
+    """Record what a person found out about an UNKNOWN_OUTCOME call: it took effect
+    (SUCCEEDED, with `result` as its data) or it did not (FAILED). The call is never run;
+    proposed again, it replays what is recorded here.
+
+    Raises:
+        KeyError: no such call.
+        ValueError: the call's outcome is not unknown (any more), or `by`/`note` is blank.
+    """
+    if not by.strip() or not note.strip():
+        raise ValueError("settling a call needs who decided (by) and what they found (note)")
+    record = await store.get_call(task_id, call_id)
+    if record is None:
+        raise KeyError(f"no call {call_id!r} in task {task_id!r}")
+    if record.status is not CallStatus.UNKNOWN_OUTCOME:
+        raise ValueError(
+            f"call {call_id!r} is {record.status.value}, not UNKNOWN_OUTCOME: nothing to settle"
+        )
+    error = (
+        None
+        if succeeded
+        else ToolError.of(
+            ErrorCode.TOOL_ERROR,
+            f"the call did not take effect (found by {by}: {note})",
+            details={"settled_by": by, "note": note},
+        ).to_dict()
+    )
+    try:
+        return await store.transition(
+            task_id,
+            call_id,
+            expected=CallStatus.UNKNOWN_OUTCOME,
+            target=CallStatus.SUCCEEDED if succeeded else CallStatus.FAILED,
+            changes={
+                "result": result if succeeded else None,
+                "error": error,
+                "effect_ref": effect_ref,
+            },
+        )
+    except StaleState as exc:
+        raise ValueError(f"call {call_id!r} was settled meanwhile") from exc
