@@ -9,14 +9,25 @@ from toolkeeper.dialects import Action, Gemini, ToolChoice
 from .fixtures import load
 
 
-def test_parse_synthesizes_stable_distinct_ids() -> None:
+def test_parse_synthesizes_ids_stable_within_a_turn_and_distinct_across_turns() -> None:
+    """The same response (by its responseId, or the caller's `turn`) parsed again replays;
+    an identical call in another turn is another call. Without either, ids were the same in
+    every turn: a later `get_weather(Paris)` replayed the first one's stale result."""
     payload = load("gemini_parallel.json")
-    first = Gemini().parse(payload)
-    again = Gemini().parse(load("gemini_parallel.json"))
+    first = Gemini().parse(payload, turn="t1")
+    again = Gemini().parse(load("gemini_parallel.json"), turn="t1")
+    later = Gemini().parse(load("gemini_parallel.json"), turn="t2")
     assert [c.name for c in first] == ["power_disco_ball", "start_music", "dim_lights"]
     assert [c.call_id for c in first] == [c.call_id for c in again]
     assert len({c.call_id for c in first}) == 3
+    assert not {c.call_id for c in first} & {c.call_id for c in later}
     assert all(c.metadata["synthetic_id"] for c in first)
+    with_id = Gemini().parse({**payload, "responseId": "r-9"})
+    assert [c.call_id for c in with_id] == [
+        c.call_id for c in Gemini().parse({**payload, "responseId": "r-9"})
+    ]
+    unnamed = [Gemini().parse(payload) for _ in range(2)]
+    assert not {c.call_id for c in unnamed[0]} & {c.call_id for c in unnamed[1]}
 
 
 def test_ids_gemini_gives_are_kept_and_sent_back() -> None:

@@ -59,7 +59,9 @@ class Anthropic(Dialect):
         )
         return Converted(value=spec, losses=prefixed("/input_schema", rooted.losses)).check(strict)
 
-    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+    def parse(
+        self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
+    ) -> list[ToolCall]:
         data = plain(response)
         blocks = items_of(data.get("content") if isinstance(data, Mapping) else data)
         calls = []
@@ -69,7 +71,7 @@ class Anthropic(Dialect):
             name = str(block.get("name") or "")
             arguments = block.get("input")
             call_id = block.get("id") or self.synthetic_id(
-                "tk-anthropic-", position, name, arguments
+                "tk-anthropic-", position, name, arguments, turn
             )
             calls.append(
                 self.call(

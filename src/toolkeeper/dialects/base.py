@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import uuid
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -285,11 +286,17 @@ class Dialect(Importer):
     # --- calls and results -----------------------------------------------------------------
 
     @abstractmethod
-    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+    def parse(
+        self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
+    ) -> list[ToolCall]:
         """Every tool call in a model response (raw JSON or the SDK's object), in order.
 
         `tools` (the specs that were exported) maps rewritten names back to the real ones.
         Never raises on bad argument JSON: such a call keeps the raw text as its arguments.
+        `turn` names the response for calls the vendor gives no id (Gemini without a
+        `responseId`): the same turn parsed again gives the same ids (a retry replays).
+        Without it, such calls get new ids on every parse: a later turn's identical call is
+        another call, never a replay of the first.
         """
 
     @abstractmethod
@@ -431,10 +438,16 @@ class Dialect(Importer):
         )
 
     @staticmethod
-    def synthetic_id(prefix: str, position: int, name: str, arguments: Any, turn: str = "") -> str:
-        """A stable call id for vendors that give none: from the response it came in (`turn`,
-        the vendor's response id), its position, name and arguments. The same response parsed
-        twice gives the same ids (a retry replays); another response gives new ones."""
+    def synthetic_id(
+        prefix: str, position: int, name: str, arguments: Any, turn: str | None
+    ) -> str:
+        """A call id for vendors that give none: from the response it came in (`turn`, the
+        vendor's response id or the caller's), its position, name and arguments. The same
+        response parsed twice gives the same ids (a retry replays); another response gives new
+        ones. Without a turn the id is new every time: two turns' identical calls were taken
+        for one, and the second replayed the first's (stale) result."""
+        if not turn:
+            turn = uuid.uuid4().hex
         try:
             text = canonical_json(arguments)
         except (TypeError, ValueError):

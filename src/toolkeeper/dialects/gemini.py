@@ -108,12 +108,13 @@ class Gemini(Dialect):
         )
         return Converted(value=spec, losses=tuple(losses)).check(strict)
 
-    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+    def parse(
+        self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
+    ) -> list[ToolCall]:
         data = plain(response)
-        turn = ""
         if isinstance(data, Mapping) and "candidates" in data:
             # Gemini names no calls: its response id tells one turn's calls from another's.
-            turn = str(data.get("responseId") or data.get("response_id") or "")
+            turn = turn or str(data.get("responseId") or data.get("response_id") or "") or None
             data = mapping(first(data["candidates"]).get("content"))
         parts = items_of(data.get("parts") if isinstance(data, Mapping) else data)
         calls = []

@@ -88,7 +88,9 @@ class MCP(Dialect):
         )
         return Converted(value=spec, losses=tuple(losses)).check(strict)
 
-    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+    def parse(
+        self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
+    ) -> list[ToolCall]:
         data = plain(response)
         requests = data if isinstance(data, list) else [data]
         calls = []
@@ -109,7 +111,7 @@ class MCP(Dialect):
             call_id = (
                 str(request_id)
                 if request_id is not None
-                else self.synthetic_id("tk-mcp-", position, name, arguments)
+                else self.synthetic_id("tk-mcp-", position, name, arguments, turn)
             )
             calls.append(
                 self.call(call_id=call_id, wire_name=name, raw_arguments=arguments, tools=tools)

@@ -193,7 +193,9 @@ class OpenAIChat(Dialect):
         )
         return Converted(value=spec, losses=prefixed("/parameters", rooted.losses)).check(strict)
 
-    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+    def parse(
+        self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
+    ) -> list[ToolCall]:
         data = plain(response)
         if isinstance(data, Mapping) and "choices" in data:
             data = mapping(first(data["choices"]).get("message"))
@@ -211,7 +213,9 @@ class OpenAIChat(Dialect):
             function = mapping(item.get("function"))
             name = str(function.get("name") or "")
             arguments = function.get("arguments")
-            call_id = item.get("id") or self.synthetic_id("tk-openai-", position, name, arguments)
+            call_id = item.get("id") or self.synthetic_id(
+                "tk-openai-", position, name, arguments, turn
+            )
             call = self.call(
                 call_id=str(call_id), wire_name=name, raw_arguments=arguments, tools=tools
             )

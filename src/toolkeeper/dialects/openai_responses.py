@@ -63,7 +63,9 @@ class OpenAIResponses(Dialect):
         )
         return Converted(value=spec, losses=tuple(losses)).check(strict)
 
-    def parse(self, response: Any, *, tools: Sequence[ToolSpec] = ()) -> list[ToolCall]:
+    def parse(
+        self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
+    ) -> list[ToolCall]:
         data = plain(response)
         items = items_of(data.get("output") if isinstance(data, Mapping) else data)
         calls = []
@@ -73,7 +75,7 @@ class OpenAIResponses(Dialect):
             name = str(item.get("name") or "")
             arguments = item.get("arguments")
             call_id = item.get("call_id") or self.synthetic_id(
-                "tk-openai-", position, name, arguments
+                "tk-openai-", position, name, arguments, turn
             )
             extra = {"item_id": item["id"]} if item.get("id") else {}
             call = self.call(
