@@ -116,3 +116,23 @@ async def test_a_call_cancelled_while_running_is_written_ends_cancelled_without_
     assert ran == []
     assert record is not None and record.status is CallStatus.CANCELLED
     assert again.replayed and again.status is CallStatus.CANCELLED
+
+
+async def test_a_timeout_the_tool_raises_itself_is_not_reported_as_the_keepers() -> None:
+    """A socket timing out at once was "did not finish within 30 s" after 2 ms."""
+    async with Keeper(ledger=MemoryStore()) as keeper:
+
+        @keeper.tool(effect="read_only", timeout=30, retry=RetryPolicy(max_attempts=1))
+        async def lookup_dns() -> str:
+            raise TimeoutError("timed out")  # socket.timeout is TimeoutError
+
+        @keeper.tool(effect="write", permissions=[], timeout=30)
+        async def send() -> str:
+            raise TimeoutError("timed out")
+
+        looked = await keeper.execute(ToolCall(call_id="c1", name="lookup_dns"))
+        sent = await keeper.execute(ToolCall(call_id="c2", name="send"))
+    assert looked.status is CallStatus.FAILED and looked.error is not None
+    assert looked.error.code is ErrorCode.TOOL_ERROR and looked.error.retryable
+    assert "timed out waiting for the service" in looked.error.message
+    assert sent.status is CallStatus.UNKNOWN_OUTCOME  # its request may have left

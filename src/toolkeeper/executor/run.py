@@ -73,6 +73,14 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
     try:
         value = await _invoke(rt, st, ctx)
     except TimeoutError:
+        if time.monotonic() < ctx.deadline:
+            # The tool's own timeout (a socket's, say), not ours: its request may have left.
+            error = ToolError.of(
+                ErrorCode.TOOL_ERROR,
+                f"{spec.name} timed out waiting for the service it calls",
+                retryable=True,
+            )
+            return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
         return _timed_out(spec.name, spec.timeout)
     except ToolFailed as exc:
         error = ToolError.of(
