@@ -37,6 +37,7 @@ async def _nothing_running(keeper: Keeper) -> None:
     [
         ('{"sku": "a", "quantity": 1', [""]),  # unparsable JSON
         ("[1, 2]", [""]),  # not an object
+        ("null", [""]),  # not an object either
         ('{"sku": "a", "quantity": 1, "color": "red"}', ["/color"]),  # unknown field
         ('{"sku": "a", "quantity": "one"}', ["/quantity"]),  # wrong type
         ('{"sku": "a"}', ["/quantity"]),  # missing required
@@ -308,3 +309,15 @@ async def test_arguments_the_function_cannot_take_are_refused_before_anything_ru
         assert [v["pointer"] for v in result.error.details["violations"]] == [pointer]
     assert ran == [] and await keeper.approvals.pending() == []
     await _nothing_running(keeper)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "kind"), [("null", "null"), ("[1]", "an array"), ("7", "a number")]
+)
+async def test_arguments_that_are_not_an_object_are_named_in_jsons_words(
+    orders: Keeper, arguments: str, kind: str
+) -> None:
+    """The model was told "not NoneType" or "not list": Python's names, not JSON's."""
+    result = await orders.execute(ToolCall(call_id="c1", name="create_order", arguments=arguments))
+    assert result.error is not None
+    assert result.error.message == f"arguments must be a JSON object, not {kind}"

@@ -50,3 +50,13 @@ def test_one_name_given_as_text_is_one_name_not_its_characters() -> None:
     local = ToolSpec(name="t", effect=Effect.READ_ONLY, tenants="acme", environments=["prod"])  # type: ignore[arg-type]
     assert may_use(Principal(id="a", tenant="acme", environment="prod"), local)
     assert not may_use(Principal(id="a", tenant="a", environment="p"), local)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"id": 5}, {"id": ""}, {"id": "a\x00b"}, {"id": "a", "tenant": ""}]
+)
+def test_principal_ids_are_text_every_ledger_keeps_as_it_is(bad: dict[str, object]) -> None:
+    """An int id read back from SQL as "5" was another principal (CALL_ID_CONFLICT on its own
+    call); a NUL was an INTERNAL_ERROR on PostgreSQL."""
+    with pytest.raises(ValueError, match="Principal"):
+        Principal(**bad)  # type: ignore[arg-type]

@@ -1,10 +1,14 @@
 import math
+import sys
+import typing
 from enum import Enum
 from typing import Annotated, Literal
 
+import pytest
 from pydantic import BaseModel, Field
 
 from toolkeeper import CallContext
+from toolkeeper.core.errors import ConfigurationError
 from toolkeeper.schema.from_callable import function_schema
 
 
@@ -141,3 +145,29 @@ def test_docstring_types_with_parentheses_and_paragraphs_keep_each_description()
     assert props["b"]["description"] == "Counts by name. Names are case-sensitive."
     assert props["c"]["description"] == "A label."
     assert "ValueError" not in fs.description and "The total." in fs.description
+
+
+def test_parameters_pydantic_cannot_take_are_one_line_configuration_errors() -> None:
+    """They escaped as pydantic's own exceptions, or (`model_config`) vanished from the schema
+    so that every call failed."""
+
+    class Point(typing.TypedDict):
+        x: int
+
+    def typed(p: Point) -> None: ...
+
+    def private(_x: int) -> None: ...
+
+    def reserved(model_config: int) -> None: ...
+
+    expected = (
+        (typed, "typing_extensions.TypedDict") if sys.version_info < (3, 12) else None,
+        (private, "leading underscores"),
+        (reserved, "cannot be named 'model_config'"),
+    )
+    for case in expected:
+        if case is None:
+            continue
+        func, message = case
+        with pytest.raises(ConfigurationError, match=message):
+            function_schema(func)

@@ -66,6 +66,12 @@ class Principal:
     """Free-form facts that rules may read (roles, limits, a display name)."""
 
     def __post_init__(self) -> None:
+        # Ids key ledger records and approvals: text every store keeps as it is (an int id
+        # read back from SQL as "5" was another principal, a NUL failed on PostgreSQL).
+        for name in ("id", "tenant", "environment"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value or "\x00" in value:
+                raise ValueError(f"Principal.{name} must be non-empty text without NUL: {value!r}")
         # `grants="orders:*"` is one grant: as a string, `"*" in grants` held for every
         # pattern with a star, which granted everything.
         if not isinstance(self.grants, frozenset):

@@ -114,7 +114,20 @@ def _parse(rt: Runtime, st: CallState) -> None:
     if isinstance(parsed, dict):
         st.arguments = parsed
     else:
-        st.parse_error = f"arguments must be a JSON object, not {type(parsed).__name__}"
+        st.parse_error = f"arguments must be a JSON object, not {_json_kind(parsed)}"
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words (a model knows no Python type names)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list | tuple) else "an object"
 
 
 async def _await_outcome(rt: Runtime, st: CallState) -> Any:

@@ -222,15 +222,26 @@ def function_schema(
             )
         fields[name] = (annotation, info)
     extra: Literal["allow", "forbid"] = "allow" if additional_properties else "forbid"
-    model = pydantic.create_model(
-        f"{func.__name__}_arguments",
-        __config__=ConfigDict(extra=extra, arbitrary_types_allowed=False),
-        **fields,
-    )
+    if "model_config" in fields:  # pydantic reads it as the model's settings: it would vanish
+        raise ConfigurationError(
+            f"{func.__qualname__}: a parameter cannot be named 'model_config'; rename it"
+        )
+    try:
+        model = pydantic.create_model(
+            f"{func.__name__}_arguments",
+            __config__=ConfigDict(extra=extra, arbitrary_types_allowed=False),
+            **fields,
+        )
+        schema = model.model_json_schema()
+    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, NameError) as exc:
+        # A type pydantic cannot describe (typing.TypedDict before 3.12, an arbitrary class)
+        # or a name it refuses (`_x`): a programming error, said in one line.
+        reason = str(exc).splitlines()[0]
+        raise ConfigurationError(f"{func.__qualname__}: {reason}") from exc
     if any(f.alias or f.validation_alias for f in model.model_fields.values()):
         plain = False  # the model maps the names the schema shows back to the parameters
     try:
-        input_schema = _strip_titles(model.model_json_schema())
+        input_schema = _strip_titles(schema)
         _drop_unwritable_defaults(input_schema)
         canonical_json(input_schema)
     except (TypeError, ValueError) as exc:  # a default JSON cannot hold: math.inf, a set...
