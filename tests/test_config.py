@@ -94,3 +94,31 @@ def test_a_file_that_is_not_utf8_is_a_config_error_and_a_bom_is_fine(tmp_path: P
     marked = tmp_path / "bom.toml"
     marked.write_bytes(b"\xef\xbb\xbf[server]\nport = 9000\n")
     assert load_config(marked).server.port == 9000
+
+
+def test_upstream_secrets_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`env`/`headers` were taken literally: a secret had to be written into the file."""
+    monkeypatch.setenv("DOCS_TOKEN", "s3cret")
+    text = (
+        '[upstreams.docs]\nurl = "http://x/mcp"\n'
+        'headers = { Authorization = "Bearer ${DOCS_TOKEN}" }\n'
+        '[upstreams.t]\ncommand = "x"\nenv = { KEY = "${DOCS_TOKEN}", PLAIN = "$HOME" }\n'
+    )
+    config = parse_config(text, file="gw.toml")
+    assert config.upstreams["docs"].headers == {"Authorization": "Bearer s3cret"}
+    assert config.upstreams["t"].env == {"KEY": "s3cret", "PLAIN": "$HOME"}
+    monkeypatch.delenv("DOCS_TOKEN")
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert error.value.line == 3 and "DOCS_TOKEN is unset" in str(error.value)
+
+
+def test_budgets_are_configured_and_checked_with_their_line() -> None:
+    config = parse_config(
+        "[budgets]\nmax_calls_per_task = 5\nper_tool = { a = 1 }\ncalls_per_minute = 30\n",
+        file="gw.toml",
+    )
+    assert config.budgets is not None and config.budgets.per_tool == {"a": 1}
+    with pytest.raises(ConfigError) as error:
+        parse_config("[budgets]\nburst = 0\n", file="gw.toml")
+    assert (error.value.line, error.value.key) == (2, "budgets.burst")

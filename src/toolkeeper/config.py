@@ -110,6 +110,19 @@ class UpstreamConfig(_Model):
         return self
 
 
+class BudgetsConfig(_Model):
+    """`[budgets]`: call budgets per task and rate limits per principal (see `Budgets`)."""
+
+    max_calls_per_task: int | None = Field(default=None, ge=0)
+    max_calls_per_tool_per_task: int | None = Field(default=None, ge=0)
+    per_tool: dict[str, Annotated[int, Field(ge=0)]] = {}
+    """Per-tool limits per task, by tool name."""
+    calls_per_minute: float | None = Field(default=None, gt=0)
+    burst: int = Field(default=10, ge=1)
+    rate_limiter: Annotated[str, Field(pattern=r"^rediss?://")] | None = None
+    """A Redis URL: one rate limit shared by every gateway process (default: per process)."""
+
+
 class LocalTools(_Model):
     """`[[tools]]`: a Python module whose `register(keeper)` adds tools."""
 
@@ -174,6 +187,7 @@ class GatewayConfig(_Model):
     tools: list[LocalTools] = []
     principals: dict[str, PrincipalConfig] = {}
     rules: list[RuleConfig] = []
+    budgets: BudgetsConfig | None = None
     base_dir: str = "."
     """The directory relative paths are taken from (the configuration file's)."""
 
@@ -218,6 +232,32 @@ def _line_of(loc: Sequence[str | int], lines: dict[tuple[str, ...], int]) -> int
             return lines[path]
         path = path[:-1]
     return None
+
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand_upstreams(
+    config: GatewayConfig, raise_at: Callable[[Sequence[str | int], str], NoReturn]
+) -> GatewayConfig:
+    """`${NAME}` in an upstream's `env` and `headers` values is the gateway's environment
+    variable NAME: secrets need not be written into the file."""
+
+    def expand(where: tuple[str, ...], value: str) -> str:
+        def variable(match: re.Match[str]) -> str:
+            found = os.environ.get(match.group(1))
+            if found is None:
+                raise_at(where, f"environment variable {match.group(1)} is unset")
+            return found
+
+        return _VARIABLE.sub(variable, value)
+
+    upstreams = {}
+    for name, up in config.upstreams.items():
+        env = {k: expand(("upstreams", name, "env", k), v) for k, v in up.env.items()}
+        headers = {k: expand(("upstreams", name, "headers", k), v) for k, v in up.headers.items()}
+        upstreams[name] = up.model_copy(update={"env": env, "headers": headers})
+    return config.model_copy(update={"upstreams": upstreams})
 
 
 def _resolve_tokens(
@@ -268,6 +308,7 @@ def parse_config(
         loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
         raise_at(loc, first["msg"])
     config = _resolve_tokens(config, raise_at)
+    config = _expand_upstreams(config, raise_at)
     if config.server.stdio_principal is not None and config.server.stdio_principal not in (
         config.principals
     ):

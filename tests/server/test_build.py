@@ -81,3 +81,34 @@ def test_two_tool_files_registering_one_name_is_a_configuration_error(tmp_path: 
     )
     with pytest.raises(ConfigurationError, match=r"tools\[1\] \(b.py\): registers 'x.t', as "):
         build(load_config(tmp_path / "gw.toml"))
+
+
+async def test_configured_budgets_hold_for_the_gateways_calls(tmp_path: Path) -> None:
+    """`[budgets]` was refused as an unknown section: a gateway had no budgets at all."""
+    (tmp_path / "files.py").write_text(TOOLS)
+    (tmp_path / "sandbox").mkdir()
+    (tmp_path / "sandbox" / "a.txt").write_text("a")
+    (tmp_path / "gw.toml").write_text(
+        f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\n'
+        '[[tools]]\nfile = "files.py"\n'
+        "[budgets]\nmax_calls_per_task = 1\ncalls_per_minute = 600\n"
+        'rate_limiter = "redis://127.0.0.1:6379/0"\n'
+        '[principals.reader]\ntoken = "t"\ngrants = ["files:read"]\n'
+    )
+    async with build(load_config(tmp_path / "gw.toml")) as deployment:
+        reader = deployment.gateway.principals["reader"].principal
+        path = str(tmp_path / "sandbox" / "a.txt")
+        results = [
+            await deployment.keeper.execute(
+                ToolCall(
+                    call_id=f"c{i}",
+                    task_id=f"budget-{tmp_path.name}",
+                    name="files.read",
+                    arguments={"path": path},
+                    principal=reader,
+                )
+            )
+            for i in range(2)
+        ]
+    assert results[0].ok
+    assert results[1].error is not None and results[1].error.code is ErrorCode.BUDGET_EXCEEDED

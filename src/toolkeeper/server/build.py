@@ -21,12 +21,13 @@ from typing import Any
 import anyio
 
 from ..catalog.registry import CatalogEvent
-from ..config import GatewayConfig, LocalTools, RuleConfig, UpstreamConfig
+from ..config import BudgetsConfig, GatewayConfig, LocalTools, RuleConfig, UpstreamConfig
 from ..connectors.mcp import McpUpstream, ToolOverride, UpstreamParams
 from ..core.errors import ConfigurationError
 from ..core.values import Principal
 from ..keeper import Keeper
 from ..policy import rules as R
+from ..policy.budgets import Budgets, RateLimiter
 from .gateway import Gateway, GatewayPrincipal
 
 __all__ = ["Deployment", "build", "load_tool_module"]
@@ -43,6 +44,9 @@ class Deployment:
 
     async def __aenter__(self) -> Deployment:
         async with AsyncExitStack() as stack:
+            close_limiter = getattr(self.keeper.runtime.limiter, "aclose", None)
+            if close_limiter is not None:  # a shared (Redis) limiter's connections
+                stack.push_async_callback(close_limiter)
             await stack.enter_async_context(self.keeper)
             for upstream in self.upstreams:
                 await upstream.start()
@@ -81,6 +85,23 @@ def load_tool_module(entry: LocalTools, base_dir: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _budgets(cfg: BudgetsConfig | None) -> tuple[Budgets | None, RateLimiter | None]:
+    if cfg is None:
+        return None, None
+    budgets = Budgets(
+        max_calls_per_task=cfg.max_calls_per_task,
+        max_calls_per_tool_per_task=cfg.max_calls_per_tool_per_task,
+        per_tool=dict(cfg.per_tool),
+        calls_per_minute=cfg.calls_per_minute,
+        burst=cfg.burst,
+    )
+    if cfg.rate_limiter is None:
+        return budgets, None
+    from ..policy.redis_limiter import RedisRateLimiter
+
+    return budgets, RedisRateLimiter(cfg.rate_limiter)
 
 
 def _note_name(names: list[str], event: CatalogEvent) -> None:
@@ -147,10 +168,13 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         config: A validated configuration.
         ledger: Overrides `[server] ledger`.
     """
+    budgets, limiter = _budgets(config.budgets)
     keeper = Keeper(
         ledger=ledger or config.server.ledger,
         principal=Principal(id="gateway", grants=frozenset()),
         rules=[_rule(r, config.base_dir) for r in config.rules],
+        budgets=budgets,
+        rate_limiter=limiter,
     )
     owners: dict[str, str] = {}  # tool name -> the [[tools]] entry that registered it
     for index, entry in enumerate(config.tools):
