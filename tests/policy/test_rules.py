@@ -70,15 +70,19 @@ async def test_global_rules_run_after_tool_rules() -> None:
     assert seen == ["tool", "global"]
 
 
-async def test_a_broken_rule_fails_closed_without_leaking() -> None:
+def _broken(inp: object) -> object:
+    raise KeyError("internal/secret/path")
+
+
+@pytest.mark.parametrize(
+    "rule", [_broken, lambda inp: True, lambda inp: False, lambda inp: "deny", lambda inp: 0]
+)
+async def test_a_broken_rule_or_one_answering_no_decision_fails_closed(rule: object) -> None:
+    """A rule answering True or "deny" was an INTERNAL_ERROR, with nothing recorded."""
     ran: list[str] = []
-
-    def broken(inp: object) -> object:
-        raise KeyError("internal/secret/path")
-
     keeper = Keeper(ledger=MemoryStore())
 
-    @keeper.tool(effect="read_only", rules=[broken])
+    @keeper.tool(effect="read_only", rules=[rule])
     async def ping() -> str:
         ran.append("ping")
         return "pong"
@@ -134,23 +138,6 @@ async def test_ready_made_rules_check_every_element_and_fail_closed(tmp_path: Pa
         assert await run("misspelled", amount_usd=1e6) is ErrorCode.PERMISSION_DENIED
         assert await run("textual", amount="1000000") is ErrorCode.PERMISSION_DENIED
     assert done == [["a", "b/c"], 50]
-
-
-@pytest.mark.parametrize("answer", [True, False, "deny", 0])
-async def test_a_rule_answering_something_else_than_a_decision_fails_closed(answer: object) -> None:
-    keeper = Keeper(ledger=MemoryStore())
-    ran: list[str] = []
-
-    @keeper.tool(effect="read_only", rules=[lambda inp: answer])
-    async def ping() -> str:
-        ran.append("ping")
-        return "pong"
-
-    async with keeper:
-        result = await keeper.execute(ToolCall(call_id="1", name="ping"))
-        record = await keeper.store.get_call("default", "1")
-    assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
-    assert ran == [] and record is not None and record.status is CallStatus.REJECTED
 
 
 async def test_decisions_written_with_text_mean_the_members() -> None:

@@ -148,25 +148,6 @@ async def _settle(args: argparse.Namespace) -> CallRecord:
         await store.aclose()
 
 
-def _settle_main(args: argparse.Namespace) -> int:
-    try:
-        record = anyio.run(_settle, args)
-    except (ToolkeeperError, ImportError) as exc:
-        print(f"toolkeeper ledger: {ledger_hint(exc)}", file=sys.stderr)
-        return 1
-    except KeyError as exc:
-        print(f"toolkeeper ledger: {exc.args[0]}", file=sys.stderr)
-        return 1
-    except ValueError as exc:
-        print(f"toolkeeper ledger: {exc}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(_as_dict(record), indent=2, ensure_ascii=False))
-    else:
-        print(f"{record.task_id} {record.call_id} {record.tool}: {record.status.value}")
-    return 0
-
-
 def _json_value(text: str) -> Any:
     try:
         return json.loads(text)
@@ -182,11 +163,21 @@ def _note(text: str) -> str:
 
 def _main(args: argparse.Namespace) -> int:
     try:
-        records = anyio.run(_records, args)
+        found: CallRecord | list[CallRecord] = (
+            anyio.run(_settle, args) if args.action == "settle" else anyio.run(_records, args)
+        )
     except (ToolkeeperError, ImportError) as exc:
         print(f"toolkeeper ledger: {ledger_hint(exc)}", file=sys.stderr)
         return 1
-    _print(args, records)
+    except (KeyError, ValueError) as exc:  # settle: no such call, or nothing to settle
+        print(f"toolkeeper ledger: {exc.args[0]}", file=sys.stderr)
+        return 1
+    if isinstance(found, list):
+        _print(args, found)
+    elif args.json:
+        print(json.dumps(_as_dict(found), indent=2, ensure_ascii=False))
+    else:
+        print(f"{found.task_id} {found.call_id} {found.tool}: {found.status.value}")
     return 0
 
 
@@ -233,4 +224,4 @@ def register(subparsers: Any) -> None:
     for sub in (listing, unknown, settling):
         add_ledger_option(sub)
         sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
-        sub.set_defaults(func=_main if sub is not settling else _settle_main)
+        sub.set_defaults(func=_main)

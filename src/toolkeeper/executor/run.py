@@ -28,7 +28,7 @@ from ..core.errors import ErrorCode, NotJSON, ToolError
 from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFailed
 from ..core.states import CallStatus
 from ..core.values import CallContext, ToolResult
-from ..ledger.base import ApprovalRecord, StaleState, current_owner
+from ..ledger.base import ApprovalRecord, LedgerStore, StaleState, current_owner
 from ..schema.canonical import json_safe
 from .records import (
     UNKNOWN_OUTCOME_ERROR,
@@ -259,16 +259,13 @@ async def _hold(rt: Runtime, st: CallState, approval: ApprovalRecord) -> ToolRes
         if not created:
             raise LostRace
     else:
-        try:
-            await store.transition(
-                st.call.task_id,
-                st.call.call_id,
-                expected=st.record.status,
-                target=CallStatus.AWAITING_APPROVAL,
-                changes=_identity_changes(st) | {"approval_id": approval.id, "error": None},
-            )
-        except StaleState as exc:
-            raise LostRace from exc
+        await _move(
+            store,
+            st,
+            expected=st.record.status,
+            target=CallStatus.AWAITING_APPROVAL,
+            changes=_identity_changes(st) | {"approval_id": approval.id, "error": None},
+        )
     result = approval_pending_result(st, approval)
     audit(
         rt,
@@ -280,6 +277,23 @@ async def _hold(rt: Runtime, st: CallState, approval: ApprovalRecord) -> ToolRes
         first=previous is None,
     )
     return result
+
+
+async def _move(
+    store: LedgerStore,
+    st: CallState,
+    *,
+    expected: CallStatus,
+    target: CallStatus,
+    changes: dict[str, Any],
+) -> None:
+    """Change the call's record, or start over if another process changed it first."""
+    try:
+        await store.transition(
+            st.call.task_id, st.call.call_id, expected=expected, target=target, changes=changes
+        )
+    except StaleState as exc:
+        raise LostRace from exc
 
 
 def _identity_changes(st: CallState) -> dict[str, Any]:
@@ -400,16 +414,9 @@ async def _persist_running(
             "deadline": deadline,
             "approval_id": approval_id,
         }
-        try:
-            await store.transition(
-                st.call.task_id,
-                st.call.call_id,
-                expected=st.record.status,
-                target=CallStatus.RUNNING,
-                changes=changes,
-            )
-        except StaleState as exc:
-            raise LostRace from exc
+        await _move(
+            store, st, expected=st.record.status, target=CallStatus.RUNNING, changes=changes
+        )
         rt.release(st)
         audit(rt, st, CallStatus.RUNNING, previous=st.record.status, attempt=attempt)
 
@@ -514,16 +521,7 @@ async def _write_end(
         }
         if persisted is None:
             changes |= _identity_changes(st) | {"approval_id": approval_id}
-        try:
-            await store.transition(
-                st.call.task_id,
-                st.call.call_id,
-                expected=previous,
-                target=outcome.status,
-                changes=changes,
-            )
-        except StaleState as exc:
-            raise LostRace from exc
+        await _move(store, st, expected=previous, target=outcome.status, changes=changes)
 
 
 async def record_refusal(rt: Runtime, st: CallState, error: ToolError) -> ToolResult:
@@ -531,26 +529,19 @@ async def record_refusal(rt: Runtime, st: CallState, error: ToolError) -> ToolRe
     store = rt.store()
     if error.code not in _NOT_RECORDED:
         previous = st.record.status if st.record is not None else None
-        try:
-            if st.record is None:
-                _, created = await store.claim_call(
-                    new_record(rt, st, CallStatus.REJECTED, error=error.to_dict())
-                )
-                if not created:
-                    raise LostRace
-            else:
-                changes: dict[str, Any] = {"error": error.to_dict(), "digest": st.request_digest}
-                if st.redacted:
-                    changes["arguments"] = st.redacted
-                await store.transition(
-                    st.call.task_id,
-                    st.call.call_id,
-                    expected=st.record.status,
-                    target=CallStatus.REJECTED,
-                    changes=changes,
-                )
-        except StaleState as exc:
-            raise LostRace from exc
+        if st.record is None:
+            _, created = await store.claim_call(
+                new_record(rt, st, CallStatus.REJECTED, error=error.to_dict())
+            )
+            if not created:
+                raise LostRace
+        else:
+            changes: dict[str, Any] = {"error": error.to_dict(), "digest": st.request_digest}
+            if st.redacted:
+                changes["arguments"] = st.redacted
+            await _move(
+                store, st, expected=st.record.status, target=CallStatus.REJECTED, changes=changes
+            )
         audit(rt, st, CallStatus.REJECTED, previous=previous, error=error, first=previous is None)
     return ToolResult(
         call_id=st.call.call_id,

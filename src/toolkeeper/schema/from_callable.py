@@ -101,20 +101,13 @@ def _is_plain(annotation: Any) -> bool:
     return False
 
 
-def _is_integer(annotation: Any) -> bool:
+def _names(annotation: Any, kind: type) -> bool:
+    """Whether `annotation` is `kind`, optionally in a union or `Annotated`."""
     if get_origin(annotation) is typing.Annotated:
         annotation = get_args(annotation)[0]
     if get_origin(annotation) in (typing.Union, types.UnionType):
-        return int in get_args(annotation)
-    return annotation is int
-
-
-def _is_context(annotation: Any) -> bool:
-    if get_origin(annotation) is typing.Annotated:
-        annotation = get_args(annotation)[0]
-    if get_origin(annotation) in (typing.Union, types.UnionType):
-        return CallContext in get_args(annotation)
-    return annotation is CallContext
+        return kind in get_args(annotation)
+    return annotation is kind
 
 
 def _has_description(annotation: Any) -> bool:
@@ -199,11 +192,11 @@ def function_schema(
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ConfigurationError(f"{func.__qualname__}: *args/**kwargs cannot be tool inputs")
         annotation = hints.get(name, Any)
-        if _is_context(annotation):
+        if _names(annotation, CallContext):
             context_param = name
             continue
         plain = plain and _is_plain(annotation)
-        if _is_integer(annotation):
+        if _names(annotation, int):
             integers.append(name)
         if param.kind is param.POSITIONAL_ONLY:
             positional.append(name)
