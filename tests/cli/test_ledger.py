@@ -153,3 +153,35 @@ def test_a_person_settles_an_unknown_call_and_it_replays_what_they_found(
     ]
     assert events[-1]["extra"] == {"by": "person:ann", "note": "bank shows tx 42"}
     assert (events[-1]["previous"], events[-1]["status"]) == ("UNKNOWN_OUTCOME", "SUCCEEDED")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("", "--ledger: is empty"),
+        ("memory://", "memory:// lives inside one process"),
+        ("{tmp}", "it is a folder, not a ledger file"),
+    ],
+)
+def test_a_ledger_that_cannot_be_looked_at_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, message: str
+) -> None:
+    """`--ledger ""` fell back to the default, memory:// always showed "no calls", and a folder
+    was "a file that does not exist"."""
+    try:
+        code = main(["ledger", "list", "--ledger", value.replace("{tmp}", str(tmp_path))])
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    assert code in (1, 2) and message in capsys.readouterr().err
+
+
+def test_list_tools_args_must_be_an_object(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["list-tools", "--url", "http://127.0.0.1:9/mcp", "--call", "x", "--args", "[1]"]
+    assert main(argv) == 2
+    assert "toolkeeper list-tools: --args must be a JSON object" in capsys.readouterr().err
+
+
+def test_the_version_is_one_flag_away(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith("toolkeeper ")

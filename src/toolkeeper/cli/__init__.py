@@ -13,6 +13,8 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from .. import __version__
+
 __all__ = ["main"]
 
 # module name in this package → the top-level commands it registers
@@ -32,6 +34,7 @@ def _parser(only: str | None) -> argparse.ArgumentParser:
         prog="toolkeeper",
         description="The trusted runtime between a language model and its tools.",
     )
+    parser.add_argument("--version", action="version", version=f"toolkeeper {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module, commands in _COMMANDS.items():
         if only is not None and only not in commands:

@@ -13,11 +13,22 @@ from ..ledger.sqlite import NoLedger
 __all__ = ["add_ledger_option", "count", "existing_ledger", "ledger_hint", "ledger_url"]
 
 
+def _url(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a ledger URL or path")
+    if text.startswith("memory:"):
+        raise argparse.ArgumentTypeError(
+            "memory:// lives inside one process: there is no such ledger to look at"
+        )
+    return text
+
+
 def add_ledger_option(parser: argparse.ArgumentParser) -> None:
     """`--ledger URL`, defaulting to `$TOOLKEEPER_LEDGER` or `sqlite:///./toolkeeper.db`."""
     parser.add_argument(
         "--ledger",
         default=None,
+        type=_url,
         metavar="URL",
         help="ledger URL (default: $TOOLKEEPER_LEDGER or sqlite:///./toolkeeper.db)",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,20 @@ def _run(args: argparse.Namespace) -> int:
 
     workdir = Path(args.dir) if args.dir else None
     if workdir is not None:
-        workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file of that name, a read-only place
+            print(
+                f"toolkeeper demo: cannot use {workdir} as a folder: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return 1
         if (workdir / "toolkeeper.db").exists():
-            print(f"error: {workdir / 'toolkeeper.db'} exists; the demo needs a fresh ledger")
+            print(
+                f"toolkeeper demo: {workdir / 'toolkeeper.db'} exists; the demo needs a fresh "
+                "ledger",
+                file=sys.stderr,
+            )
             return 1
     anyio.run(run_demo, workdir)
     return 0

@@ -129,7 +129,10 @@ def _probe(args: argparse.Namespace) -> int:
     try:
         arguments = json.loads(args.args)
     except json.JSONDecodeError as exc:
-        print(f"--args is not JSON: {exc}", file=sys.stderr)
+        print(f"toolkeeper list-tools: --args is not JSON: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(arguments, dict):
+        print("toolkeeper list-tools: --args must be a JSON object", file=sys.stderr)
         return 2
     try:
         return anyio.run(_probe_async, args.url, args.token, args.call, arguments)

@@ -119,6 +119,8 @@ class NoLedger(StoreError):
 def _require_ledger(path: str) -> None:
     """Refuse a path that holds no toolkeeper ledger, without writing to it: not created,
     not switched to WAL, not migrated (another program's database stays as it was)."""
+    if Path(path).is_dir():
+        raise NoLedger(f"no ledger at {path}: it is a folder, not a ledger file")
     if not Path(path).is_file():
         raise NoLedger(f"no ledger at {path}: the file does not exist")
     try:
