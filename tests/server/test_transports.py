@@ -242,10 +242,15 @@ async def test_the_gateway_is_itself_an_upstream_over_streamable_http(gateway_ur
     assert "gw.demo.clear_notes" in {t.name for t in catalog}
 
 
-async def test_an_http_upstream_refusing_the_token_provides_no_tools(gateway_url: str) -> None:
+async def test_an_http_upstream_refusing_the_token_provides_no_tools_and_says_why(
+    gateway_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The log said only "MCPError: Server returned an error response", at every retry."""
     catalog = Catalog()
     auth = {"Authorization": "Bearer wrong"}
     params = UpstreamParams(name="gw", url=gateway_url, headers=auth, connect_timeout=10)
-    async with McpUpstream(params, catalog) as upstream:
-        assert not upstream.connected
+    with caplog.at_level("WARNING", logger="toolkeeper"):
+        async with McpUpstream(params, catalog) as upstream:
+            assert not upstream.connected
     assert len(catalog) == 0
+    assert "upstream 'gw': the server refused the credentials (HTTP 401)" in caplog.text

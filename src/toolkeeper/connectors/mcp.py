@@ -26,7 +26,7 @@ import logging
 import math
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,6 +197,7 @@ class McpUpstream:
         self._refresh = anyio.Event()
         self._names: set[str] = set()
         self._unknown_names: set[str] = set()
+        self._refusal: int | None = None
         self._exit: AsyncExitStack | None = None
         self._scope: anyio.CancelScope | None = None
         self.connects = 0
@@ -344,6 +345,9 @@ class McpUpstream:
 
     # session supervision -----------------------------------------------------------------
 
+    def _note_refusal(self, status: int) -> None:
+        self._refusal = status
+
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
         p = self.params
@@ -353,7 +357,7 @@ class McpUpstream:
             lane_transport = inner if isinstance(inner, PipeTransport) else None
         else:
             assert p.url is not None
-            inner = _http(p)
+            inner = _http(p, self._note_refusal)
         watch = WatchedTransport(inner, on_close=self._on_lost)
         client = Client(
             watch,
@@ -391,7 +395,18 @@ class McpUpstream:
                     )
             except Exception as exc:
                 cause = sole_cause(exc)  # not "unhandled errors in a TaskGroup"
-                logger.warning("upstream %r: %s: %s", self.params.name, type(cause).__name__, cause)
+                if self._refusal is not None:
+                    logger.warning(
+                        "upstream %r: the server refused the credentials (HTTP %d): check the "
+                        "upstream's headers (its token)",
+                        self.params.name,
+                        self._refusal,
+                    )
+                else:
+                    logger.warning(
+                        "upstream %r: %s: %s", self.params.name, type(cause).__name__, cause
+                    )
+                self._refusal = None
             self._attempted.set()
             attempt += 1
             self._wake = anyio.Event()
@@ -529,11 +544,19 @@ def _call_result(raw: Mapping[str, Any]) -> mcp_types.CallToolResult:
         raise ToolFailed("the upstream sent a malformed tools/call result") from exc
 
 
-def _http(p: UpstreamParams) -> Any:
+def _http(p: UpstreamParams, refused: Callable[[int], None]) -> Any:
     import httpx2
 
+    async def note(response: Any) -> None:
+        if response.status_code in (401, 403):
+            refused(response.status_code)  # the SDK reports it as "an error response" only
+
     assert p.url is not None
-    http = httpx2.AsyncClient(headers=dict(p.headers), timeout=httpx2.Timeout(p.timeout, read=None))
+    http = httpx2.AsyncClient(
+        headers=dict(p.headers),
+        timeout=httpx2.Timeout(p.timeout, read=None),
+        event_hooks={"response": [note]},
+    )
     return _owned_http(p.url, http)
 
 
