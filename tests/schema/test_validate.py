@@ -47,3 +47,22 @@ def test_defaults_are_applied_through_refs() -> None:
 
 def test_pointers_escape_slash_and_tilde() -> None:
     assert json_pointer(["a/b", "c~d", 0]) == "/a~1b/c~0d/0"
+
+
+def test_a_date_time_may_leave_out_its_offset_as_pythons_datetime_does() -> None:
+    """A function's naive `datetime` default was refused by its own schema, and so was the
+    offset-less time models often write, which the function takes."""
+    import datetime as dt
+
+    from toolkeeper.schema.from_callable import function_schema
+
+    def book(start: dt.datetime = dt.datetime(2024, 1, 1)) -> str:
+        return start.isoformat()
+
+    schema = function_schema(book).input_schema
+    validator = compile_validator(schema)
+    default = schema["properties"]["start"]["default"]
+    for good in (default, "2024-05-01T10:00:00", "2024-05-01T10:00:00Z", "2024-05-01 10:00+02:00"):
+        assert validator.is_valid({"start": good}), good
+    for bad in ("2024-05-01", "10:00", "2024-05-01T25:00:00", "tomorrow"):
+        assert not validator.is_valid({"start": bad}), bad

@@ -8,6 +8,7 @@ schema's canonical digest) and cached.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -50,6 +51,22 @@ def json_pointer(parts: Sequence[str | int]) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
+def _date_time(text: str) -> bool:
+    """RFC 3339 date-time, except that the UTC offset may be left out: Python's `datetime`
+    takes such a value (a naive time), models often write one, and a tool built from a
+    function shows such defaults. A date alone, or a leap second, is still refused."""
+    if len(text) < 16 or text[10] not in "Tt ":
+        return False
+    try:
+        dt.datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+_FORMATS = {"date-time": _date_time}
+
+
 class Validator:
     """A compiled validator for one schema."""
 
@@ -59,7 +76,7 @@ class Validator:
         self.schema = schema
         try:
             self._inner = jsonschema_rs.validator_for(
-                dict(schema), validate_formats=True, offline=True
+                dict(schema), validate_formats=True, offline=True, formats=_FORMATS
             )
         except (ValueError, jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError) as exc:
             raise SchemaError(f"invalid JSON Schema: {exc}") from exc
