@@ -15,7 +15,7 @@ async with keeper:
 from __future__ import annotations
 
 import atexit
-import contextlib
+import concurrent.futures
 import enum
 import json
 import logging
@@ -417,15 +417,16 @@ class Keeper:
         """Close what `execute_sync` opened. Idempotent."""
         if self._portal is not None:
             _no_running_loop("close_sync", "await keeper.aclose()")
-            self._portal.call(self.aclose)
-            self._portal_cm.__exit__(None, None, None)
-            self._portal = None
-            self._portal_cm = None
+            portal, stop = self._portal, self._portal_cm
+            self._portal = self._portal_cm = None
+            try:
+                portal.call(self.aclose)
+            finally:
+                stop()
 
     def _blocking(self) -> anyio.from_thread.BlockingPortal:
         if self._portal is None:
-            self._portal_cm = anyio.from_thread.start_blocking_portal()
-            self._portal = self._portal_cm.__enter__()
+            self._portal, self._portal_cm = _daemon_portal()
             _close_at_exit(self)
         return self._portal
 
@@ -575,10 +576,43 @@ async def _ask(reconcile: Reconciler, ctx: CallContext) -> object:
         return None
 
 
+def _daemon_portal() -> tuple[anyio.from_thread.BlockingPortal, Callable[[], None]]:
+    """An event loop on a daemon thread, and how to stop it.
+
+    `anyio.from_thread.start_blocking_portal` runs its loop on a worker thread the interpreter
+    waits for at exit: a script that never called `close_sync()` waited for ever. A daemon
+    thread is not waited for; the exit handler (`_close_at_exit`) closes the keeper through
+    it, after every other thread of the program has ended.
+    """
+    ready: concurrent.futures.Future[anyio.from_thread.BlockingPortal] = concurrent.futures.Future()
+
+    async def serve() -> None:
+        async with anyio.from_thread.BlockingPortal() as portal:
+            ready.set_result(portal)
+            await portal.sleep_until_stopped()
+
+    def run() -> None:
+        try:
+            anyio.run(serve)
+        except BaseException as exc:  # the loop could not start: say so to the caller
+            if not ready.done():
+                ready.set_exception(exc)
+
+    thread = threading.Thread(target=run, name="toolkeeper-sync", daemon=True)
+    thread.start()
+    portal = ready.result()
+
+    def stop() -> None:
+        portal.call(portal.stop)
+        thread.join()
+
+    return portal, stop
+
+
 def _close_at_exit(keeper: Keeper) -> None:
-    """Close a keeper's portal when the program ends without `close_sync()`: its thread would
-    keep the interpreter waiting for ever. Exit handlers run too late (after the wait); the
-    hook `threading` runs before it is the one `concurrent.futures` uses too."""
+    """Close a keeper that `execute_sync` opened when the program ends without `close_sync()`
+    (its ledger is then flushed and closed). Exit handlers run once every other thread of the
+    program has ended, so no call is cut short."""
     ref = weakref.ref(keeper)
 
     def close() -> None:
@@ -589,12 +623,7 @@ def _close_at_exit(keeper: Keeper) -> None:
             except Exception:  # the program is ending: say why, do not stop it
                 _log.exception("closing the keeper at exit failed")
 
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:  # pragma: no cover - every CPython since 3.9 has it
-        atexit.register(close)
-    else:
-        with contextlib.suppress(RuntimeError):  # the interpreter is already shutting down
-            register(close)
+    atexit.register(close)
 
 
 def _no_running_loop(method: str, instead: str) -> None:
