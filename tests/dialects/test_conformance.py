@@ -142,3 +142,47 @@ def test_only_model_visible_fields_are_exported(name: str) -> None:
     )
     text = json.dumps(get_dialect(name).export_tool(spec).value)
     assert "SECRET" not in text
+
+
+@pytest.mark.parametrize(
+    ("name", "response"),
+    [
+        (
+            "openai_chat",
+            {
+                "id": "chatcmpl-42",
+                "choices": [
+                    {
+                        "message": {
+                            "role": "assistant",
+                            "tool_calls": [
+                                {"type": "function", "function": {"name": "f", "arguments": "{}"}}
+                            ],
+                        }
+                    }
+                ],
+            },
+        ),
+        (
+            "openai_responses",
+            {
+                "id": "resp_42",
+                "output": [{"type": "function_call", "name": "f", "arguments": "{}"}],
+            },
+        ),
+        (
+            "anthropic",
+            {"id": "msg_42", "content": [{"type": "tool_use", "name": "f", "input": {}}]},
+        ),
+    ],
+)
+def test_calls_without_ids_take_their_turn_from_the_responses_id(
+    name: str, response: dict[str, object]
+) -> None:
+    """A server that gives tool calls no id: the same stored response parsed again replays
+    (it got new ids and ran twice), while another response is another turn."""
+    dialect = get_dialect(name)
+    [first] = dialect.parse(response)
+    [again] = dialect.parse(json.loads(json.dumps(response)))
+    [other] = dialect.parse({**response, "id": "other-turn"})
+    assert first.call_id == again.call_id != other.call_id

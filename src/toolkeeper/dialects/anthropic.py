@@ -63,6 +63,8 @@ class Anthropic(Dialect):
         self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
     ) -> list[ToolCall]:
         data = plain(response)
+        if isinstance(data, Mapping) and "content" in data:
+            turn = turn or self.response_turn(data.get("id"))  # the message's id names the turn
         blocks = items_of(data.get("content") if isinstance(data, Mapping) else data)
         calls = []
         for position, block in enumerate(blocks):

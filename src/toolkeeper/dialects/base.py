@@ -438,6 +438,11 @@ class Dialect(Importer):
         )
 
     @staticmethod
+    def response_turn(value: Any) -> str | None:
+        """A vendor's response id as a turn name (None when there is none)."""
+        return value if isinstance(value, str) and value else None
+
+    @staticmethod
     def synthetic_id(
         prefix: str, position: int, name: str, arguments: Any, turn: str | None
     ) -> str:

@@ -114,7 +114,7 @@ class Gemini(Dialect):
         data = plain(response)
         if isinstance(data, Mapping) and "candidates" in data:
             # Gemini names no calls: its response id tells one turn's calls from another's.
-            turn = turn or str(data.get("responseId") or data.get("response_id") or "") or None
+            turn = turn or self.response_turn(data.get("responseId") or data.get("response_id"))
             data = mapping(first(data["candidates"]).get("content"))
         parts = items_of(data.get("parts") if isinstance(data, Mapping) else data)
         calls = []

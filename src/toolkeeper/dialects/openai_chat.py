@@ -198,6 +198,7 @@ class OpenAIChat(Dialect):
     ) -> list[ToolCall]:
         data = plain(response)
         if isinstance(data, Mapping) and "choices" in data:
+            turn = turn or self.response_turn(data.get("id"))  # the completion's id names the turn
             data = mapping(first(data["choices"]).get("message"))
         if isinstance(data, Mapping):
             raw_calls = items_of(data.get("tool_calls"))

@@ -67,6 +67,8 @@ class OpenAIResponses(Dialect):
         self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
     ) -> list[ToolCall]:
         data = plain(response)
+        if isinstance(data, Mapping) and "output" in data:
+            turn = turn or self.response_turn(data.get("id"))  # the response's id names the turn
         items = items_of(data.get("output") if isinstance(data, Mapping) else data)
         calls = []
         for position, item in enumerate(items):
