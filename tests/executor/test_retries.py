@@ -15,6 +15,7 @@ from toolkeeper import (
     ToolFailed,
     UpstreamUnavailable,
 )
+from toolkeeper.core.errors import ToolError
 from toolkeeper.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -233,3 +234,49 @@ def test_retry_policies_out_of_range_are_refused_and_huge_backoff_is_capped() ->
         with pytest.raises(ValueError, match="out of range"):
             RetryPolicy(**bad)  # type: ignore[arg-type]
     assert RetryPolicy(backoff=1e200, jitter=0.0, max_interval=5).delay(4) == 5
+
+
+async def test_a_retry_policy_that_raises_ends_the_call_as_its_attempt_did(keeper: Keeper) -> None:
+    """`should_retry` raising left the call RUNNING and answered INTERNAL_ERROR."""
+
+    class Broken(RetryPolicy):
+        def should_retry(self, error: ToolError, attempt: int) -> bool:
+            raise KeyError("attempts_left")
+
+    @keeper.tool(effect="write", idempotent=True, permissions=[], retry=Broken())
+    async def put(key: str) -> str:
+        raise RetryLater("busy")
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="put", arguments={"key": "k"}))
+    record = await keeper.store.get_call("default", "c1")
+    assert result.status is CallStatus.FAILED and result.error is not None
+    assert result.error.message == "busy"
+    assert record is not None and record.status is CallStatus.FAILED
+
+
+async def test_a_call_cancelled_while_waiting_to_retry_what_never_left_is_cancelled() -> None:
+    """No attempt sent anything (the upstream could not be reached): cancelled during the wait
+    it ended UNKNOWN_OUTCOME, for a person to settle a call that did nothing."""
+    waiting = anyio.Event()
+
+    async def sleep(seconds: float) -> None:
+        waiting.set()
+        await anyio.sleep_forever()
+
+    keeper = Keeper(ledger="memory://", sleep=sleep)
+    tries: list[int] = []
+
+    @keeper.tool(effect="write", permissions=[])
+    async def send(to: str) -> str:
+        tries.append(1)
+        raise UpstreamUnavailable("connection refused")
+
+    async with keeper:
+        async with anyio.create_task_group() as tg:
+            call = ToolCall(call_id="c1", name="send", arguments={"to": "a"})
+            tg.start_soon(keeper.execute, call)
+            await waiting.wait()
+            tg.cancel_scope.cancel()
+        record = await keeper.store.get_call("default", "c1")
+    assert tries == [1]
+    assert record is not None and record.status is CallStatus.CANCELLED

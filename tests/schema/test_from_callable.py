@@ -171,3 +171,13 @@ def test_parameters_pydantic_cannot_take_are_one_line_configuration_errors() -> 
         func, message = case
         with pytest.raises(ConfigurationError, match=message):
             function_schema(func)
+
+
+def test_a_parameter_that_takes_ints_or_floats_keeps_a_fraction() -> None:
+    """`int | float` given 2.5 received 2."""
+
+    def scale(x: int | float, n: int | None = None) -> str:
+        return ""
+
+    fs = function_schema(scale)
+    assert fs.python_arguments({"x": 2.5, "n": 3.0}) == {"x": 2.5, "n": 3}

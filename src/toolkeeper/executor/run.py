@@ -327,7 +327,9 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
             await _persist_running(rt, st, attempt, deadline, approval_id)
         persisted = CallStatus.RUNNING
     deadline_mono = time.monotonic() + spec.timeout
-    invoked = False
+    sent = False  # whether an attempt may have sent its request (an effect may have happened)
+    attempting = False
+    outcome: _Outcome | None = None
     try:
         if persisted is not None:
             await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled meanwhile: nothing ran
@@ -344,15 +346,21 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 arguments=st.validated,
                 approval_id=approval_id,
             )
-            invoked = True
+            attempting = True
             outcome = await _attempt(rt, st, ctx)
+            attempting = False
+            sent = sent or not (
+                outcome.nothing_sent or outcome.status is CallStatus.AWAITING_APPROVAL
+            )
             if outcome.status is CallStatus.AWAITING_APPROVAL:
                 return await _tool_asked_approval(rt, st, outcome, persisted)
-            if outcome.status is CallStatus.SUCCEEDED or not _may_retry(rt, st, outcome, attempt):
-                break
             try:
+                if outcome.status is CallStatus.SUCCEEDED or not _may_retry(
+                    rt, st, outcome, attempt
+                ):
+                    break
                 wait = _retry_wait(rt, st, outcome, attempt)
-            except Exception:  # a policy that cannot say how long to wait: no retry
+            except Exception:  # a policy that cannot decide or say how long: no retry
                 _log.exception("the retry policy of %s failed; the call is not retried", spec.name)
                 break
             if persisted is not None:
@@ -374,10 +382,21 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
             cancelled = _Outcome(
                 status=CallStatus.CANCELLED,
                 error=ToolError.of(ErrorCode.CANCELLED, "the call was cancelled"),
-                unknown=persisted is not None and invoked,
+                unknown=persisted is not None and (sent or attempting),
             )
             await _record_end(rt, st, _final(st, cancelled), attempt, started_at, persisted)
         raise
+    except LostRace:
+        raise  # another process recorded the call first: the pipeline starts over
+    except Exception:  # a fault of ours after RUNNING was written: the call still gets its end
+        _log.exception("an internal error stopped %s after it was written RUNNING", spec.name)
+        if outcome is None or attempting:
+            outcome = _Outcome(
+                status=CallStatus.FAILED,
+                error=ToolError.of(ErrorCode.INTERNAL_ERROR, "an internal error stopped the call"),
+                unknown=sent or attempting,
+            )
+    assert outcome is not None
     if persisted is None:
         return await _record_end(rt, st, _final(st, outcome), attempt, started_at, persisted)
     # The effect may have happened: a cancellation must not stop its record half-way (the

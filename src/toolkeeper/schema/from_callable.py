@@ -196,7 +196,7 @@ def function_schema(
             context_param = name
             continue
         plain = plain and _is_plain(annotation)
-        if _names(annotation, int):
+        if _names(annotation, int) and not _names(annotation, float):  # `int | float`: as given
             integers.append(name)
         if param.kind is param.POSITIONAL_ONLY:
             positional.append(name)
