@@ -160,3 +160,52 @@ async def test_decisions_written_with_text_mean_the_members() -> None:
     assert result.error.message == "blocked" and ran == []
     with pytest.raises(ValueError, match="maybe"):
         Decision(verdict="maybe")  # type: ignore[arg-type]
+
+
+async def test_pointers_go_through_arrays_and_a_keeper_wide_rule_skips_tools_without_it(
+    tmp_path: Path,
+) -> None:
+    """`/files/path` over an array of objects, or a typo past the first segment, let the call
+    through; a keeper-wide `at_most("amount")` refused every tool without an amount."""
+
+    class File(BaseModel):
+        path: str
+
+    class Payment(BaseModel):
+        amount: float
+
+    keeper = Keeper(ledger=MemoryStore(), rules=[at_most("amount", 100)])
+    done: list[object] = []
+
+    @keeper.tool(effect="write", permissions=[], rules=[path_inside("/files/path", tmp_path)])
+    async def remove(files: list[File]) -> int:
+        done.append("remove")
+        return len(files)
+
+    @keeper.tool(effect="write", permissions=[], rules=[at_most("/payments/amout", 100)])
+    async def pay(payments: list[Payment]) -> str:
+        done.append("pay")
+        return "paid"
+
+    @keeper.tool(effect="read_only")
+    async def get_order(order_id: str) -> str:
+        return order_id
+
+    @keeper.tool(effect="write", permissions=[])
+    async def refund(amount: float) -> str:
+        done.append(amount)
+        return "refunded"
+
+    async def code(name: str, **args: object) -> ErrorCode | None:
+        result = await keeper.execute(ToolCall(call_id=f"{name}{args}", name=name, arguments=args))
+        return result.error.code if result.error is not None else None
+
+    async with keeper:
+        assert await code("remove", files=[{"path": "a"}, {"path": "b"}]) is None
+        denied = await code("remove", files=[{"path": "a"}, {"path": "/etc/passwd"}])
+        assert denied is ErrorCode.PERMISSION_DENIED
+        assert await code("pay", payments=[{"amount": 5}]) is ErrorCode.PERMISSION_DENIED
+        assert await code("get_order", order_id="o1") is None
+        assert await code("refund", amount=50) is None
+        assert await code("refund", amount=5000) is ErrorCode.PERMISSION_DENIED
+    assert done == ["remove", 50]

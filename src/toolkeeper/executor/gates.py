@@ -31,7 +31,7 @@ from ..observe.redact import covers, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
 from ..policy.grants import exists_for, may_use, missing_permissions
-from ..policy.rules import Decision, RuleInput, Verdict
+from ..policy.rules import Decision, ParameterMissing, RuleInput, Verdict
 from ..schema.canonical import canonical_json, parse_canonical
 from ..schema.validate import SchemaError, Violation, apply_defaults
 from .records import approval_pending_result, binding, mark_unknown, replay
@@ -309,16 +309,26 @@ def rules(rt: Runtime, st: CallState) -> Any:
 
 async def _rules(rt: Runtime, st: CallState) -> Any:
     assert st.tool is not None and st.validated is not None
+    own = len(st.tool.rules)
     checks = (*st.tool.rules, *rt.rules)
     if checks:
         inp = RuleInput(
             spec=st.tool.spec, arguments=st.validated, principal=st.principal, call=st.call
         )
-        for rule in checks:
+        for index, rule in enumerate(checks):
             try:
                 decision: Decision | None = rule(inp)
                 if inspect.isawaitable(decision):
                     decision = await decision
+            except ParameterMissing:
+                if index >= own:
+                    continue  # a keeper-wide rule about a parameter this tool does not have
+                _log.error("business rule %r names a parameter %s lacks", rule, st.tool.spec.name)
+                raise _refuse(
+                    ErrorCode.PERMISSION_DENIED,
+                    "a policy rule could not be evaluated; the call was not run",
+                    rule=getattr(rule, "__name__", "rule"),
+                ) from None
             except Exception as exc:  # a broken rule fails closed, and says nothing inside
                 _log.exception("business rule %r failed", rule)
                 raise _refuse(

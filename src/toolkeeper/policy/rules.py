@@ -20,9 +20,11 @@ from urllib.parse import urlsplit
 
 from ..core.errors import ErrorCode
 from ..core.values import Principal, ToolCall, ToolSpec
+from ..schema.validate import resolve_ref as _resolve
 
 __all__ = [
     "Decision",
+    "ParameterMissing",
     "Rule",
     "RuleInput",
     "Verdict",
@@ -99,27 +101,67 @@ def require_approval(reason: str) -> Decision:
     return Decision(verdict=Verdict.REQUIRE_APPROVAL, reason=reason)
 
 
+class ParameterMissing(LookupError):
+    """The tool has no parameter of the name a ready-made rule checks. A rule given to the
+    tool itself then refuses (a misspelled name must not let everything through); a rule of
+    the whole keeper does not concern that tool."""
+
+
+def _property(node: Any, name: str, root: Mapping[str, Any]) -> Any:
+    """The schema of property `name` of an object schema (through `$ref`, arrays and
+    `anyOf` branches), or None."""
+    for _ in range(16):
+        node = _resolve(node, root) if isinstance(node, Mapping) else None
+        if not isinstance(node, Mapping):
+            return None
+        properties = node.get("properties")
+        if isinstance(properties, Mapping) and name in properties:
+            return properties[name]
+        if isinstance(node.get("items"), Mapping):
+            node = node["items"]
+            continue
+        for branch in node.get("anyOf") or node.get("oneOf") or ():
+            found = _property(branch, name, root)
+            if found is not None:
+                return found
+        return None
+    return None
+
+
 def _arguments_at(inp: RuleInput, param: str) -> list[Any]:
     """The values a ready-made rule checks: argument `param` (a name, or a JSON pointer into
-    nested objects), each element when it is an array; [] when it was not given.
+    nested objects, through arrays), each element of an array; [] when it was not given.
 
     Raises:
-        LookupError: the tool has no such parameter: a rule that names one never passes.
+        ParameterMissing: the tool has no such parameter.
+        LookupError: the pointer goes on to a property the tool's schema does not have.
     """
     parts = (
         [p.replace("~1", "/").replace("~0", "~") for p in param[1:].split("/")]
         if param.startswith("/")
         else [param]
     )
-    properties = inp.spec.input_schema.get("properties")
-    if not isinstance(properties, Mapping) or parts[0] not in properties:
-        raise LookupError(f"{inp.spec.name} has no parameter {parts[0]!r}")
-    value: Any = inp.arguments
+    root = inp.spec.input_schema
+    node: Any = root
+    for depth, part in enumerate(parts):
+        node = _property(node, part, root)
+        if node is None:
+            where = "/" + "/".join(parts[: depth + 1])
+            if depth == 0:
+                raise ParameterMissing(f"{inp.spec.name} has no parameter {part!r}")
+            raise LookupError(f"{inp.spec.name} has no argument at {where}")
+    values: list[Any] = [inp.arguments]
     for part in parts:
-        value = value.get(part) if isinstance(value, Mapping) else None
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list | tuple) else [value]
+        found: list[Any] = []
+        for value in values:
+            for item in value if isinstance(value, list | tuple) else [value]:
+                if isinstance(item, Mapping) and item.get(part) is not None:
+                    found.append(item[part])
+        values = found
+    out: list[Any] = []
+    for value in values:
+        out.extend(value if isinstance(value, list | tuple) else [value])
+    return out
 
 
 def _pointer(param: str) -> str:

@@ -25,6 +25,7 @@ __all__ = [
     "apply_defaults",
     "compile_validator",
     "json_pointer",
+    "resolve_ref",
 ]
 
 _MAX_MESSAGE = 300
@@ -145,7 +146,8 @@ def compile_validator(schema: Mapping[str, Any]) -> Validator:
     return _compile(text)
 
 
-def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
+def resolve_ref(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`schema`, or what its local `$ref` (`#/...`, followed up to 32 times) points to."""
     seen = 0
     while isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#/") and seen < 32:
         target: Any = root
@@ -164,7 +166,7 @@ def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str,
 def _fill(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> Any:
     if depth > 32 or not isinstance(value, Mapping):
         return value
-    schema = _resolve(schema, root)
+    schema = resolve_ref(schema, root)
     props = schema.get("properties")
     if not isinstance(props, Mapping):
         return value
@@ -175,7 +177,7 @@ def _fill(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any], depth:
         if name in out:
             out[name] = _fill(out[name], sub, root, depth + 1)
         else:
-            resolved = _resolve(sub, root)
+            resolved = resolve_ref(sub, root)
             if "default" in sub:
                 out[name] = copy.deepcopy(sub["default"])
             elif "default" in resolved:
