@@ -163,13 +163,19 @@ async def test_without_create_another_programs_database_is_refused_and_left_as_i
 async def test_a_ledger_is_never_created_in_another_programs_database(tmp_path: Path) -> None:
     """`serve --ledger sqlite:///app.db` added the ledger's tables to the app's database and
     switched it to WAL; an empty file may still become a ledger."""
-    other = tmp_path / "app.db"
-    with sqlite3.connect(other) as db:
-        db.execute("CREATE TABLE people (name TEXT)")
-    before = other.read_bytes()
-    with pytest.raises(StoreError, match="another program's database"):
-        await SQLiteStore(other).open()
-    assert other.read_bytes() == before and not (tmp_path / "app.db-wal").exists()
+    for name, tables in (
+        ("app.db", ["people (name TEXT)"]),
+        # `schema_version` is a common name: it alone does not make a ledger
+        ("versioned.db", ["users (id INTEGER)", "schema_version (version INTEGER)"]),
+    ):
+        other = tmp_path / name
+        with sqlite3.connect(other) as db:
+            for table in tables:
+                db.execute(f"CREATE TABLE {table}")
+        before = other.read_bytes()
+        with pytest.raises(StoreError, match="another program's database"):
+            await SQLiteStore(other).open()
+        assert other.read_bytes() == before and not (tmp_path / f"{name}-wal").exists()
     empty = tmp_path / "empty.db"
     empty.touch()
     async with SQLiteStore(empty) as store:

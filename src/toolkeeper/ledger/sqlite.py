@@ -127,14 +127,18 @@ def _require_ledger(path: str) -> None:
         probe = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
         try:
             found = probe.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
-            ).fetchone()
+                "SELECT COUNT(*) = 2 FROM sqlite_master WHERE type = 'table' "
+                "AND name IN ('schema_version', 'calls')"
+            ).fetchone()[0]
         finally:
             probe.close()
     except sqlite3.Error as exc:
         raise NoLedger(f"no ledger at {path}: {exc}") from exc
-    if found is None:
+    if not found:
         raise NoLedger(f"no ledger at {path}: the file is not a toolkeeper ledger")
+
+
+_LEDGER_TABLES = frozenset({"schema_version", "calls", "results", "approvals"})
 
 
 def _refuse_foreign(path: str) -> None:
@@ -154,7 +158,10 @@ def _refuse_foreign(path: str) -> None:
             probe.close()
     except sqlite3.Error:
         return  # not a database at all: opening it says so
-    if tables and "schema_version" not in tables:
+    # A ledger's tables, or none yet (a new file, or one whose first migration never ran).
+    if tables - _LEDGER_TABLES or (
+        tables and tables != {"schema_version"} and "calls" not in tables
+    ):
         raise NoLedger(
             f"{path} holds another program's database ({len(tables)} tables), not a "
             "toolkeeper ledger; give a new file"
