@@ -122,3 +122,10 @@ def test_budgets_are_configured_and_checked_with_their_line() -> None:
     with pytest.raises(ConfigError) as error:
         parse_config("[budgets]\nburst = 0\n", file="gw.toml")
     assert (error.value.line, error.value.key) == (2, "budgets.burst")
+
+
+def test_a_principals_tenant_cannot_be_empty() -> None:
+    """`tenant = ""` passed here and then stopped `serve` with a traceback."""
+    with pytest.raises(ConfigError) as error:
+        parse_config('[principals.a]\ntoken = "t"\ntenant = ""\n', file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "principals.a.tenant")

@@ -143,8 +143,8 @@ class PrincipalConfig(_Model):
 
     token: str | None = None
     token_env: str | None = None
-    tenant: str = "default"
-    environment: str = "default"
+    tenant: Annotated[str, Field(min_length=1, pattern=r"^[^\x00]*$")] = "default"
+    environment: Annotated[str, Field(min_length=1, pattern=r"^[^\x00]*$")] = "default"
     grants: list[str] = []
     exposure: Exposure | None = None
     """Overrides `[server] exposure` for this principal."""

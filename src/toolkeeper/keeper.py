@@ -458,7 +458,10 @@ class Keeper:
                 task_id=record.task_id,
                 tool=record.tool,
                 version=record.version,
-                principal=Principal(id=record.principal_id, tenant=record.tenant),
+                # (rows written before ids had to be non-empty text still reconcile)
+                principal=Principal(
+                    id=record.principal_id or "unknown", tenant=record.tenant or "default"
+                ),
                 attempt=record.attempt,
                 deadline=time.monotonic() + tool.spec.timeout,
                 idempotency_key=idempotency_key(record.task_id, record.call_id),

@@ -84,10 +84,11 @@ async def test_concurrent_proposals_of_one_call_id_with_other_arguments_conflict
         ("\ud800", "t", "call id holds a lone UTF-16 surrogate"),
         ("ok", "t\x00", "task id holds a NUL character"),
         ("x" * 513, "t", "call id is longer than 512 characters"),
+        (5, "t", "call id is not text but a number"),
     ],
 )
 async def test_ids_no_ledger_can_key_are_refused_on_every_store(
-    call_id: str, task_id: str, problem: str, pg_schema: str, tmp_path: Path
+    call_id: object, task_id: str, problem: str, pg_schema: str, tmp_path: Path
 ) -> None:
     """Ids come from the model or the client: a NUL failed on PostgreSQL, a lone surrogate on
     every store, both as INTERNAL_ERROR; an empty id made every id-less call one call."""
@@ -106,7 +107,12 @@ async def test_ids_no_ledger_can_key_are_refused_on_every_store(
             return by
 
         async with keeper:
-            call = ToolCall(call_id=call_id, task_id=task_id, name="bump", arguments={"by": 1})
+            call = ToolCall(
+                call_id=call_id,  # type: ignore[arg-type]
+                task_id=task_id,
+                name="bump",
+                arguments={"by": 1},
+            )
             result = await keeper.execute(call)
             listed = await keeper.store.list_calls()
         assert result.status is CallStatus.REJECTED and result.error is not None

@@ -29,6 +29,7 @@ from toolkeeper.ledger import (
     recover_abandoned,
 )
 from toolkeeper.ledger._rows import RESULT_INLINE_LIMIT
+from toolkeeper.ledger.recovery import settle
 
 from .records import approval, call, dead_pid
 
@@ -372,3 +373,25 @@ class LedgerContract:
         running = await store.list_calls(statuses=[S.RUNNING])
         assert sorted(r.call_id for r in running) == ["crashed-idem", "far-busy", "mine"]
         assert await recover_abandoned(store, now=1_000.0) == []
+
+    async def test_a_settled_call_keeps_who_decided_and_what_they_found(
+        self, store: LedgerStore
+    ) -> None:
+        """On PostgreSQL nothing but the record is kept: no audit file beside it."""
+        await store.claim_call(call("paid", status=S.UNKNOWN_OUTCOME))
+        await store.claim_call(call("unpaid", status=S.UNKNOWN_OUTCOME))
+        ok = await settle(store, "task-1", "paid", succeeded=True, by="ann", note="tx 42 seen")
+        no = await settle(store, "task-1", "unpaid", succeeded=False, by="bo", note="not there")
+        assert (ok.status, ok.owner, ok.effect_ref) == (
+            S.SUCCEEDED,
+            "person:ann",
+            "settled: tx 42 seen",
+        )
+        assert (no.status, no.owner) == (S.FAILED, "person:bo")
+        assert no.error is not None and no.error["details"] == {
+            "settled_by": "bo",
+            "note": "not there",
+        }
+        assert await store.get_call("task-1", "paid") == ok
+        with pytest.raises(ValueError, match="not UNKNOWN_OUTCOME"):
+            await settle(store, "task-1", "paid", succeeded=False, by="ann", note="again")

@@ -19,8 +19,11 @@ from mcp.shared.exceptions import MCPError
 
 from toolkeeper.catalog import Catalog
 from toolkeeper.connectors.mcp import McpUpstream, UpstreamParams
-from toolkeeper.core import ANONYMOUS, CallContext, CallStatus, ToolSpec
+from toolkeeper.core import ANONYMOUS, CallContext, CallStatus, Principal, ToolSpec
+from toolkeeper.keeper import Keeper
 from toolkeeper.server import Deployment
+from toolkeeper.server.gateway import Gateway, GatewayPrincipal
+from toolkeeper.server.transports import http_app
 
 from .conftest import ROOT, TOKENS, ClientFactory, config_text
 
@@ -254,3 +257,27 @@ async def test_an_http_upstream_refusing_the_token_provides_no_tools_and_says_wh
             assert not upstream.connected
     assert len(catalog) == 0
     assert "upstream 'gw': the server refused the credentials (HTTP 401)" in caplog.text
+
+
+@pytest.mark.parametrize("host", ["::1", "[::1]", "127.0.0.1"])
+async def test_a_loopback_gateway_refuses_requests_for_another_host(host: str) -> None:
+    """DNS rebinding: `--host [::1]` (brackets, as in a URL) turned the Host check off."""
+    keeper = Keeper(ledger="memory://")
+    token = "tok-0123456789abcdef"
+    gateway = Gateway(
+        keeper,
+        [GatewayPrincipal(principal=Principal(id="bot"), token=token, exposure="direct")],
+    )
+    app = http_app(gateway, host=host, path="/mcp")
+    headers = {
+        "Host": "evil.example",
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+    }
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    async with (
+        app.router.lifespan_context(app),
+        httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://x") as http,
+    ):
+        answer = await http.post("/mcp", headers=headers, json=ping)
+    assert answer.status_code == 421

@@ -171,7 +171,9 @@ def _check_ids(st: CallState) -> None:
                 continue
             except UnicodeEncodeError:
                 pass
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, str):
+            problem = f"is not text but {_json_kind(value)}"
+        elif not value:
             problem = "is empty"
         elif len(value) > MAX_ID_CHARS:
             problem = f"is longer than {MAX_ID_CHARS} characters"

@@ -76,7 +76,9 @@ async def settle(
 ) -> CallRecord:
     """Record what a person found out about an UNKNOWN_OUTCOME call: it took effect
     (SUCCEEDED, with `result` as its data) or it did not (FAILED). The call is never run;
-    proposed again, it replays what is recorded here.
+    proposed again, it replays what is recorded here. The record keeps who decided (its
+    `owner` becomes `person:BY`) and the note (in the error of a FAILED call, as the
+    `effect_ref` of a SUCCEEDED one unless one is given).
 
     Raises:
         KeyError: no such call.
@@ -109,7 +111,9 @@ async def settle(
             changes={
                 "result": result if succeeded else None,
                 "error": error,
-                "effect_ref": effect_ref,
+                # Who decided, kept with the call itself (not every ledger has an audit file).
+                "owner": f"person:{by}",
+                "effect_ref": effect_ref if effect_ref or not succeeded else f"settled: {note}",
             },
         )
     except StaleState as exc:

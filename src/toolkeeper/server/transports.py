@@ -159,7 +159,7 @@ def http_app(
     auth = AuthSettings(issuer_url=f"http://{url_host(host)}", resource_server_url=None)  # type: ignore[arg-type]
     return server.streamable_http_app(
         streamable_http_path=path,
-        host=host,
+        host=host.strip("[]"),  # the SDK guards Host headers for "::1", not "[::1]"
         auth=auth,
         token_verifier=TokenVerifier(gateway),
     )
