@@ -374,6 +374,32 @@ class LedgerContract:
         assert sorted(r.call_id for r in running) == ["crashed-idem", "far-busy", "mine"]
         assert await recover_abandoned(store, now=1_000.0) == []
 
+    async def test_a_takeover_is_won_by_one_of_those_who_read_the_same_attempt(
+        self, store: LedgerStore
+    ) -> None:
+        """RUNNING -> RUNNING is checked by status alone: every process that read the same
+        abandoned record took it over, and ran an idempotent tool at once (up to 7 of 8)."""
+        await store.claim_call(call("idem", attempt=1, idempotent=True))
+        took = await store.transition(
+            "task-1",
+            "idem",
+            expected=S.RUNNING,
+            target=S.RUNNING,
+            changes={"attempt": 2},
+            expected_attempt=1,
+        )
+        assert took.attempt == 2
+        with pytest.raises(StaleState):
+            await store.transition(
+                "task-1",
+                "idem",
+                expected=S.RUNNING,
+                target=S.RUNNING,
+                changes={"attempt": 2},
+                expected_attempt=1,
+            )
+        assert (await store.get_call("task-1", "idem")) == took
+
     async def test_a_settled_call_keeps_who_decided_and_what_they_found(
         self, store: LedgerStore
     ) -> None:

@@ -286,11 +286,17 @@ async def _move(
     expected: CallStatus,
     target: CallStatus,
     changes: dict[str, Any],
+    expected_attempt: int | None = None,
 ) -> None:
     """Change the call's record, or start over if another process changed it first."""
     try:
         await store.transition(
-            st.call.task_id, st.call.call_id, expected=expected, target=target, changes=changes
+            st.call.task_id,
+            st.call.call_id,
+            expected=expected,
+            target=target,
+            changes=changes,
+            expected_attempt=expected_attempt,
         )
     except StaleState as exc:
         raise LostRace from exc
@@ -433,8 +439,15 @@ async def _persist_running(
             "deadline": deadline,
             "approval_id": approval_id,
         }
+        # A takeover of an abandoned call is RUNNING -> RUNNING: the attempt tells the one
+        # process that wins it from the others that read the same abandoned record.
         await _move(
-            store, st, expected=st.record.status, target=CallStatus.RUNNING, changes=changes
+            store,
+            st,
+            expected=st.record.status,
+            target=CallStatus.RUNNING,
+            changes=changes,
+            expected_attempt=st.record.attempt,
         )
         rt.release(st)
         audit(rt, st, CallStatus.RUNNING, previous=st.record.status, attempt=attempt)

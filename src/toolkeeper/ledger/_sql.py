@@ -174,11 +174,13 @@ _RETURNING = " RETURNING " + ", ".join(CALL_COLUMNS)
 
 
 @functools.lru_cache(maxsize=256)
-def _transition_sql(names: tuple[str, ...]) -> tuple[str, str]:
+def _transition_sql(names: tuple[str, ...], attempt: bool) -> tuple[str, str]:
     sets = ["status = ?", "updated_at = ?", _APPEND_HISTORY]
     for name in names:
         sets += ["result = ?", "result_ref = ?"] if name == "result" else [f"{name} = ?"]
     update = f"UPDATE calls SET {', '.join(sets)} WHERE task_id = ? AND call_id = ? AND status = ?"
+    if attempt:
+        update += " AND attempt = ?"
     return update + _RETURNING, update + " AND length(history) = ?"
 
 
@@ -189,6 +191,7 @@ def transition_update(
     target: CallStatus,
     changes: dict[str, Any],
     now: float,
+    expected_attempt: int | None = None,
 ) -> Transition:
     """Build the statement of a transition whose request `check_transition` accepted."""
     names = tuple(sorted(changes))
@@ -203,7 +206,9 @@ def transition_update(
         else:
             params.append(column_value(name, value))
     params += [*key, expected.value]
-    sql, guarded_sql = _transition_sql(names)
+    if expected_attempt is not None:
+        params.append(expected_attempt)
+    sql, guarded_sql = _transition_sql(names, expected_attempt is not None)
     return Transition(
         sql=sql,
         guarded_sql=guarded_sql,

@@ -189,13 +189,16 @@ class LedgerStore(Protocol):
         expected: CallStatus,
         target: CallStatus,
         changes: Mapping[str, Any] | None = None,
+        expected_attempt: int | None = None,
     ) -> CallRecord:
         """Move a call from `expected` to `target`, applying `changes` (field name → value of
-        `CallRecord`, except the key, `status` and `history`) atomically.
+        `CallRecord`, except the key, `status` and `history`) atomically. With
+        `expected_attempt`, the call must also still be at that attempt: what tells one
+        RUNNING -> RUNNING takeover from another.
 
         Raises:
             IllegalTransition: the state machine does not allow `expected -> target`.
-            StaleState: the call is not (or no longer) in `expected`.
+            StaleState: the call is not (or no longer) in `expected` (at `expected_attempt`).
             KeyError: no such call.
         """
         ...

@@ -125,9 +125,12 @@ class MemoryStore:
         expected: CallStatus,
         target: CallStatus,
         changes: Mapping[str, Any] | None = None,
+        expected_attempt: int | None = None,
     ) -> CallRecord:
         key = (task_id, call_id)
         record = self._calls[key]
+        if expected_attempt is not None and record.attempt != expected_attempt:
+            raise StaleState(expected, record.status)
         updated = apply_transition(
             record, expected=expected, target=target, changes=changes, now=time.time()
         )

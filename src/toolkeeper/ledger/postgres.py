@@ -234,6 +234,7 @@ class PostgresStore:
         expected: CallStatus,
         target: CallStatus,
         changes: Mapping[str, Any] | None = None,
+        expected_attempt: int | None = None,
     ) -> CallRecord:
         key = (task_id, call_id)
         update = q.transition_update(
@@ -242,6 +243,7 @@ class PostgresStore:
             target=target,
             changes=check_transition(expected, target, changes),
             now=time.time(),
+            expected_attempt=expected_attempt,
         )
         async with self._conn() as conn:
             if update.apart is not None:

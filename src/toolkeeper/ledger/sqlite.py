@@ -351,15 +351,24 @@ class SQLiteStore:
         expected: CallStatus,
         target: CallStatus,
         changes: Mapping[str, Any] | None = None,
+        expected_attempt: int | None = None,
     ) -> CallRecord:
         key = (task_id, call_id)
         checked = check_transition(expected, target, changes)
         now = time.time()
         update = q.transition_update(
-            key, expected=expected, target=target, changes=checked, now=now
+            key,
+            expected=expected,
+            target=target,
+            changes=checked,
+            now=now,
+            expected_attempt=expected_attempt,
         )
         known = self._recent.get(key)
-        if known is not None and known[0].status is not expected:
+        if known is not None and (
+            known[0].status is not expected
+            or (expected_attempt is not None and known[0].attempt != expected_attempt)
+        ):
             known = None
 
         def op(conn: sqlite3.Connection) -> tuple[CallRecord, int] | None:
