@@ -2,10 +2,23 @@
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 
-from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, Principal, ToolCall, allow
+from toolkeeper import (
+    Budgets,
+    CallContext,
+    CallStatus,
+    ErrorCode,
+    Keeper,
+    Principal,
+    ToolCall,
+    ToolResult,
+    allow,
+)
 from toolkeeper.ledger.base import ApprovalStatus
 from toolkeeper.policy.budgets import MemoryRateLimiter
 from toolkeeper.testing import FakeClock
@@ -294,3 +307,82 @@ async def test_an_effect_given_as_text_is_the_effect_it_names(keeper: Keeper) ->
     keeper.catalog.add(Tool(spec=spec, connector=FunctionConnector(wipe)))
     result = await keeper.execute(ToolCall(call_id="w1", name="wipe", arguments={"path": "/"}))
     assert result.status is CallStatus.AWAITING_APPROVAL and wiped == []
+
+
+async def test_a_proposal_waiting_on_a_call_that_asks_for_approval_is_told_so(
+    tmp_path: Path,
+) -> None:
+    """Two keepers share a ledger; the one running the call's tool is asked for approval. The
+    other one, waiting for it to end, was handed the AWAITING_APPROVAL record as a replay with
+    no error: a model read a `null` success."""
+    from toolkeeper.core.signals import ApprovalRequired
+
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    started = anyio.Event()
+    go_on = anyio.Event()
+
+    def build() -> Keeper:
+        keeper = Keeper(ledger=db)
+
+        @keeper.tool(effect="write", permissions=[])
+        async def wire(amount: int, ctx: CallContext) -> str:
+            if ctx.approval_id is None:
+                started.set()
+                await go_on.wait()
+                raise ApprovalRequired("a large transfer")
+            return "sent"
+
+        return keeper
+
+    call = ToolCall(call_id="w1", name="wire", arguments={"amount": 9000})
+    results: list[object] = []
+    async with build() as first, build() as second:
+
+        async def propose(keeper: Keeper) -> None:
+            results.append(await keeper.execute(call))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(propose, first)
+            await started.wait()
+            tg.start_soon(propose, second)
+            await anyio.wait_all_tasks_blocked()
+            go_on.set()
+        pending = await first.approvals.pending()
+    assert len(pending) == 1
+    for result in results:
+        assert isinstance(result, ToolResult) and result.error is not None
+        assert result.error.code is ErrorCode.APPROVAL_REQUIRED
+        assert result.approval_id == pending[0].id
+
+
+async def test_a_call_cancelled_while_its_request_is_recorded_leaves_no_orphan(
+    keeper: Keeper,
+) -> None:
+    """The request was committed, the call's record not: proposed again it made a second
+    request, and approving the first (listed first) ran nothing."""
+    published: list[str] = []
+    _publisher(keeper, published)
+    store = keeper.store
+    claim = store.claim_call
+    writing = anyio.Event()
+    answer = anyio.Event()
+
+    async def slow_claim(record: Any) -> Any:  # a loaded database: the write waits its turn
+        if record.status is CallStatus.AWAITING_APPROVAL and not answer.is_set():
+            writing.set()
+            await answer.wait()
+        return await claim(record)
+
+    store.claim_call = slow_claim  # type: ignore[method-assign]
+    call = ToolCall(call_id="p1", name="publish", arguments={"text": "A"})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(keeper.execute, call)
+        await writing.wait()
+        tg.cancel_scope.cancel()
+        answer.set()
+    again = await keeper.execute(call)
+    pending = await keeper.approvals.pending()
+    assert [p.id for p in pending] == [again.approval_id]
+    await keeper.approvals.approve(pending[0].id, by="ops")
+    ran = await keeper.execute(call)
+    assert ran.ok and published == ["blog:A"]

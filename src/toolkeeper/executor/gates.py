@@ -153,6 +153,11 @@ async def _await_outcome(rt: Runtime, st: CallState) -> Any:
         record = await store.get_call(st.call.task_id, st.call.call_id)
     if record is None:
         raise _refuse(ErrorCode.INTERNAL_ERROR, "the call record disappeared")
+    if record.status is CallStatus.AWAITING_APPROVAL:
+        # The tool asked for approval while it ran: not an end to replay (it has no error
+        # and no data), but the request this proposal is told about by the approval gate.
+        st.record = record
+        return None
     return replay(record)
 
 
@@ -417,12 +422,16 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
             await _withdraw(rt, found.id, "the tool changed before the request was decided")
     if st.approval_reason is None:
         return None
-    requested = await rt.approvals.request(
-        binding(st), arguments=st.redacted, reason=st.approval_reason
-    )
     from .run import hold_for_approval
 
-    return await hold_for_approval(rt, st, requested)
+    # Shielded: a request whose call was cancelled before it was recorded would wait for a
+    # person for nothing (and approving it would run nothing).
+    with anyio.CancelScope(shield=True):
+        requested = await rt.approvals.request(
+            binding(st), arguments=st.redacted, reason=st.approval_reason
+        )
+        held = await hold_for_approval(rt, st, requested)
+    return held
 
 
 async def _withdraw(rt: Runtime, approval_id: str, why: str) -> None:

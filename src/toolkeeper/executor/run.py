@@ -457,12 +457,14 @@ async def _tool_asked_approval(
     rt: Runtime, st: CallState, outcome: _Outcome, persisted: CallStatus | None
 ) -> ToolResult:
     assert st.tool is not None and st.validated is not None
-    requested = await rt.approvals.request(
-        binding(st), arguments=st.redacted, reason=outcome.approval_reason or "the tool asked"
-    )
-    if persisted is not None:
-        st.record = await rt.store().get_call(st.call.task_id, st.call.call_id)
-    return await hold_for_approval(rt, st, requested)
+    with anyio.CancelScope(shield=True):  # a request is only ever made with its record
+        requested = await rt.approvals.request(
+            binding(st), arguments=st.redacted, reason=outcome.approval_reason or "the tool asked"
+        )
+        if persisted is not None:
+            st.record = await rt.store().get_call(st.call.task_id, st.call.call_id)
+        held = await hold_for_approval(rt, st, requested)
+    return held
 
 
 async def _record_end(
