@@ -272,11 +272,15 @@ class Keeper:
         await self.store.open()
         self.runtime.cancel_scope = type(anyio.CancelScope())
         self.runtime.native_asyncio = sniffio.current_async_library() == "asyncio"
+        await self._recover()
+        self.state = KeeperState.OPEN
+
+    async def _recover(self) -> None:
+        """Mark the calls of dead processes UNKNOWN_OUTCOME (see `recover_abandoned`)."""
         from .ledger.recovery import recover_abandoned
 
         for record in await recover_abandoned(self.store, now=self.runtime.clock()):
             self._audit_change(record, previous=CallStatus.RUNNING, by="recovery")
-        self.state = KeeperState.OPEN
 
     async def aclose(self) -> None:
         """Close the ledger, the audit sink and the selector, if one was made. Idempotent."""
@@ -433,7 +437,13 @@ class Keeper:
     # -- after the fact --------------------------------------------------------------------
 
     async def unknown(self) -> list[CallRecord]:
-        """Calls whose outcome nobody knows yet: what a person or `reconcile()` must decide."""
+        """Calls whose outcome nobody knows yet: what a person or `reconcile()` must decide.
+
+        Calls left RUNNING by a process that died since this keeper opened are found first
+        (as `toolkeeper ledger unknown` does), not only those found when it opened.
+        """
+        await self.open()
+        await self._recover()
         return await self.store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME], limit=EVERY)
 
     async def reconcile(self) -> list[ToolResult]:
@@ -453,6 +463,9 @@ class Keeper:
             tool = self.catalog.get(record.tool)
             if tool is None or tool.reconcile is None:
                 continue
+            current = await self.store.get_call(record.task_id, record.call_id)
+            if current is None or current.status is not CallStatus.UNKNOWN_OUTCOME:
+                continue  # settled meanwhile (another process reconciles too): not asked again
             ctx = CallContext(
                 call_id=record.call_id,
                 task_id=record.task_id,
@@ -515,6 +528,7 @@ class Keeper:
             ValueError: its outcome is not unknown, or `by`/`note` is blank.
         """
         await self.open()
+        await self._recover()  # a call whose process died since this keeper opened
         from .ledger.recovery import settle
 
         updated = await settle(

@@ -72,3 +72,43 @@ async def test_racing_recoveries_change_each_call_once(pg_schema: str) -> None:
         for store in stores:
             tg.start_soon(recover, store)
     assert changed == ["transfer"]
+
+
+def test_a_live_owner_on_this_host_is_not_abandoned_however_late() -> None:
+    """A process whose loop is blocked (or that is paused) past its call's deadline was taken
+    for dead: another took its idempotent call over and ran it at the same time, or marked
+    its call UNKNOWN_OUTCOME so that its result was lost. A pid taken again by a process
+    that started after the call did is still the sign of a dead owner."""
+    import socket
+    import time
+
+    from toolkeeper.ledger.base import is_abandoned
+
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as other:
+        try:
+            owner = f"{socket.gethostname()}:{other.pid}"
+            now = time.time()
+            late = call("late", owner=owner, deadline=now - 600.0, created_at=now - 1.0)
+            reused = call("reused", owner=owner, deadline=now - 600.0, created_at=now - 3600.0)
+            assert not is_abandoned(late, now=now)
+            assert is_abandoned(reused, now=now)
+        finally:
+            other.kill()
+
+
+async def test_an_open_keeper_sees_and_settles_calls_of_a_process_that_died_since(
+    tmp_path: Path,
+) -> None:
+    """Only opening a keeper looked for dead processes' calls: one already open listed none,
+    and settling one said "RUNNING, not UNKNOWN_OUTCOME"."""
+    from toolkeeper import Keeper
+
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    async with Keeper(ledger=ledger) as keeper:
+        assert await keeper.unknown() == []
+        _claim_and_die(ledger)
+        [unknown] = await keeper.unknown()
+        settled = await keeper.settle(
+            "crash", unknown.call_id, succeeded=False, by="ann", note="never arrived"
+        )
+    assert unknown.call_id == "transfer" and settled.status is CallStatus.FAILED

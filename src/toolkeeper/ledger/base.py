@@ -290,6 +290,18 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _process_start(pid: int) -> float | None:
+    """When process `pid` started (epoch seconds), where /proc tells (Linux), else None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as file:
+            fields = file.read().rpartition(")")[2].split()
+        with open("/proc/stat", encoding="ascii") as file:
+            boot = next(float(line.split()[1]) for line in file if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
 EVERY = 2**62
 """A `list_calls` limit no ledger reaches: every matching call."""
 
@@ -319,4 +331,9 @@ def is_abandoned(record: CallRecord, *, now: float, grace: float = 5.0) -> bool:
             return False
         if not _pid_alive(int(pid)):
             return True
+        started = _process_start(int(pid))
+        if started is not None:
+            # Alive: the owner, however late (a loop blocked, a process paused), unless the
+            # pid was taken again by a process that started after the call did.
+            return started > record.created_at + 1.0
     return record.deadline is not None and now > record.deadline + grace
