@@ -19,7 +19,8 @@ def test_unknown_outcome_is_only_settled_by_reconciliation() -> None:
         (CallStatus.SUCCEEDED, CallStatus.RUNNING),
         (CallStatus.RUNNING, CallStatus.REJECTED),
         (CallStatus.AWAITING_APPROVAL, CallStatus.UNKNOWN_OUTCOME),
-        (CallStatus.CANCELLED, CallStatus.SUCCEEDED),
+        (CallStatus.CANCELLED, CallStatus.UNKNOWN_OUTCOME),
+        (CallStatus.TIMED_OUT, CallStatus.RUNNING),
     ],
 )
 def test_illegal_transitions(current: CallStatus, target: CallStatus) -> None:

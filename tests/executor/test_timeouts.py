@@ -4,7 +4,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from toolkeeper import CallStatus, ErrorCode, Keeper, RetryPolicy, ToolCall
+from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, RetryPolicy, ToolCall
 from toolkeeper.ledger.base import CallRecord
 from toolkeeper.testing import MemoryStore
 
@@ -112,10 +112,11 @@ async def test_a_call_cancelled_while_running_is_written_ends_cancelled_without_
             tg.cancel_scope.cancel()
             store.answer.set()
         record = await keeper.store.get_call("default", "c1")
+        assert ran == []
         again = await keeper.execute(ToolCall(call_id="c1", name="charge"))
-    assert ran == []
     assert record is not None and record.status is CallStatus.CANCELLED
-    assert again.replayed and again.status is CallStatus.CANCELLED
+    # Nothing ran, so running it when proposed again is safe: it runs, once.
+    assert again.ok and not again.replayed and ran == ["charge"]
 
 
 async def test_a_timeout_the_tool_raises_itself_is_not_reported_as_the_keepers() -> None:
@@ -136,3 +137,32 @@ async def test_a_timeout_the_tool_raises_itself_is_not_reported_as_the_keepers()
     assert looked.error.code is ErrorCode.TOOL_ERROR and looked.error.retryable
     assert "timed out waiting for the service" in looked.error.message
     assert sent.status is CallStatus.UNKNOWN_OUTCOME  # its request may have left
+
+
+async def test_a_cancelled_read_or_idempotent_call_runs_when_proposed_again() -> None:
+    """It replayed CANCELLED for ever, though running it again is safe; a budget of one call
+    does not count the cancelled run as another call."""
+    started = anyio.Event()
+    runs: list[str] = []
+    keeper = Keeper(ledger=MemoryStore(), budgets=Budgets(max_calls_per_task=1))
+    async with keeper:
+
+        @keeper.tool(effect="write", idempotent=True, permissions=[])
+        async def upsert(key: str) -> str:
+            runs.append(key)
+            if len(runs) == 1:
+                started.set()
+                await anyio.sleep_forever()
+            return key
+
+        call = ToolCall(call_id="u1", name="upsert", arguments={"key": "k"})
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keeper.execute, call)
+            await started.wait()
+            tg.cancel_scope.cancel()
+        cancelled = await keeper.store.get_call("default", "u1")
+        again = await keeper.execute(call)
+        replayed = await keeper.execute(call)
+    assert cancelled is not None and cancelled.status is CallStatus.CANCELLED
+    assert again.ok and runs == ["k", "k"]
+    assert replayed.replayed and replayed.ok and runs == ["k", "k"]

@@ -61,7 +61,10 @@ TRANSITIONS: Mapping[CallStatus, frozenset[CallStatus]] = {
     _S.SUCCEEDED: frozenset(),
     _S.FAILED: frozenset(),
     _S.TIMED_OUT: frozenset(),
-    _S.CANCELLED: frozenset(),
+    # A call is recorded CANCELLED only when running it again is safe (nothing was sent, or
+    # its tool is read-only or idempotent; else it is UNKNOWN_OUTCOME): proposed again, it
+    # is evaluated afresh, as a refused one is.
+    _S.CANCELLED: frozenset({_S.AUTHORIZED, _S.AWAITING_APPROVAL, _S.REJECTED}) | _TO_RUN,
 }
 
 TERMINAL: frozenset[CallStatus] = frozenset(

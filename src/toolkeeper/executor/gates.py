@@ -215,8 +215,8 @@ async def dedupe(rt: Runtime, st: CallState) -> Any:
             ErrorCode.CALL_ID_CONFLICT,
             f"call id {st.call.call_id!r} was already used for a different call; use a new call id",
         )
-    if record.status is CallStatus.AWAITING_APPROVAL:
-        return None
+    if record.status is CallStatus.AWAITING_APPROVAL or record.status is CallStatus.CANCELLED:
+        return None  # waiting for a person; or cancelled where running again is safe
     if record.status is CallStatus.RUNNING:
         return await _await_outcome(rt, st)
     if record.status.terminal:
@@ -392,7 +392,7 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
     waiting = record is not None and record.status is CallStatus.AWAITING_APPROVAL
     # A call refused after a person decided on it (rate-limited once approved, or denied)
     # keeps that decision: the approval still lets it run, the denial still stands.
-    decided = record is not None and record.status is CallStatus.REJECTED
+    decided = record is not None and record.status in (CallStatus.REJECTED, CallStatus.CANCELLED)
     if record is not None and record.approval_id and (waiting or decided):
         found = await rt.approvals.get(record.approval_id)
         if found is None and waiting:
@@ -465,6 +465,12 @@ async def _budget(rt: Runtime, st: CallState) -> Any:
         budgets.append(
             ("calls_per_tool_per_task", tool_limit, (tenant, task, tool), used, f"calls of {tool}")
         )
+    if st.record is not None and st.record.status in COUNTED_STATUSES:
+        # Run again (it was cancelled), the call reuses its record: it is not one more call.
+        budgets = [
+            (name, limit, key, used - (key[2] is None or key[2] == st.record.tool), what)
+            for name, limit, key, used, what in budgets
+        ]
     # From here to the reservation nothing awaits: calls of this process that passed this gate
     # but are not in the ledger yet hold their place, so concurrent calls cannot all pass.
     for name, limit, key, used, what in budgets:
