@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from toolkeeper import CallContext, Keeper, ToolCall
+from toolkeeper.ledger.base import ApprovalStatus
 
 from ..conftest import postgres_url
 
@@ -98,4 +99,13 @@ async def test_keepers_racing_to_ask_for_one_approval_leave_one_pending(pg_schem
             await keeper.aclose()
     assert record is not None
     assert [p.id for p in pending] == [record.approval_id]
+    every = await _all_approvals(pg_schema)
+    assert {a.status for a in every if a.id != record.approval_id} <= {ApprovalStatus.WITHDRAWN}
     assert {r.approval_id for r in results} == {record.approval_id}
+
+
+async def _all_approvals(schema: str) -> list[Any]:
+    from toolkeeper.ledger.postgres import PostgresStore
+
+    async with PostgresStore(postgres_url(), schema=schema) as store:
+        return await store.list_approvals()

@@ -11,7 +11,6 @@ without creating a coroutine. Steps 8-11 (ledger, execute, retry, record) are in
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import hashlib
 import inspect
@@ -26,7 +25,7 @@ import anyio
 from ..core.errors import CallRefused, ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Effect
-from ..ledger.base import is_abandoned
+from ..ledger.base import ApprovalStatus, is_abandoned
 from ..observe.redact import covers, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
@@ -418,7 +417,7 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
                     "the approval request expired; propose the call again to ask anew",
                     approval_id=found.id,
                 )
-        else:  # the tool changed since (a new version): that request can never be used
+        elif found.status is ApprovalStatus.PENDING:  # the tool changed since: never usable
             await _withdraw(rt, found.id, "the tool changed before the request was decided")
     if st.approval_reason is None:
         return None
@@ -436,8 +435,7 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
 
 async def _withdraw(rt: Runtime, approval_id: str, why: str) -> None:
     """Take a pending request off the approvers' list (nothing will ever use it)."""
-    with contextlib.suppress(KeyError, ValueError):  # already decided, or gone
-        await rt.approvals.deny(approval_id, by="toolkeeper", reason=f"withdrawn: {why}")
+    await rt.approvals.withdraw(approval_id, reason=why)
 
 
 def budget(rt: Runtime, st: CallState) -> Any:

@@ -10,7 +10,6 @@ effect may or may not have happened ends UNKNOWN_OUTCOME and is never replayed b
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import inspect
 import logging
@@ -240,12 +239,9 @@ async def hold_for_approval(rt: Runtime, st: CallState, approval: ApprovalRecord
     try:
         return await _hold(rt, st, approval)
     except LostRace:
-        with contextlib.suppress(KeyError, ValueError):  # already decided, or gone
-            await rt.approvals.deny(
-                approval.id,
-                by="toolkeeper",
-                reason="withdrawn: a concurrent proposal of this call was recorded first",
-            )
+        await rt.approvals.withdraw(
+            approval.id, reason="a concurrent proposal of this call was recorded first"
+        )
         raise
 
 

@@ -113,6 +113,9 @@ class ApprovalStatus(StrEnum):
     APPROVED = "approved"
     DENIED = "denied"
     EXPIRED = "expired"
+    WITHDRAWN = "withdrawn"
+    """Taken back by toolkeeper: nothing waits for it any more (a concurrent proposal was
+    recorded first, or the tool changed), so no person need decide it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

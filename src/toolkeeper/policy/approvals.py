@@ -110,6 +110,14 @@ class Approvals:
         """
         return await self._decide(approval_id, ApprovalStatus.APPROVED, by, note)
 
+    async def withdraw(self, approval_id: str, *, reason: str) -> ApprovalRecord | None:
+        """Take back a pending request nothing waits for any more; None when it was decided
+        (or is gone) already."""
+        try:
+            return await self._decide(approval_id, ApprovalStatus.WITHDRAWN, "toolkeeper", reason)
+        except (KeyError, ValueError):
+            return None
+
     async def deny(self, approval_id: str, *, by: str, reason: str) -> ApprovalRecord:
         """Refuse a pending request; the call ends APPROVAL_DENIED with `reason`.
 
@@ -148,6 +156,8 @@ class Approvals:
             return ApprovalCheck.MISMATCH
         if record.status is ApprovalStatus.DENIED:
             return ApprovalCheck.DENIED
+        if record.status is ApprovalStatus.WITHDRAWN:
+            return ApprovalCheck.MISMATCH  # nothing may run under it
         if record.status is ApprovalStatus.EXPIRED or record.expired(self._clock()):
             return ApprovalCheck.EXPIRED
         if record.status is ApprovalStatus.APPROVED:
