@@ -274,7 +274,9 @@ _JSON_SCALARS = (str, int, float, bool, type(None))
 
 def to_jsonable(value: Any) -> Any:
     """A tool's return value as JSON-compatible data (models, dataclasses, enums, dates...).
-    Bytes become text when they are UTF-8; in a value holding any that are not, all are base64."""
+    Bytes become text when they are UTF-8; in a value holding any that are not, all are
+    base64url (RFC 4648 section 5: `-` and `_` for `+` and `/`; decode with
+    `base64.urlsafe_b64decode`)."""
     if isinstance(value, _JSON_SCALARS) and not isinstance(value, enum.Enum):
         return value
     try:
