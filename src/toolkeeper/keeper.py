@@ -147,6 +147,7 @@ class Keeper:
         self._call_tool: Tool | None = None
         self._portal_cm: Any = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
+        self._portal_lock = threading.Lock()
         self._selector: Selector | None = None
 
     # -- tools -----------------------------------------------------------------------------
@@ -429,10 +430,11 @@ class Keeper:
                 stop()
 
     def _blocking(self) -> anyio.from_thread.BlockingPortal:
-        if self._portal is None:
-            self._portal, self._portal_cm = _daemon_portal()
-            _close_at_exit(self)
-        return self._portal
+        with self._portal_lock:  # threads calling at once share one loop
+            if self._portal is None:
+                self._portal, self._portal_cm = _daemon_portal()
+                _close_at_exit(self)
+            return self._portal
 
     # -- after the fact --------------------------------------------------------------------
 

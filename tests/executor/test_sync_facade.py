@@ -82,3 +82,37 @@ def test_a_script_that_never_calls_close_sync_exits_once_its_threads_are_done(
     with sqlite3.connect(db) as ledger:
         rows = ledger.execute("SELECT status FROM calls").fetchall()
     assert rows == [("SUCCEEDED",)] * 4
+
+
+def test_threads_calling_execute_sync_at_once_share_one_loop(tmp_path: Path) -> None:
+    """Each thread made its own event loop: a call raised "bound to a different event loop"
+    or hung, and the same call id could run more than once."""
+    import threading
+
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    runs: list[int] = []
+
+    @keeper.tool(effect="read_only")
+    def lookup(n: int) -> int:
+        runs.append(n)
+        return n
+
+    results: list[object] = []
+    barrier = threading.Barrier(8)
+
+    def call() -> None:
+        barrier.wait()
+        results.append(
+            keeper.execute_sync(ToolCall(call_id="same", name="lookup", arguments={"n": 1}))
+        )
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        keeper.close_sync()
+    assert len(results) == 8 and runs == [1]
+    assert all(getattr(r, "ok", False) for r in results)

@@ -1,5 +1,7 @@
 """Timeouts hold on every event loop anyio runs on, whatever the tool does with cancel scopes."""
 
+from dataclasses import replace
+
 import anyio
 import anyio.lowlevel
 import pytest
@@ -166,3 +168,46 @@ async def test_a_cancelled_read_or_idempotent_call_runs_when_proposed_again() ->
     assert cancelled is not None and cancelled.status is CallStatus.CANCELLED
     assert again.ok and runs == ["k", "k"]
     assert replayed.replayed and replayed.ok and runs == ["k", "k"]
+
+
+async def test_a_cancelled_call_refused_when_proposed_again_still_counts() -> None:
+    """It became REJECTED (not counted) though it may have run: a budget of 1 let a second
+    call run. And a call whose tool is no longer idempotent is not re-run on the old promise."""
+    started = anyio.Event()
+    charged: list[str] = []
+    keeper = Keeper(ledger=MemoryStore(), budgets=Budgets(max_calls_per_task=1))
+    async with keeper:
+
+        @keeper.tool(effect="write", idempotent=True, permissions=["pay"])
+        async def charge(order: str) -> str:
+            charged.append(order)
+            if len(charged) == 1:
+                started.set()
+                await anyio.sleep_forever()
+            return order
+
+        first = ToolCall(call_id="c1", name="charge", arguments={"order": "A"})
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keeper.execute, first)
+            await started.wait()
+            tg.cancel_scope.cancel()
+        from toolkeeper import Principal
+
+        nobody = Principal(id="local", grants=frozenset())  # the same call, now not permitted
+        refused = await keeper.execute(replace(first, principal=nobody))
+        record = await keeper.store.get_call("default", "c1")
+        second = await keeper.execute(
+            ToolCall(call_id="c2", name="charge", arguments={"order": "B"})
+        )
+
+        @keeper.tool(name="charge", effect="write", idempotent=False, permissions=[], version="2")
+        async def charge_v2(order: str) -> str:
+            charged.append(f"v2:{order}")
+            return order
+
+        again = await keeper.execute(first)
+    assert refused.error is not None and record is not None
+    assert record.status is CallStatus.CANCELLED  # still counted
+    assert second.error is not None and second.error.code is ErrorCode.BUDGET_EXCEEDED
+    assert again.replayed and again.status is CallStatus.CANCELLED  # not re-run as v2
+    assert charged == ["A"]

@@ -88,8 +88,12 @@ def test_a_live_owner_on_this_host_is_not_abandoned_however_late() -> None:
         try:
             owner = f"{socket.gethostname()}:{other.pid}"
             now = time.time()
-            late = call("late", owner=owner, deadline=now - 600.0, created_at=now - 1.0)
-            reused = call("reused", owner=owner, deadline=now - 600.0, created_at=now - 3600.0)
+            running = CallStatus.RUNNING
+            # claimed (RUNNING) after the owner started; and long before this pid's process did
+            late = call("late", owner=owner, deadline=now - 600.0, history=((running, now),))
+            reused = call(
+                "reused", owner=owner, deadline=now - 600.0, history=((running, now - 3600),)
+            )
             assert not is_abandoned(late, now=now)
             assert is_abandoned(reused, now=now)
         finally:
@@ -112,3 +116,25 @@ async def test_an_open_keeper_sees_and_settles_calls_of_a_process_that_died_sinc
             "crash", unknown.call_id, succeeded=False, by="ann", note="never arrived"
         )
     assert unknown.call_id == "transfer" and settled.status is CallStatus.FAILED
+
+
+def test_a_dead_owner_its_parent_has_not_reaped_is_dead() -> None:
+    """A zombie answers kill(pid, 0) and keeps its start time: its call stayed RUNNING."""
+    import socket
+    import time
+
+    from toolkeeper.ledger.base import is_abandoned
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        claimed = time.time()
+        child.kill()
+        for _ in range(1_000_000):  # until the kernel has made it a zombie (no reaping here)
+            with open(f"/proc/{child.pid}/stat") as stat:
+                if stat.read().rpartition(")")[2].split()[0] == "Z":
+                    break
+        owner = f"{socket.gethostname()}:{child.pid}"
+        record = call("z", owner=owner, history=((CallStatus.RUNNING, claimed),))
+        assert is_abandoned(record, now=time.time())
+    finally:
+        child.wait()

@@ -209,3 +209,44 @@ async def test_pointers_go_through_arrays_and_a_keeper_wide_rule_skips_tools_wit
         assert await code("refund", amount=50) is None
         assert await code("refund", amount=5000) is ErrorCode.PERMISSION_DENIED
     assert done == ["remove", 50]
+
+
+async def test_a_rule_checks_what_is_given_even_where_the_schema_is_loose() -> None:
+    """A keeper-wide `at_most("amount")` skipped an upstream tool whose schema says only
+    "object" (or nests `amount` in allOf), and a pointer through arrays of arrays checked
+    nothing: 1e6 went through."""
+    from toolkeeper import ToolSpec
+    from toolkeeper.catalog.registry import Tool
+
+    keeper = Keeper(ledger=MemoryStore(), rules=[at_most("amount", 100)])
+    paid: list[object] = []
+
+    class Upstream:  # what an upstream server's tool looks like to the keeper
+        async def invoke(self, spec: object, arguments: object, ctx: object) -> str:
+            paid.append(arguments)
+            return "paid"
+
+    schemas = {
+        "loose": {"type": "object"},
+        "nested": {"type": "object", "allOf": [{"properties": {"amount": {"type": "number"}}}]},
+    }
+    for name, schema in schemas.items():
+        spec = ToolSpec(name=name, effect="write", permissions=(), input_schema=schema)  # type: ignore[arg-type]
+        keeper.catalog.add(Tool(spec=spec, connector=Upstream()))
+
+    @keeper.tool(effect="write", permissions=[], rules=[at_most("/rows/amount", 100)])
+    async def batch(rows: list[list[dict[str, float]]]) -> str:
+        paid.append(rows)
+        return "paid"
+
+    async with keeper:
+        for name in schemas:
+            result = await keeper.execute(
+                ToolCall(call_id=name, name=name, arguments={"amount": 1e6})
+            )
+            assert result.error is not None, name
+        deep = await keeper.execute(
+            ToolCall(call_id="b", name="batch", arguments={"rows": [[{"amount": 1e6}]]})
+        )
+    assert deep.error is not None and deep.error.code is ErrorCode.PERMISSION_DENIED
+    assert paid == []

@@ -64,7 +64,8 @@ TRANSITIONS: Mapping[CallStatus, frozenset[CallStatus]] = {
     # A call is recorded CANCELLED only when running it again is safe (nothing was sent, or
     # its tool is read-only or idempotent; else it is UNKNOWN_OUTCOME): proposed again, it
     # is evaluated afresh, as a refused one is.
-    _S.CANCELLED: frozenset({_S.AUTHORIZED, _S.AWAITING_APPROVAL, _S.REJECTED}) | _TO_RUN,
+    # (never REJECTED: a cancelled call may have run, and counts against budgets)
+    _S.CANCELLED: frozenset({_S.AUTHORIZED, _S.AWAITING_APPROVAL}) | _TO_RUN,
 }
 
 TERMINAL: frozenset[CallStatus] = frozenset(

@@ -25,7 +25,7 @@ import anyio
 from ..core.errors import CallRefused, ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Effect
-from ..ledger.base import ApprovalStatus, is_abandoned
+from ..ledger.base import ApprovalStatus, CallRecord, is_abandoned
 from ..observe.redact import covers, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
@@ -129,6 +129,17 @@ def _json_kind(value: Any) -> str:
     return "an array" if isinstance(value, list | tuple) else "an object"
 
 
+def may_run_again(rt: Runtime, record: CallRecord) -> bool:
+    """Whether a CANCELLED call may run when proposed again: nothing was sent, or its tool
+    was, and still is, read-only or idempotent (a tool changed since proves nothing)."""
+    details = (record.error or {}).get("details") or {}
+    if details.get("sent") is False:
+        return True
+    tool = rt.catalog.get(record.tool)
+    safe_then = record.effect == Effect.READ_ONLY.value or record.idempotent
+    return safe_then and tool is not None and tool.spec.retry_safe
+
+
 async def _await_outcome(rt: Runtime, st: CallState) -> Any:
     """Another process runs this call: wait for its end, take it over if it was abandoned."""
     store = rt.store()
@@ -152,9 +163,11 @@ async def _await_outcome(rt: Runtime, st: CallState) -> Any:
         record = await store.get_call(st.call.task_id, st.call.call_id)
     if record is None:
         raise _refuse(ErrorCode.INTERNAL_ERROR, "the call record disappeared")
-    if record.status is CallStatus.AWAITING_APPROVAL:
-        # The tool asked for approval while it ran: not an end to replay (it has no error
-        # and no data), but the request this proposal is told about by the approval gate.
+    if record.status is CallStatus.AWAITING_APPROVAL or (
+        record.status is CallStatus.CANCELLED and may_run_again(rt, record)
+    ):
+        # The tool asked for approval while it ran (an end to tell about, not to replay: it
+        # has no error and no data), or the other proposal was cancelled, not this one.
         st.record = record
         return None
     return replay(record)
@@ -214,8 +227,10 @@ async def dedupe(rt: Runtime, st: CallState) -> Any:
             ErrorCode.CALL_ID_CONFLICT,
             f"call id {st.call.call_id!r} was already used for a different call; use a new call id",
         )
-    if record.status is CallStatus.AWAITING_APPROVAL or record.status is CallStatus.CANCELLED:
-        return None  # waiting for a person; or cancelled where running again is safe
+    if record.status is CallStatus.AWAITING_APPROVAL:
+        return None  # waiting for a person: the approval gate says how it stands
+    if record.status is CallStatus.CANCELLED and may_run_again(rt, record):
+        return None
     if record.status is CallStatus.RUNNING:
         return await _await_outcome(rt, st)
     if record.status.terminal:
@@ -464,11 +479,9 @@ async def _budget(rt: Runtime, st: CallState) -> Any:
             ("calls_per_tool_per_task", tool_limit, (tenant, task, tool), used, f"calls of {tool}")
         )
     if st.record is not None and st.record.status in COUNTED_STATUSES:
-        # Run again (it was cancelled), the call reuses its record: it is not one more call.
-        budgets = [
-            (name, limit, key, used - (key[2] is None or key[2] == st.record.tool), what)
-            for name, limit, key, used, what in budgets
-        ]
+        # Run again (it was cancelled), the call reuses a record the ledger counts already:
+        # it is not one more call, and holds its place without a reservation.
+        budgets = []
     # From here to the reservation nothing awaits: calls of this process that passed this gate
     # but are not in the ledger yet hold their place, so concurrent calls cannot all pass.
     for name, limit, key, used, what in budgets:

@@ -329,6 +329,7 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
             await _persist_running(rt, st, attempt, deadline, approval_id)
         persisted = CallStatus.RUNNING
     deadline_mono = time.monotonic() + spec.timeout
+    recorded = attempt  # the attempt the RUNNING record holds
     sent = False  # whether an attempt may have sent its request (an effect may have happened)
     attempting = False
     outcome: _Outcome | None = None
@@ -375,6 +376,7 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                     target=CallStatus.RUNNING,
                     changes={"attempt": attempt + 1, "deadline": rt.clock() + wait + spec.timeout},
                 )
+                recorded = attempt + 1
                 audit(rt, st, CallStatus.RUNNING, previous=CallStatus.RUNNING, attempt=attempt + 1)
             await (rt.sleep or anyio.sleep)(wait)
             attempt += 1
@@ -383,10 +385,16 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
         with anyio.CancelScope(shield=True):
             cancelled = _Outcome(
                 status=CallStatus.CANCELLED,
-                error=ToolError.of(ErrorCode.CANCELLED, "the call was cancelled"),
+                error=ToolError.of(
+                    ErrorCode.CANCELLED,
+                    "the call was cancelled",
+                    details={"sent": sent or attempting},  # whether it may run again
+                ),
                 unknown=persisted is not None and (sent or attempting),
             )
-            await _record_end(rt, st, _final(st, cancelled), attempt, started_at, persisted)
+            await _record_end(
+                rt, st, _final(st, cancelled), attempt, started_at, persisted, recorded
+            )
         raise
     except LostRace:
         raise  # another process recorded the call first: the pipeline starts over
@@ -404,7 +412,9 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
     # The effect may have happened: a cancellation must not stop its record half-way (the
     # call would stay RUNNING); it is delivered once the record is written.
     with anyio.CancelScope(shield=True):
-        result = await _record_end(rt, st, _final(st, outcome), attempt, started_at, persisted)
+        result = await _record_end(
+            rt, st, _final(st, outcome), attempt, started_at, persisted, recorded
+        )
     return result
 
 
@@ -470,19 +480,20 @@ async def _record_end(
     attempt: int,
     started_at: float,
     persisted: CallStatus | None,
+    recorded: int | None = None,
 ) -> ToolResult:
     assert st.tool is not None
     approval_id = st.approval.id if st.approval is not None else None
     previous = persisted or (st.record.status if st.record is not None else None)
     try:
-        await _write_end(rt, st, outcome, attempt, previous, persisted)
+        await _write_end(rt, st, outcome, attempt, previous, persisted, recorded)
     except NotJSON as exc:
         if outcome.data is None:
             raise
         # The store cannot hold the result (a connector's data nested too deeply): the call
         # ran all the same, so it is recorded as it ended, with a note in place of its data.
         outcome = dataclasses.replace(outcome, data=_unrecordable(st.tool.spec.name, str(exc)))
-        await _write_end(rt, st, outcome, attempt, previous, persisted)
+        await _write_end(rt, st, outcome, attempt, previous, persisted, recorded)
     if st.reserved:
         rt.release(st)  # its record counts now
     finished_at = rt.clock()
@@ -520,8 +531,10 @@ async def _write_end(
     attempt: int,
     previous: CallStatus | None,
     persisted: CallStatus | None,
+    recorded: int | None,
 ) -> None:
-    """Write the end of the call to the ledger (a first record, or the last transition)."""
+    """Write the end of the call to the ledger (a first record, or the last transition).
+    `recorded` is the attempt our RUNNING record holds, when we wrote one."""
     store = rt.store()
     error_dict = outcome.error.to_dict() if outcome.error is not None else None
     approval_id = st.approval.id if st.approval is not None else None
@@ -551,13 +564,25 @@ async def _write_end(
         }
         if persisted is None:
             changes |= _identity_changes(st) | {"approval_id": approval_id}
-        await _move(store, st, expected=previous, target=outcome.status, changes=changes)
+        # Our own RUNNING record ends at our attempt: had another process taken the call
+        # over meanwhile, its attempt is not ours to end.
+        await _move(
+            store,
+            st,
+            expected=previous,
+            target=outcome.status,
+            changes=changes,
+            expected_attempt=recorded if persisted is not None else None,
+        )
 
 
 async def record_refusal(rt: Runtime, st: CallState, error: ToolError) -> ToolResult:
     """Record a refused call as REJECTED (nothing ran) and return the refusal."""
     store = rt.store()
-    if error.code not in _NOT_RECORDED:
+    # A cancelled call refused when proposed again stays as it was: CANCELLED counts against
+    # budgets (it may have run), a refusal does not.
+    cancelled = st.record is not None and st.record.status is CallStatus.CANCELLED
+    if error.code not in _NOT_RECORDED and not cancelled:
         previous = st.record.status if st.record is not None else None
         if st.record is None:
             _, created = await store.claim_call(

@@ -13,6 +13,7 @@ against all of them.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from collections.abc import Mapping, Sequence
@@ -294,10 +295,13 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _process_start(pid: int) -> float | None:
-    """When process `pid` started (epoch seconds), where /proc tells (Linux), else None."""
+    """When process `pid` started (epoch seconds), where /proc tells (Linux), else None; and
+    +inf for a zombie (dead, not yet reaped: never the owner of a running call)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as file:
             fields = file.read().rpartition(")")[2].split()
+        if fields[0] in ("Z", "X"):
+            return math.inf
         with open("/proc/stat", encoding="ascii") as file:
             boot = next(float(line.split()[1]) for line in file if line.startswith("btime "))
         return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
@@ -337,6 +341,10 @@ def is_abandoned(record: CallRecord, *, now: float, grace: float = 5.0) -> bool:
         started = _process_start(int(pid))
         if started is not None:
             # Alive: the owner, however late (a loop blocked, a process paused), unless the
-            # pid was taken again by a process that started after the call did.
-            return started > record.created_at + 1.0
+            # pid was taken again by a process that started after it claimed the call.
+            claimed = max(
+                (at for status, at in record.history if status is CallStatus.RUNNING),
+                default=record.updated_at,
+            )
+            return started > claimed + 1.0
     return record.deadline is not None and now > record.deadline + grace

@@ -153,6 +153,7 @@ def _refuse_foreign(path: str) -> None:
             tables = {
                 row[0]
                 for row in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                if not row[0].startswith("sqlite_")  # SQLite's own (ANALYZE statistics...)
             }
         finally:
             probe.close()

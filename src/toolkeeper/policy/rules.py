@@ -120,7 +120,11 @@ def _property(node: Any, name: str, root: Mapping[str, Any]) -> Any:
         if isinstance(node.get("items"), Mapping):
             node = node["items"]
             continue
-        for branch in node.get("anyOf") or node.get("oneOf") or ():
+        for branch in (
+            *(node.get("anyOf") or ()),
+            *(node.get("oneOf") or ()),
+            *(node.get("allOf") or ()),
+        ):
             found = _property(branch, name, root)
             if found is not None:
                 return found
@@ -141,26 +145,32 @@ def _arguments_at(inp: RuleInput, param: str) -> list[Any]:
         if param.startswith("/")
         else [param]
     )
+    values: list[Any] = [inp.arguments]
+    for part in parts:
+        values = [
+            item[part]
+            for item in _flat(values)
+            if isinstance(item, Mapping) and item.get(part) is not None
+        ]
+    if values:
+        return _flat(values)  # given: checked, whatever the schema says (it may be loose)
     root = inp.spec.input_schema
     node: Any = root
     for depth, part in enumerate(parts):
         node = _property(node, part, root)
         if node is None:
-            where = "/" + "/".join(parts[: depth + 1])
             if depth == 0:
                 raise ParameterMissing(f"{inp.spec.name} has no parameter {part!r}")
+            where = "/" + "/".join(parts[: depth + 1])
             raise LookupError(f"{inp.spec.name} has no argument at {where}")
-    values: list[Any] = [inp.arguments]
-    for part in parts:
-        found: list[Any] = []
-        for value in values:
-            for item in value if isinstance(value, list | tuple) else [value]:
-                if isinstance(item, Mapping) and item.get(part) is not None:
-                    found.append(item[part])
-        values = found
+    return []  # a parameter the tool has, not given this time
+
+
+def _flat(values: list[Any]) -> list[Any]:
+    """`values` with every array, and array of arrays, replaced by its elements."""
     out: list[Any] = []
     for value in values:
-        out.extend(value if isinstance(value, list | tuple) else [value])
+        out.extend(_flat(list(value)) if isinstance(value, list | tuple) else [value])
     return out
 
 

@@ -8,8 +8,9 @@ id). Otherwise:
   session is found again by the next one;
 - the call id is derived from the principal, the tool and the SHA-256 of the canonical
   arguments, plus a generation number: the same call proposed again while its earlier proposal
-  is still open in the ledger (waiting for approval, refused, running) gets the *same* id, so a
-  retry after an approval runs that approved call exactly once; once that call has ended
+  is still open in the ledger (waiting for approval, refused, cancelled, running) gets the
+  *same* id, so a retry after an approval runs that approved call exactly once; once that
+  call has ended
   (succeeded, failed, timed out, unknown), the same arguments make a new call (the next
   generation), so repeating a read or a deliberate write is never answered from the ledger.
 """
@@ -38,6 +39,7 @@ _OPEN = frozenset(
         CallStatus.AWAITING_APPROVAL,
         CallStatus.RUNNING,
         CallStatus.REJECTED,
+        CallStatus.CANCELLED,  # proposed again, it runs (where that is safe) or replays
     }
 )
 """States in which a same proposal is the same call (a retry), not a new one."""
