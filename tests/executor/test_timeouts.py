@@ -70,10 +70,7 @@ async def test_cancelling_the_caller_cancels_the_tool_and_not_as_a_timeout() -> 
             await anyio.sleep_forever()
             return "never"
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(keeper.execute, ToolCall(call_id="c1", name="slow"))
-            await started.wait()
-            tg.cancel_scope.cancel()
+        await _cancel_once_started(keeper, ToolCall(call_id="c1", name="slow"), started)
         record = await keeper.store.get_call("default", "c1")
     assert record is not None and record.status is CallStatus.CANCELLED
 
@@ -158,10 +155,7 @@ async def test_a_cancelled_read_or_idempotent_call_runs_when_proposed_again() ->
             return key
 
         call = ToolCall(call_id="u1", name="upsert", arguments={"key": "k"})
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(keeper.execute, call)
-            await started.wait()
-            tg.cancel_scope.cancel()
+        await _cancel_once_started(keeper, call, started)
         cancelled = await keeper.store.get_call("default", "u1")
         again = await keeper.execute(call)
         replayed = await keeper.execute(call)
@@ -187,10 +181,7 @@ async def test_a_cancelled_call_refused_when_proposed_again_still_counts() -> No
             return order
 
         first = ToolCall(call_id="c1", name="charge", arguments={"order": "A"})
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(keeper.execute, first)
-            await started.wait()
-            tg.cancel_scope.cancel()
+        await _cancel_once_started(keeper, first, started)
         from toolkeeper import Principal
 
         nobody = Principal(id="local", grants=frozenset())  # the same call, now not permitted
@@ -211,3 +202,11 @@ async def test_a_cancelled_call_refused_when_proposed_again_still_counts() -> No
     assert second.error is not None and second.error.code is ErrorCode.BUDGET_EXCEEDED
     assert again.replayed and again.status is CallStatus.CANCELLED  # not re-run as v2
     assert charged == ["A"]
+
+
+async def _cancel_once_started(keeper: Keeper, call: ToolCall, started: anyio.Event) -> None:
+    """Propose `call` and cancel the proposal once its tool has `started`."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(keeper.execute, call)
+        await started.wait()
+        tg.cancel_scope.cancel()

@@ -23,6 +23,7 @@ from toolkeeper.core.errors import ErrorCode, IllegalTransition
 from toolkeeper.core.states import TRANSITIONS, CallStatus
 from toolkeeper.ledger import (
     ApprovalStatus,
+    CallRecord,
     LedgerStore,
     StaleState,
     current_owner,
@@ -380,17 +381,9 @@ class LedgerContract:
         """RUNNING -> RUNNING is checked by status alone: every process that read the same
         abandoned record took it over, and ran an idempotent tool at once (up to 7 of 8)."""
         await store.claim_call(call("idem", attempt=1, idempotent=True))
-        took = await store.transition(
-            "task-1",
-            "idem",
-            expected=S.RUNNING,
-            target=S.RUNNING,
-            changes={"attempt": 2},
-            expected_attempt=1,
-        )
-        assert took.attempt == 2
-        with pytest.raises(StaleState):
-            await store.transition(
+
+        async def take_over() -> CallRecord:
+            return await store.transition(
                 "task-1",
                 "idem",
                 expected=S.RUNNING,
@@ -398,6 +391,11 @@ class LedgerContract:
                 changes={"attempt": 2},
                 expected_attempt=1,
             )
+
+        took = await take_over()
+        assert took.attempt == 2
+        with pytest.raises(StaleState):
+            await take_over()
         assert (await store.get_call("task-1", "idem")) == took
 
     async def test_a_settled_call_keeps_who_decided_and_what_they_found(
