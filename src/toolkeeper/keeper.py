@@ -148,6 +148,7 @@ class Keeper:
         self._portal_cm: Any = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._portal_lock = threading.Lock()
+        self._open_lock: anyio.Lock | None = None
         self._selector: Selector | None = None
 
     # -- tools -----------------------------------------------------------------------------
@@ -265,9 +266,20 @@ class Keeper:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Open the ledger and mark calls abandoned by dead processes. Idempotent."""
+        """Open the ledger and mark calls abandoned by dead processes. Idempotent, and safe
+        to call from concurrent tasks (the first opens, the others wait for it)."""
         if self.state is KeeperState.OPEN:
             return
+        if self._open_lock is None:
+            self._open_lock = anyio.Lock()
+        async with self._open_lock:
+            if not self._is_open():  # (read again: another task may have opened it)
+                await self._open()
+
+    def _is_open(self) -> bool:
+        return self.state is KeeperState.OPEN
+
+    async def _open(self) -> None:
         if self.state is KeeperState.CLOSED:
             raise ConfigurationError("this Keeper is closed")
         await self.store.open()

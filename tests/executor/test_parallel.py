@@ -1,10 +1,12 @@
 """Parallel batches: independent calls overlap, writes to one resource never do."""
 
+from pathlib import Path
+
 import anyio
 import anyio.lowlevel
 import pytest
 
-from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall
+from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall, ToolResult
 from toolkeeper.policy.budgets import Budgets
 
 pytestmark = pytest.mark.anyio
@@ -98,3 +100,44 @@ async def test_one_call_id_proposed_twice_at_once_runs_once_and_counts_once() ->
     assert runs == [1]
     assert first.status is second.status is CallStatus.SUCCEEDED and second.replayed
     assert other.error is not None and other.error.code is ErrorCode.BUDGET_EXCEEDED
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_tasks_using_a_keeper_nobody_opened_open_it_once(
+    backend: str, tmp_path: Path, pg_schema: str
+) -> None:
+    """Each first caller opened the ledger again: on SQLite a read ran twice for one call id
+    (its first record written to a batch the next opener replaced), on PostgreSQL execute()
+    raised psycopg_pool's AssertionError."""
+    from toolkeeper.ledger.postgres import PostgresStore
+
+    from ..conftest import postgres_url
+
+    ledger: object = (
+        f"sqlite:///{tmp_path / 'l.db'}"
+        if backend == "sqlite"
+        else PostgresStore(postgres_url(), schema=pg_schema)
+    )
+    keeper = Keeper(ledger=ledger)  # type: ignore[arg-type]
+    runs: list[int] = []
+
+    @keeper.tool(effect="read_only")
+    async def lookup(n: int) -> int:
+        runs.append(n)
+        await anyio.lowlevel.checkpoint()
+        return n
+
+    call = ToolCall(call_id="same", name="lookup", arguments={"n": 1})
+    try:
+        results: list[ToolResult | None] = [None] * 8
+
+        async def propose(i: int) -> None:
+            results[i] = await keeper.execute(call)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(propose, i)
+    finally:
+        await keeper.aclose()
+    assert runs == [1]
+    assert all(r is not None and r.ok for r in results)

@@ -21,6 +21,8 @@ from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self
 
+import anyio
+
 try:
     import psycopg
     from psycopg import errors as pg_errors
@@ -115,6 +117,7 @@ class PostgresStore:
             open=False,
         )
         self._state = q.Lifecycle.NEW
+        self._open_lock: anyio.Lock | None = None
 
     def __repr__(self) -> str:
         # Never the URL itself: it may hold a password.
@@ -148,6 +151,16 @@ class PostgresStore:
         """
         if self._state is q.Lifecycle.OPEN:
             return
+        if self._open_lock is None:
+            self._open_lock = anyio.Lock()
+        async with self._open_lock:  # concurrent first callers: one opens, the others wait
+            if not self._is_open():  # (read again: another task may have opened it)
+                await self._open()
+
+    def _is_open(self) -> bool:
+        return self._state is q.Lifecycle.OPEN
+
+    async def _open(self) -> None:
         if self._state is q.Lifecycle.CLOSED:
             raise StoreError("the ledger store is closed")
         # One plain connection first: it fails fast and quietly when the server is away

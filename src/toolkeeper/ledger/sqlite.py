@@ -202,6 +202,7 @@ class SQLiteStore:
         self.commit_delay = commit_delay
         self.create = create
         self._state = q.Lifecycle.NEW
+        self._open_lock: anyio.Lock | None = None
         self._batch: GroupCommit | None = None
         self._slow: sqlite3.Connection | None = None
         self._slow_lock = threading.Lock()
@@ -233,6 +234,16 @@ class SQLiteStore:
         """
         if self._state is q.Lifecycle.OPEN:
             return
+        if self._open_lock is None:
+            self._open_lock = anyio.Lock()
+        async with self._open_lock:  # concurrent first callers: one opens, the others wait
+            if not self._is_open():  # (read again: another task may have opened it)
+                await self._open()
+
+    def _is_open(self) -> bool:
+        return self._state is q.Lifecycle.OPEN
+
+    async def _open(self) -> None:
         if self._state is q.Lifecycle.CLOSED:
             raise StoreError("the ledger store is closed")
         try:
