@@ -160,7 +160,7 @@ async def test_a_cancelled_read_or_idempotent_call_runs_when_proposed_again() ->
         again = await keeper.execute(call)
         replayed = await keeper.execute(call)
     assert cancelled is not None and cancelled.status is CallStatus.CANCELLED
-    assert again.ok and runs == ["k", "k"]
+    assert again.ok and runs == ["k", "k"] and again.attempt == cancelled.attempt + 1
     assert replayed.replayed and replayed.ok and runs == ["k", "k"]
 
 

@@ -317,7 +317,9 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
     spec = st.tool.spec
     store = rt.store()
     approval_id = st.approval.id if st.approval is not None else None
-    attempt = (st.record.attempt if st.record is not None and st.takeover else 0) + 1
+    # A takeover, or a cancelled call run again, goes on counting the call's attempts.
+    again = st.record is not None and (st.takeover or st.record.status is CallStatus.CANCELLED)
+    attempt = (st.record.attempt if st.record is not None and again else 0) + 1
     started_at = rt.clock()
     st.idempotency_key = idempotency_key(st.call.task_id, st.call.call_id)
     persisted: CallStatus | None = None
