@@ -177,8 +177,17 @@ MAX_ID_CHARS = 512
 """The longest call or task id taken (vendors' ids are a few dozen characters)."""
 
 
+def _plain_id(value: object) -> bool:
+    """The common case, at the cost of a few comparisons: short ASCII text without NUL."""
+    return (
+        type(value) is str and value.isascii() and 0 < len(value) <= MAX_ID_CHARS
+    ) and "\x00" not in value
+
+
 def _check_ids(st: CallState) -> None:
     """Ids key the ledger: they must be text every store can hold, and not empty."""
+    if _plain_id(st.call.call_id) and _plain_id(st.call.task_id):
+        return
     for what, value in (("call id", st.call.call_id), ("task id", st.call.task_id)):
         if isinstance(value, str) and value and len(value) <= MAX_ID_CHARS and "\x00" not in value:
             if value.isascii():
