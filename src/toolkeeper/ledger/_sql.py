@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
+import anyio
+
 from ..core._fastinit import fast_init
 from ..core.states import CallStatus
 from ._rows import (
@@ -29,6 +31,18 @@ class Lifecycle(StrEnum):
     NEW = "new"
     OPEN = "open"
     CLOSED = "closed"
+
+
+async def open_once(store: Any) -> None:
+    """Open `store` (its `_open()`) unless it is open: concurrent first callers wait for the
+    one that opens it, instead of each opening connections over the others'."""
+    if store._state is Lifecycle.OPEN:
+        return
+    if store._open_lock is None:
+        store._open_lock = anyio.Lock()
+    async with store._open_lock:
+        if store._state is not Lifecycle.OPEN:  # another task may have opened it meanwhile
+            await store._open()
 
 
 CALL_SELECT = (

@@ -149,16 +149,7 @@ class PostgresStore:
         Raises:
             StoreError: the server is unreachable or refuses, or the store was closed.
         """
-        if self._state is q.Lifecycle.OPEN:
-            return
-        if self._open_lock is None:
-            self._open_lock = anyio.Lock()
-        async with self._open_lock:  # concurrent first callers: one opens, the others wait
-            if not self._is_open():  # (read again: another task may have opened it)
-                await self._open()
-
-    def _is_open(self) -> bool:
-        return self._state is q.Lifecycle.OPEN
+        await q.open_once(self)
 
     async def _open(self) -> None:
         if self._state is q.Lifecycle.CLOSED:

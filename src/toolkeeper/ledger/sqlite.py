@@ -232,16 +232,7 @@ class SQLiteStore:
             StoreError: the file cannot be opened or migrated, does not exist while `create`
                 is False, or the store was closed.
         """
-        if self._state is q.Lifecycle.OPEN:
-            return
-        if self._open_lock is None:
-            self._open_lock = anyio.Lock()
-        async with self._open_lock:  # concurrent first callers: one opens, the others wait
-            if not self._is_open():  # (read again: another task may have opened it)
-                await self._open()
-
-    def _is_open(self) -> bool:
-        return self._state is q.Lifecycle.OPEN
+        await q.open_once(self)
 
     async def _open(self) -> None:
         if self._state is q.Lifecycle.CLOSED:
