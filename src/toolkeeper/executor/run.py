@@ -371,9 +371,9 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
             if persisted is not None:
                 # The deadline covers the wait too, written before it: a record whose owner
                 # is waiting to retry is not abandoned (`ledger unknown` leaves it alone).
-                await store.transition(
-                    st.call.task_id,
-                    st.call.call_id,
+                await _move(
+                    store,
+                    st,
                     expected=CallStatus.RUNNING,
                     target=CallStatus.RUNNING,
                     changes={"attempt": attempt + 1, "deadline": rt.clock() + wait + spec.timeout},
@@ -484,18 +484,58 @@ async def _record_end(
     persisted: CallStatus | None,
     recorded: int | None = None,
 ) -> ToolResult:
+    """Write the end of the call (a first record, or the last transition of its record) and
+    return its result. `recorded` is the attempt our RUNNING record holds, when we wrote one:
+    had another process taken the call over meanwhile, its attempt is not ours to end."""
     assert st.tool is not None
+    store = rt.store()
     approval_id = st.approval.id if st.approval is not None else None
     previous = persisted or (st.record.status if st.record is not None else None)
-    try:
-        await _write_end(rt, st, outcome, attempt, previous, persisted, recorded)
-    except NotJSON as exc:
-        if outcome.data is None:
-            raise
-        # The store cannot hold the result (a connector's data nested too deeply): the call
-        # ran all the same, so it is recorded as it ended, with a note in place of its data.
-        outcome = dataclasses.replace(outcome, data=_unrecordable(st.tool.spec.name, str(exc)))
-        await _write_end(rt, st, outcome, attempt, previous, persisted, recorded)
+    while True:  # twice at most: see NotJSON below
+        error_dict = outcome.error.to_dict() if outcome.error is not None else None
+        try:
+            if previous is None:
+                _, created = await store.claim_call(
+                    new_record(
+                        rt,
+                        st,
+                        outcome.status,
+                        attempt=attempt,
+                        result=outcome.data,
+                        error=error_dict,
+                        effect_ref=outcome.effect_ref,
+                        approval_id=approval_id,
+                    )
+                )
+                if not created:
+                    # A concurrent proposal of this call id ended first: dedupe decides
+                    # between its replay and a conflict (other arguments, tool or principal).
+                    raise LostRace
+            else:
+                changes: dict[str, Any] = {
+                    "attempt": attempt,
+                    "result": outcome.data,
+                    "error": error_dict,
+                    "effect_ref": outcome.effect_ref,
+                }
+                if persisted is None:
+                    changes |= _identity_changes(st) | {"approval_id": approval_id}
+                await _move(
+                    store,
+                    st,
+                    expected=previous,
+                    target=outcome.status,
+                    changes=changes,
+                    expected_attempt=recorded,
+                )
+            break
+        except NotJSON as exc:
+            if outcome.data is None or isinstance(outcome.data, str):
+                raise  # (a note is JSON: the store failed on something else)
+            # The store cannot hold the result (a connector's data nested too deeply): the
+            # call ran all the same, so it is recorded as it ended, a note in place of data.
+            note = _unrecordable(st.tool.spec.name, str(exc))
+            outcome = dataclasses.replace(outcome, data=note)
     if st.reserved:
         rt.release(st)  # its record counts now
     finished_at = rt.clock()
@@ -524,58 +564,6 @@ async def _record_end(
         effect_ref=outcome.effect_ref,
         approval_id=approval_id,
     )
-
-
-async def _write_end(
-    rt: Runtime,
-    st: CallState,
-    outcome: _Outcome,
-    attempt: int,
-    previous: CallStatus | None,
-    persisted: CallStatus | None,
-    recorded: int | None,
-) -> None:
-    """Write the end of the call to the ledger (a first record, or the last transition).
-    `recorded` is the attempt our RUNNING record holds, when we wrote one."""
-    store = rt.store()
-    error_dict = outcome.error.to_dict() if outcome.error is not None else None
-    approval_id = st.approval.id if st.approval is not None else None
-    if previous is None:
-        _, created = await store.claim_call(
-            new_record(
-                rt,
-                st,
-                outcome.status,
-                attempt=attempt,
-                result=outcome.data,
-                error=error_dict,
-                effect_ref=outcome.effect_ref,
-                approval_id=approval_id,
-            )
-        )
-        if not created:
-            # A concurrent proposal of this call id ended first: dedupe decides between its
-            # replay and a conflict (other arguments, tool or principal).
-            raise LostRace
-    else:
-        changes: dict[str, Any] = {
-            "attempt": attempt,
-            "result": outcome.data,
-            "error": error_dict,
-            "effect_ref": outcome.effect_ref,
-        }
-        if persisted is None:
-            changes |= _identity_changes(st) | {"approval_id": approval_id}
-        # Our own RUNNING record ends at our attempt: had another process taken the call
-        # over meanwhile, its attempt is not ours to end.
-        await _move(
-            store,
-            st,
-            expected=previous,
-            target=outcome.status,
-            changes=changes,
-            expected_attempt=recorded if persisted is not None else None,
-        )
 
 
 async def record_refusal(rt: Runtime, st: CallState, error: ToolError) -> ToolResult:
