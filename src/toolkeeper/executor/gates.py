@@ -354,27 +354,15 @@ async def _rules(rt: Runtime, st: CallState) -> Any:
                 if index >= own:
                     continue  # a keeper-wide rule about a parameter this tool does not have
                 _log.error("business rule %r names a parameter %s lacks", rule, st.tool.spec.name)
-                raise _refuse(
-                    ErrorCode.PERMISSION_DENIED,
-                    "a policy rule could not be evaluated; the call was not run",
-                    rule=getattr(rule, "__name__", "rule"),
-                ) from None
+                raise _unevaluated(rule) from None
             except Exception as exc:  # a broken rule fails closed, and says nothing inside
                 _log.exception("business rule %r failed", rule)
-                raise _refuse(
-                    ErrorCode.PERMISSION_DENIED,
-                    "a policy rule could not be evaluated; the call was not run",
-                    rule=getattr(rule, "__name__", "rule"),
-                ) from exc
+                raise _unevaluated(rule) from exc
             if decision is None:
                 continue
             if not isinstance(decision, Decision):  # True, "deny"...: not an answer, fail closed
                 _log.error("business rule %r returned %r, not a Decision", rule, decision)
-                raise _refuse(
-                    ErrorCode.PERMISSION_DENIED,
-                    "a policy rule could not be evaluated; the call was not run",
-                    rule=getattr(rule, "__name__", "rule"),
-                )
+                raise _unevaluated(rule)
             if decision.verdict is Verdict.DENY:
                 details: dict[str, Any] = {"rule": getattr(rule, "__name__", "rule")}
                 if decision.pointer is not None:
@@ -388,6 +376,15 @@ async def _rules(rt: Runtime, st: CallState) -> Any:
                 st.skip_approval = True
     _default_approval(st)
     return None
+
+
+def _unevaluated(rule: Any) -> CallRefused:
+    """The refusal of a call whose rule could not say: fail closed, say nothing inside."""
+    return _refuse(
+        ErrorCode.PERMISSION_DENIED,
+        "a policy rule could not be evaluated; the call was not run",
+        rule=getattr(rule, "__name__", "rule"),
+    )
 
 
 def _default_approval(st: CallState) -> None:
@@ -418,11 +415,11 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
     decided = record is not None and record.status in (CallStatus.REJECTED, CallStatus.CANCELLED)
     if record is not None and record.approval_id and (waiting or decided):
         found = await rt.approvals.get(record.approval_id)
-        if found is None and waiting:
-            raise _refuse(ErrorCode.INTERNAL_ERROR, "the approval request disappeared")
         check = rt.approvals.check(found, binding(st)) if found is not None else None
-        if found is None or check is None:
-            pass  # a refused call whose request is gone: evaluated afresh
+        if found is None:
+            if waiting:
+                raise _refuse(ErrorCode.INTERNAL_ERROR, "the approval request disappeared")
+            # (a refused call whose request is gone: evaluated afresh)
         elif check is ApprovalCheck.GRANTED:
             st.approval = found
             return None
@@ -442,7 +439,9 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
                     approval_id=found.id,
                 )
         elif found.status is ApprovalStatus.PENDING:  # the tool changed since: never usable
-            await _withdraw(rt, found.id, "the tool changed before the request was decided")
+            await rt.approvals.withdraw(
+                found.id, reason="the tool changed before the request was decided"
+            )
     if st.approval_reason is None:
         return None
     from .run import hold_for_approval
@@ -455,11 +454,6 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
         )
         held = await hold_for_approval(rt, st, requested)
     return held
-
-
-async def _withdraw(rt: Runtime, approval_id: str, why: str) -> None:
-    """Take a pending request off the approvers' list (nothing will ever use it)."""
-    await rt.approvals.withdraw(approval_id, reason=why)
 
 
 def budget(rt: Runtime, st: CallState) -> Any:
@@ -476,21 +470,20 @@ async def _budget(rt: Runtime, st: CallState) -> Any:
     # another task.
     # (budget, its limit, its place in Runtime.reserved, what it counts, what the model reads)
     budgets: list[tuple[str, int, tuple[str, str, str | None], int, str]] = []
-    if limits.max_calls_per_task is not None:
+    # A call run again (it was cancelled) reuses a record the ledger counts already: it is not
+    # one more call, and holds its place without a reservation.
+    counted = st.record is not None and st.record.status in COUNTED_STATUSES
+    if limits.max_calls_per_task is not None and not counted:
         used = await store.count_calls(task, statuses=COUNTED_STATUSES, tenant=tenant)
         budgets.append(
             ("calls_per_task", limits.max_calls_per_task, (tenant, task, None), used, "calls")
         )
     tool_limit = limits.tool_limit(tool)
-    if tool_limit is not None:
+    if tool_limit is not None and not counted:
         used = await store.count_calls(task, tool=tool, statuses=COUNTED_STATUSES, tenant=tenant)
         budgets.append(
             ("calls_per_tool_per_task", tool_limit, (tenant, task, tool), used, f"calls of {tool}")
         )
-    if st.record is not None and st.record.status in COUNTED_STATUSES:
-        # Run again (it was cancelled), the call reuses a record the ledger counts already:
-        # it is not one more call, and holds its place without a reservation.
-        budgets = []
     # From here to the reservation nothing awaits: calls of this process that passed this gate
     # but are not in the ledger yet hold their place, so concurrent calls cannot all pass.
     for name, limit, key, used, what in budgets:
