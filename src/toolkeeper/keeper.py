@@ -52,7 +52,7 @@ from .schema.from_callable import function_schema
 if TYPE_CHECKING:
     from .retrieval import QueryContext, Selection, Selector
 
-__all__ = ["DEFAULT_LEDGER", "Keeper", "KeeperState", "change_event", "default_audit"]
+__all__ = ["DEFAULT_LEDGER", "Keeper", "KeeperState", "default_audit"]
 
 _log = logging.getLogger("toolkeeper")
 
@@ -145,7 +145,7 @@ class Keeper:
         )
         self.executor = Executor(self.runtime)
         self._call_tool: Tool | None = None
-        self._portal_cm: Any = None
+        self._portal_stop: Callable[[], None] | None = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._portal_lock = threading.Lock()
         self._open_lock: anyio.Lock | None = None
@@ -287,6 +287,14 @@ class Keeper:
         self.runtime.native_asyncio = sniffio.current_async_library() == "asyncio"
         await self._recover()
         self.state = KeeperState.OPEN
+
+    async def _open_and_recover(self) -> None:
+        """Open (which recovers), or, open already, recover the calls of processes that died
+        since: once either way."""
+        if self._is_open():
+            await self._recover()
+        else:
+            await self.open()
 
     async def _recover(self) -> None:
         """Mark the calls of dead processes UNKNOWN_OUTCOME (see `recover_abandoned`)."""
@@ -434,17 +442,18 @@ class Keeper:
         """Close what `execute_sync` opened. Idempotent."""
         if self._portal is not None:
             _no_running_loop("close_sync", "await keeper.aclose()")
-            portal, stop = self._portal, self._portal_cm
-            self._portal = self._portal_cm = None
+            portal, stop = self._portal, self._portal_stop
+            self._portal = self._portal_stop = None
             try:
                 portal.call(self.aclose)
             finally:
-                stop()
+                if stop is not None:
+                    stop()
 
     def _blocking(self) -> anyio.from_thread.BlockingPortal:
         with self._portal_lock:  # threads calling at once share one loop
             if self._portal is None:
-                self._portal, self._portal_cm = _daemon_portal()
+                self._portal, self._portal_stop = _daemon_portal()
                 _close_at_exit(self)
             return self._portal
 
@@ -456,8 +465,7 @@ class Keeper:
         Calls left RUNNING by a process that died since this keeper opened are found first
         (as `toolkeeper ledger unknown` does), not only those found when it opened.
         """
-        await self.open()
-        await self._recover()
+        await self._open_and_recover()
         return await self.store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME], limit=EVERY)
 
     async def reconcile(self) -> list[ToolResult]:
@@ -541,8 +549,7 @@ class Keeper:
             KeyError: no such call.
             ValueError: its outcome is not unknown, or `by`/`note` is blank.
         """
-        await self.open()
-        await self._recover()  # a call whose process died since this keeper opened
+        await self._open_and_recover()
         from .ledger.recovery import settle
 
         updated = await settle(
@@ -555,44 +562,35 @@ class Keeper:
             result=result,
             effect_ref=effect_ref,
         )
-        self.runtime.emit(
-            change_event(
-                updated,
-                previous=CallStatus.UNKNOWN_OUTCOME,
-                by=f"person:{by}",
-                at=self.runtime.clock(),
-                note=note,
-            )
+        self._audit_change(
+            updated, previous=CallStatus.UNKNOWN_OUTCOME, by=f"person:{by}", note=note
         )
         return replay(updated)
 
-    def _audit_change(self, record: CallRecord, *, previous: CallStatus, by: str) -> None:
-        """The audit event of a state change made outside a call: recovery, reconciliation."""
-        self.runtime.emit(change_event(record, previous=previous, by=by, at=self.runtime.clock()))
-
-
-def change_event(
-    record: CallRecord, *, previous: CallStatus, by: str, at: float, **extra: Any
-) -> AuditEvent:
-    """The audit event of a state change made outside a call (recovery, reconciliation, a
-    person settling it): `by` says who made it."""
-    error = record.error or {}
-    return AuditEvent(
-        at=at,
-        task_id=record.task_id,
-        call_id=record.call_id,
-        tool=record.tool,
-        version=record.version,
-        principal_id=record.principal_id,
-        tenant=record.tenant,
-        status=record.status,
-        previous=previous,
-        attempt=record.attempt,
-        error_code=error.get("code"),
-        message=error.get("message"),
-        approval_id=record.approval_id,
-        extra={"by": by, **extra},
-    )
+    def _audit_change(
+        self, record: CallRecord, *, previous: CallStatus, by: str, **extra: Any
+    ) -> None:
+        """The audit event of a state change made outside a call (recovery, reconciliation, a
+        person settling it): `by` says who made it."""
+        error = record.error or {}
+        self.runtime.emit(
+            AuditEvent(
+                at=self.runtime.clock(),
+                task_id=record.task_id,
+                call_id=record.call_id,
+                tool=record.tool,
+                version=record.version,
+                principal_id=record.principal_id,
+                tenant=record.tenant,
+                status=record.status,
+                previous=previous,
+                attempt=record.attempt,
+                error_code=error.get("code"),
+                message=error.get("message"),
+                approval_id=record.approval_id,
+                extra={"by": by, **extra},
+            )
+        )
 
 
 async def _ask(reconcile: Reconciler, ctx: CallContext) -> object:

@@ -14,7 +14,6 @@ import datetime as dt
 import getpass
 import json
 import sys
-import time
 from typing import Any
 
 import anyio
@@ -22,7 +21,7 @@ import anyio
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
 from ..ledger.base import EVERY, CallRecord
-from ..ledger.recovery import recover_abandoned, settle
+from ..ledger.recovery import recover_abandoned
 from ._common import add_ledger_option, count, existing_ledger, ledger_hint, ledger_url
 from ._table import render_table
 
@@ -116,36 +115,23 @@ def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
 
 
 async def _settle(args: argparse.Namespace) -> CallRecord:
-    from ..keeper import change_event, default_audit
+    from ..keeper import Keeper, default_audit
 
-    by = args.by or getpass.getuser()
     store = existing_ledger(args)
-    await store.open()
-    audit = default_audit(ledger_url(args), store)
-    try:
-        await recover_abandoned(store)  # a call whose process died is unknown, as `unknown` says
-        record = await settle(
-            store,
+    # The keeper finds calls of processes that died (as `unknown` does), settles, and writes
+    # the audit event beside a SQLite ledger.
+    async with Keeper(ledger=store, audit=default_audit(ledger_url(args), store)) as keeper:
+        await keeper.settle(
             args.task_id,
             args.call_id,
             succeeded=args.succeeded,
-            by=by,
+            by=args.by or getpass.getuser(),
             note=args.note,
             result=args.result,
         )
-        audit.emit(
-            change_event(
-                record,
-                previous=CallStatus.UNKNOWN_OUTCOME,
-                by=f"person:{by}",
-                at=time.time(),
-                note=args.note,
-            )
-        )
-        return record
-    finally:
-        audit.close()
-        await store.aclose()
+        record = await store.get_call(args.task_id, args.call_id)
+    assert record is not None
+    return record
 
 
 def _json_value(text: str) -> Any:
