@@ -116,6 +116,21 @@ class NoLedger(StoreError):
     database."""
 
 
+def _tables(path: str) -> set[str]:
+    """The tables of the database at `path`, read without writing to it (not created, not
+    switched to WAL); SQLite's own (`sqlite_stat1` after ANALYZE...) left out.
+
+    Raises:
+        sqlite3.Error: it cannot be read as a database.
+    """
+    probe = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        rows = probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    finally:
+        probe.close()
+    return {name for (name,) in rows if not name.startswith("sqlite_")}
+
+
 def _require_ledger(path: str) -> None:
     """Refuse a path that holds no toolkeeper ledger, without writing to it: not created,
     not switched to WAL, not migrated (another program's database stays as it was)."""
@@ -124,17 +139,10 @@ def _require_ledger(path: str) -> None:
     if not Path(path).is_file():
         raise NoLedger(f"no ledger at {path}: the file does not exist")
     try:
-        probe = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            found = probe.execute(
-                "SELECT COUNT(*) = 2 FROM sqlite_master WHERE type = 'table' "
-                "AND name IN ('schema_version', 'calls')"
-            ).fetchone()[0]
-        finally:
-            probe.close()
+        tables = _tables(path)
     except sqlite3.Error as exc:
         raise NoLedger(f"no ledger at {path}: {exc}") from exc
-    if not found:
+    if not {"schema_version", "calls"} <= tables:
         raise NoLedger(f"no ledger at {path}: the file is not a toolkeeper ledger")
 
 
@@ -148,21 +156,14 @@ def _refuse_foreign(path: str) -> None:
     if not file.is_file() or file.stat().st_size == 0:
         return
     try:
-        probe = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            tables = {
-                row[0]
-                for row in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                if not row[0].startswith("sqlite_")  # SQLite's own (ANALYZE statistics...)
-            }
-        finally:
-            probe.close()
+        tables = _tables(path)
     except sqlite3.Error:
         return  # not a database at all: opening it says so
     # A ledger's tables, or none yet (a new file, or one whose first migration never ran).
-    if tables - _LEDGER_TABLES or (
-        tables and tables != {"schema_version"} and "calls" not in tables
-    ):
+    ledger = tables <= _LEDGER_TABLES and (
+        not tables or tables == {"schema_version"} or "calls" in tables
+    )
+    if not ledger:
         raise NoLedger(
             f"{path} holds another program's database ({len(tables)} tables), not a "
             "toolkeeper ledger; give a new file"

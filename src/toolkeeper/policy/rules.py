@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from ..core.errors import ErrorCode
 from ..core.values import Principal, ToolCall, ToolSpec
+from ..schema.validate import json_pointer, pointer_parts
 from ..schema.validate import resolve_ref as _resolve
 
 __all__ = [
@@ -140,11 +141,7 @@ def _arguments_at(inp: RuleInput, param: str) -> list[Any]:
         ParameterMissing: the tool has no such parameter.
         LookupError: the pointer goes on to a property the tool's schema does not have.
     """
-    parts = (
-        [p.replace("~1", "/").replace("~0", "~") for p in param[1:].split("/")]
-        if param.startswith("/")
-        else [param]
-    )
+    parts = pointer_parts(param) if param.startswith("/") else [param]
     values: list[Any] = [inp.arguments]
     for part in parts:
         values = [
@@ -175,7 +172,7 @@ def _flat(values: list[Any]) -> list[Any]:
 
 
 def _pointer(param: str) -> str:
-    return param if param.startswith("/") else "/" + param.replace("~", "~0").replace("/", "~1")
+    return param if param.startswith("/") else json_pointer([param])
 
 
 def _unchecked(param: str, what: str) -> Decision:

@@ -25,6 +25,7 @@ __all__ = [
     "apply_defaults",
     "compile_validator",
     "json_pointer",
+    "pointer_parts",
     "resolve_ref",
 ]
 
@@ -50,6 +51,11 @@ class Violation:
 def json_pointer(parts: Sequence[str | int]) -> str:
     """The RFC 6901 pointer of a path."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def pointer_parts(pointer: str) -> list[str]:
+    """The path an RFC 6901 pointer names (its reference tokens, unescaped)."""
+    return [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
 
 
 def _date_time(text: str) -> bool:
@@ -151,8 +157,7 @@ def resolve_ref(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[s
     seen = 0
     while isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#/") and seen < 32:
         target: Any = root
-        for part in schema["$ref"][2:].split("/"):
-            part = part.replace("~1", "/").replace("~0", "~")
+        for part in pointer_parts(schema["$ref"][1:]):
             if not isinstance(target, Mapping) or part not in target:
                 return schema
             target = target[part]
