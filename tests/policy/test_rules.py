@@ -126,17 +126,15 @@ async def test_ready_made_rules_check_every_element_and_fail_closed(tmp_path: Pa
         done.append(amount)
         return "paid"
 
-    async def run(name: str, **args: object) -> ErrorCode | None:
-        result = await keeper.execute(ToolCall(call_id=f"{name}{args}", name=name, arguments=args))
-        return result.error.code if result.error is not None else None
-
     async with keeper:
-        assert await run("remove", paths=["a", "b/c"]) is None
-        assert await run("remove", paths=["a", "/etc/passwd"]) is ErrorCode.PERMISSION_DENIED
-        assert await run("pay", payment={"amount": 50}) is None
-        assert await run("pay", payment={"amount": 1e6}) is ErrorCode.PERMISSION_DENIED
-        assert await run("misspelled", amount_usd=1e6) is ErrorCode.PERMISSION_DENIED
-        assert await run("textual", amount="1000000") is ErrorCode.PERMISSION_DENIED
+        assert await _code(keeper, "remove", paths=["a", "b/c"]) is None
+        assert (
+            await _code(keeper, "remove", paths=["a", "/etc/passwd"]) is ErrorCode.PERMISSION_DENIED
+        )
+        assert await _code(keeper, "pay", payment={"amount": 50}) is None
+        assert await _code(keeper, "pay", payment={"amount": 1e6}) is ErrorCode.PERMISSION_DENIED
+        assert await _code(keeper, "misspelled", amount_usd=1e6) is ErrorCode.PERMISSION_DENIED
+        assert await _code(keeper, "textual", amount="1000000") is ErrorCode.PERMISSION_DENIED
     assert done == [["a", "b/c"], 50]
 
 
@@ -196,18 +194,14 @@ async def test_pointers_go_through_arrays_and_a_keeper_wide_rule_skips_tools_wit
         done.append(amount)
         return "refunded"
 
-    async def code(name: str, **args: object) -> ErrorCode | None:
-        result = await keeper.execute(ToolCall(call_id=f"{name}{args}", name=name, arguments=args))
-        return result.error.code if result.error is not None else None
-
     async with keeper:
-        assert await code("remove", files=[{"path": "a"}, {"path": "b"}]) is None
-        denied = await code("remove", files=[{"path": "a"}, {"path": "/etc/passwd"}])
+        assert await _code(keeper, "remove", files=[{"path": "a"}, {"path": "b"}]) is None
+        denied = await _code(keeper, "remove", files=[{"path": "a"}, {"path": "/etc/passwd"}])
         assert denied is ErrorCode.PERMISSION_DENIED
-        assert await code("pay", payments=[{"amount": 5}]) is ErrorCode.PERMISSION_DENIED
-        assert await code("get_order", order_id="o1") is None
-        assert await code("refund", amount=50) is None
-        assert await code("refund", amount=5000) is ErrorCode.PERMISSION_DENIED
+        assert await _code(keeper, "pay", payments=[{"amount": 5}]) is ErrorCode.PERMISSION_DENIED
+        assert await _code(keeper, "get_order", order_id="o1") is None
+        assert await _code(keeper, "refund", amount=50) is None
+        assert await _code(keeper, "refund", amount=5000) is ErrorCode.PERMISSION_DENIED
     assert done == ["remove", 50]
 
 
@@ -250,3 +244,9 @@ async def test_a_rule_checks_what_is_given_even_where_the_schema_is_loose() -> N
         )
     assert deep.error is not None and deep.error.code is ErrorCode.PERMISSION_DENIED
     assert paid == []
+
+
+async def _code(keeper: Keeper, name: str, **args: object) -> ErrorCode | None:
+    """The error code of one call of `name` with `args` (None when it succeeded)."""
+    result = await keeper.execute(ToolCall(call_id=f"{name}{args}", name=name, arguments=args))
+    return result.error.code if result.error is not None else None
