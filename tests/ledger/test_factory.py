@@ -46,3 +46,14 @@ def test_postgres_urls_give_a_postgres_store(url: str) -> None:
 def test_anything_else_is_a_configuration_error(url: str) -> None:
     with pytest.raises(ConfigurationError):
         open_store(url)
+
+
+@pytest.mark.parametrize("url", ["memory", "memory:", "Memory:/", "in-memory"])
+def test_a_bare_memory_word_is_refused_not_made_a_file(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match="memory://"):
+        open_store(url)
+    assert isinstance(open_store("./memory"), SQLiteStore)  # a file is still one ./ away
+    assert list(tmp_path.iterdir()) == []

@@ -13,6 +13,8 @@ DEFAULT_LEDGER_URL = "sqlite:///./toolkeeper.db"
 """The embedded default: a SQLite file in the working directory."""
 
 _SQLITE = "sqlite://"
+_MEMORY_SLIPS = frozenset({"memory", "mem", "in-memory", "inmemory"})
+"""Plain words that mean the in-memory ledger to whoever writes them, not a file path."""
 
 
 def open_store(url: str, *, create: bool = True) -> LedgerStore:
@@ -25,7 +27,8 @@ def open_store(url: str, *, create: bool = True) -> LedgerStore:
 
     - `memory://`: a `MemoryStore` (nothing survives the process);
     - `sqlite:///relative/path.db`, `sqlite:////absolute/path.db`, `sqlite:///:memory:`;
-    - a plain file path (`toolkeeper.db`, `/var/lib/toolkeeper/ledger.db`): SQLite;
+    - a plain file path (`toolkeeper.db`, `/var/lib/toolkeeper/ledger.db`): SQLite; but not
+      a bare `memory` (or `memory:`), refused as the slip it is: `./memory` names that file;
     - `postgresql://...` or `postgres://...`: a `PostgresStore` (needs the `postgres` extra).
 
     Raises:
@@ -47,6 +50,13 @@ def open_store(url: str, *, create: bool = True) -> LedgerStore:
                 f"sqlite:////absolute.db, not {url!r}"
             )
         return SQLiteStore(path, create=create)
+    if url.strip().lower().rstrip(":/") in _MEMORY_SLIPS:
+        # A file named "memory" would keep every call across runs, and replay old results
+        # to a program that believes it starts afresh.
+        raise ConfigurationError(
+            f"ledger {url!r} would be a SQLite file of that name: write memory:// for an "
+            f"in-memory ledger, or ./{url.strip()} if a file is meant"
+        )
     if "://" in url or not url.strip():
         raise ConfigurationError(
             f"unsupported ledger URL {url!r}: use memory://, sqlite:///path.db, "
