@@ -47,3 +47,24 @@ def test_required_without_parallel_calls_maps_to_any_with_the_switch() -> None:
     out = Anthropic().export_tool_choice(ToolChoice(mode="required", parallel=False))
     assert out.value == {"tool_choice": {"type": "any", "disable_parallel_tool_use": True}}
     assert Anthropic().import_tool_choice(out.value) == ToolChoice(mode="required", parallel=False)
+
+
+def test_a_root_choice_is_merged_into_one_object_and_reported() -> None:
+    # Anthropic: "input_schema does not support oneOf, allOf, or anyOf at the top level".
+    schema = {
+        "oneOf": [
+            {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+            {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
+        ],
+        "allOf": [{"properties": {"note": {"type": "string"}}, "required": ["note"]}],
+    }
+    exported = Anthropic().export_tool(ToolSpec(name="find", input_schema=schema))
+    params = exported.value["input_schema"]
+    assert not {"oneOf", "allOf", "anyOf"} & set(params)
+    assert params["type"] == "object"
+    assert set(params["properties"]) == {"id", "email", "note"}
+    assert params["required"] == ["note"]  # what every alternative (or any allOf part) needs
+    assert [(loss.pointer, loss.keyword) for loss in exported.losses] == [
+        ("/input_schema/allOf", "allOf"),
+        ("/input_schema/oneOf", "oneOf"),
+    ]

@@ -148,3 +148,11 @@ def test_a_result_answers_under_the_name_its_tool_was_exported_among_others() ->
     result = ToolResult(call_id="tk-gemini-1", tool="a b", status=CallStatus.SUCCEEDED, data=1)
     response = Gemini().format_result(result, tools=specs)["functionResponse"]
     assert response["name"] == wire["a b"]
+
+
+def test_names_gemini_accepts_are_kept_up_to_128_characters_dots_and_colons_included() -> None:
+    # google-genai FunctionDeclaration.name: letters, digits, _ . : -, at most 128.
+    long_name = "crm.accounts:" + "x" * 100
+    assert Gemini().safe_name(long_name) == long_name
+    rewritten = Gemini().safe_name("crm.find account/" + "y" * 200)
+    assert len(rewritten) == 128 and rewritten.startswith("crm.find_account_")

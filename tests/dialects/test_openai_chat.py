@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from toolkeeper import CallStatus, Effect, Keeper, Tool
 from toolkeeper.core.values import ToolSpec
 from toolkeeper.dialects import Action, LossError, OpenAIChat
+from toolkeeper.schema.validate import compile_validator
 
 from .fixtures import load
 
@@ -105,7 +108,8 @@ def test_import_reads_a_definition_back() -> None:
     assert spec.metadata["strict"] is False
 
 
-def test_references_stay_strict_with_their_siblings_and_root_recursion() -> None:
+def test_a_described_reference_is_inlined_for_strict_mode_and_root_recursion_kept() -> None:
+    # OpenAI: "$ref cannot have keywords {'description'}" (its SDK inlines such refs too).
     spec = ToolSpec(
         name="tree",
         input_schema={
@@ -122,9 +126,9 @@ def test_references_stay_strict_with_their_siblings_and_root_recursion() -> None
     out = OpenAIChat().export_tool(spec, strict=True)
     params = out.value["function"]["parameters"]
     assert out.value["function"]["strict"] is True
-    assert params["properties"]["a"] == {"$ref": "#/$defs/A", "description": "an A"}
+    assert params["properties"]["a"] == {"type": "string", "description": "an A"}
     assert params["properties"]["child"] == {"anyOf": [{"$ref": "#"}, {"type": "null"}]}
-    assert params["$defs"] == {"A": {"type": "string"}}
+    assert "$defs" not in params
 
 
 def test_a_null_for_an_argument_that_accepts_anything_is_kept() -> None:
@@ -184,26 +188,200 @@ async def test_nulls_strict_mode_puts_in_nested_objects_are_dropped_and_the_call
     assert result.data == "Main 00000 None 1"
 
 
+@pytest.mark.anyio
+async def test_a_root_choice_is_merged_into_one_strict_object_and_its_calls_run() -> None:
+    # OpenAI (and Anthropic) refuse anyOf/oneOf/allOf at the root of tool parameters.
+    keeper = Keeper(ledger="memory://")
+    seen: list[object] = []
+
+    class Upstream:  # an imported tool: its schema is what its server declared
+        async def invoke(self, spec: object, arguments: object, ctx: object) -> str:
+            seen.append(arguments)
+            return "ok"
+
+    schema = {
+        "anyOf": [
+            {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+            {"$ref": "#/$defs/B"},
+        ],
+        "$defs": {
+            "B": {
+                "type": "object",
+                "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}},
+                "required": ["b"],
+            }
+        },
+    }
+    spec = ToolSpec(name="pick", input_schema=schema, effect=Effect.READ_ONLY)
+    keeper.catalog.add(Tool(spec=spec, connector=Upstream()))
+    exported = OpenAIChat().export_tool(spec)
+    function = exported.value["function"]
+    assert function["strict"] is True
+    params = function["parameters"]
+    assert "anyOf" not in params and params["type"] == "object"
+    assert params["properties"]["a"] == {
+        "anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]
+    }
+    assert params["properties"]["b"] == {"type": ["integer", "null"]}
+    [loss] = [loss for loss in exported.losses if loss.keyword == "anyOf"]
+    assert loss.pointer == "/input_schema/anyOf" and "merged" in loss.reason
+    assert compile_validator(params).is_valid({"a": None, "b": 7})
+    message = {
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "pick", "arguments": '{"a": null, "b": 7}'},
+            }
+        ]
+    }
+    [call] = OpenAIChat().parse(message, tools=[spec])
+    assert call.arguments == {"b": 7}
+    async with keeper:
+        result = await keeper.execute(call)
+    assert result.status is CallStatus.SUCCEEDED, result.error
+    assert seen == [{"b": 7}]
+
+
+def test_a_root_reference_is_inlined_so_the_tool_stays_strict() -> None:
+    schema = {
+        "$ref": "#/$defs/Args",
+        "$defs": {"Args": {"type": "object", "properties": {"a": {"type": "string"}}}},
+    }
+    exported = OpenAIChat().export_tool(ToolSpec(name="t", input_schema=schema))
+    assert exported.value["function"]["strict"] is True
+    assert exported.value["function"]["parameters"] == {
+        "type": "object",
+        "properties": {"a": {"type": ["string", "null"]}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+
+
+def _exported_params(keeper: Keeper, **dialect: bool) -> tuple[dict[str, object], bool, list[str]]:
+    [spec] = keeper.catalog.specs()
+    exported = OpenAIChat(**dialect).export_tool(spec)
+    function = exported.value["function"]
+    return function["parameters"], function["strict"], [loss.keyword for loss in exported.losses]
+
+
+def test_a_described_model_parameter_is_strict_without_siblings_beside_its_ref() -> None:
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="read_only")
+    async def ship(to: Annotated[Address, Field(description="where it goes")]) -> str:
+        return to.street
+
+    params, strict, _ = _exported_params(keeper)
+    assert strict is True
+    to = params["properties"]["to"]  # type: ignore[index]
+    assert "$ref" not in to and to["description"] == "where it goes"
+    assert to["type"] == "object" and to["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("strict_schema", [True, False])
+def test_tuples_and_bare_arrays_get_items_openai_requires(strict_schema: bool) -> None:
+    # OpenAI refuses any array without `items`: "array schema missing items", strict or not.
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="read_only")
+    async def plot(figsize: tuple[float, float], cell: tuple[int, str], tags: list) -> str:  # type: ignore[type-arg]
+        return "ok"
+
+    params, strict, losses = _exported_params(keeper, strict_schema=strict_schema)
+    props = params["properties"]  # type: ignore[index]
+    figsize = props["figsize"]
+    assert figsize["items"] == {"type": "number"} and "prefixItems" not in figsize
+    assert figsize["minItems"] == figsize["maxItems"] == 2
+    assert props["cell"]["items"] == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+    assert losses.count("prefixItems") == 2
+    assert "items" in props["tags"]  # an array of anything: `{}` (not strict)
+    assert strict is False  # (`tags` may hold anything: strict mode cannot say that)
+
+
+def test_a_tuple_alone_stays_strict() -> None:
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="read_only")
+    async def plot(figsize: tuple[float, float]) -> str:
+        return "ok"
+
+    params, strict, _ = _exported_params(keeper)
+    assert strict is True
+    assert params["properties"]["figsize"]["items"] == {"type": "number"}  # type: ignore[index]
+
+
+class Card(BaseModel):
+    card_number: str
+    cvv: str | None = None
+
+
+class Bank(BaseModel):
+    iban: str
+    reference: str = "none"
+
+
+@pytest.mark.anyio
+async def test_strict_nulls_are_dropped_in_the_union_branch_the_value_follows() -> None:
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="read_only")
+    async def pay(method: Card | Bank) -> str:
+        return repr(method)
+
+    [spec] = keeper.catalog.specs()
+    arguments = {"method": {"iban": "DE89", "reference": None}}
+    message = {
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "pay", "arguments": json.dumps(arguments)},
+            }
+        ]
+    }
+    [call] = OpenAIChat().parse(message, tools=[spec])
+    assert call.metadata["absent_nulls"] == ["/method/reference"]
+    async with keeper:
+        result = await keeper.execute(call)
+    assert result.status is CallStatus.SUCCEEDED, result.error
+    assert "reference='none'" in result.data
+
+
 @pytest.mark.parametrize(
     "schema",
     [
+        {"type": "object", "properties": {"value": True}},
+        {"type": "object", "properties": {"values": {"type": "array", "items": True}}},
+        {"type": "object", "properties": {"pick": {"enum": [f"v{i}" for i in range(1001)]}}},
         {
-            "anyOf": [
-                {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
-                {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]},
-            ]
-        },
-        {
-            "$ref": "#/$defs/Args",
-            "$defs": {"Args": {"type": "object", "properties": {"a": {"type": "string"}}}},
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "enum": [f"{i:04d}-" + "x" * 60 for i in range(300)]}
+            },
         },
     ],
 )
-def test_a_root_that_is_a_choice_or_a_reference_is_exported_without_strict_mode(
-    schema: dict[str, object],
-) -> None:
-    # OpenAI takes a strict schema only when its root is a plain object.
+def test_what_strict_mode_cannot_take_is_exported_non_strict(schema: dict[str, object]) -> None:
+    # An untyped value (`true` as much as `{}`); more than 1,000 enum values; a string enum of
+    # more than 250 values holding over 15,000 characters (OpenAI's published limits).
     exported = OpenAIChat().export_tool(ToolSpec(name="t", input_schema=schema))
     assert exported.value["function"]["strict"] is False
-    [loss] = [loss for loss in exported.losses if loss.keyword == "strict"]
-    assert "root" in loss.reason
+    assert [loss.keyword for loss in exported.losses] == ["strict"]
+
+
+def test_nesting_deeper_than_strict_mode_takes_is_exported_non_strict() -> None:
+    def nested(levels: int) -> dict[str, object]:
+        node: dict[str, object] = {"type": "string"}
+        for _ in range(levels):
+            node = {"type": "object", "properties": {"x": node}, "required": ["x"]}
+        return node
+
+    assert (
+        OpenAIChat()
+        .export_tool(ToolSpec(name="t", input_schema=nested(10)))
+        .value["function"]["strict"]
+    )
+    deep = OpenAIChat().export_tool(ToolSpec(name="t", input_schema=nested(11)))
+    assert deep.value["function"]["strict"] is False
+    assert "nesting" in deep.losses[0].reason

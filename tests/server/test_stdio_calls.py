@@ -259,7 +259,7 @@ grants = ["raw:*"]
             answered = await gw.answer(2)
             await gw.send({"id": 3, "method": "tools/list", "params": {"_meta": ENVELOPE}})
             listed = {t["name"] for t in (await gw.answer(3))["result"]["tools"]}
-            await gw.call(4, "raw_odd_name", {}, **ENVELOPE)
+            await gw.call(4, "raw.odd_name", {}, **ENVELOPE)
             odd = await gw.answer(4)
             records = await calls_in(tmp_path)
     result = answered["result"]
@@ -267,7 +267,7 @@ grants = ["raw:*"]
     assert result["content"][0]["text"] == "1 line recorded"
     assert effects.read_text() == "called\n"
     # A name MCP does not allow is listed rewritten, and that name is the one that works.
-    assert "raw_odd_name" in listed and "raw.odd name" not in listed
+    assert "raw.odd_name" in listed and "raw.odd name" not in listed
     assert odd["result"]["content"][0]["text"] == "odd"
     assert {r.tool: r.status for r in records} == {
         "raw.report": CallStatus.SUCCEEDED,

@@ -20,7 +20,7 @@ from .base import (
     plain,
     result_text,
 )
-from .schemas import FullSchema, object_root
+from .schemas import FullSchema, merged_root, object_root
 
 __all__ = ["Anthropic"]
 
@@ -34,7 +34,9 @@ class Anthropic(Dialect):
         losses: list[Loss] = []
         wire = self.export_name(spec, losses)
         self.report_fields(spec, losses, examples=True)
-        schema = object_root(FullSchema(spec.input_schema).walk(), "Anthropic")
+        merged, root_losses = merged_root(spec.input_schema, "Anthropic")
+        losses.extend(prefixed("/input_schema", root_losses))
+        schema = object_root(FullSchema(merged).walk(), "Anthropic")
         tool: dict[str, Any] = {"name": wire}
         if spec.description:
             tool["description"] = spec.description

@@ -196,6 +196,8 @@ class Dialect(Importer):
 
     name_pattern: ClassVar[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
     max_name: ClassVar[int] = 64
+    name_chars: ClassVar[str] = "A-Za-z0-9_-"
+    """The characters a rewritten name keeps (a regex class body); others become `_`."""
 
     # --- definitions -----------------------------------------------------------------------
 
@@ -341,7 +343,7 @@ class Dialect(Importer):
         """`name` if the vendor accepts it, else a stable rewrite that it accepts."""
         if self.name_pattern.match(name):
             return name
-        cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name) or "tool"
+        cleaned = re.sub(f"[^{self.name_chars}]", "_", name) or "tool"
         if not re.match(r"[A-Za-z_]", cleaned):
             cleaned = "_" + cleaned
         if len(cleaned) > self.max_name:

@@ -67,7 +67,11 @@ class Gemini(Dialect):
     """Gemini API (`google-genai`) function calling."""
 
     name = "gemini"
-    name_pattern = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+    # google-genai's FunctionDeclaration.name: a letter or an underscore first, then letters,
+    # digits, underscores, dots, colons and dashes, at most 128 characters.
+    name_pattern = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
+    max_name = 128
+    name_chars = "A-Za-z0-9_.:-"
 
     def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
         losses: list[Loss] = []

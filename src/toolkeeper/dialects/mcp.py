@@ -25,7 +25,7 @@ from .base import (
     plain,
     result_text,
 )
-from .schemas import FullSchema, full_schema, object_root
+from .schemas import FullSchema, full_schema, object_root, types_of
 
 __all__ = ["MCP"]
 
@@ -36,6 +36,7 @@ class MCP(Dialect):
     name = "mcp"
     name_pattern = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
     max_name = 128
+    name_chars = "A-Za-z0-9_.-"
 
     def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
         losses: list[Loss] = []
@@ -50,7 +51,19 @@ class MCP(Dialect):
             tool["description"] = spec.description
         tool["inputSchema"] = schema.value
         if spec.output_schema is not None:
-            tool["outputSchema"] = full_schema(spec.output_schema, "/output_schema", losses)
+            kinds = types_of(spec.output_schema)
+            if kinds == ["object"] or (not kinds and "properties" in spec.output_schema):
+                tool["outputSchema"] = full_schema(spec.output_schema, "/output_schema", losses)
+            else:
+                # MCP's output schemas describe `structuredContent`, which is an object.
+                losses.append(
+                    Loss(
+                        pointer="/output_schema",
+                        keyword="outputSchema",
+                        action=Action.DROPPED,
+                        reason="MCP output schemas must be objects; the result is sent as text",
+                    )
+                )
         tool["annotations"] = {
             "readOnlyHint": spec.effect is Effect.READ_ONLY,
             "destructiveHint": spec.effect is Effect.DESTRUCTIVE,

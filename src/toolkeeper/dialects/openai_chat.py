@@ -24,7 +24,16 @@ from .base import (
     plain,
     result_text,
 )
-from .schemas import FullSchema, NotStrict, OpenAIStrictSchema, is_nullable, object_root
+from .schemas import (
+    FullSchema,
+    NotStrict,
+    OpenAISchema,
+    OpenAIStrictSchema,
+    is_nullable,
+    merged_root,
+    object_root,
+    strict_size_problem,
+)
 
 __all__ = ["OpenAIChat", "drop_absent_nulls", "openai_parameters"]
 
@@ -36,14 +45,18 @@ def openai_parameters(
 
     Loss pointers are relative to the ToolSpec (`/input_schema/...`).
     """
+    schema, merged = merged_root(schema, "OpenAI")
     losses: list[Loss] = []
     strict = False
     if strict_schema:
         try:
             converted = OpenAIStrictSchema(schema).walk()
+            too_big = strict_size_problem(converted.value)
+            if too_big is not None:
+                raise NotStrict("", too_big)
             strict = True
         except NotStrict as exc:
-            converted = FullSchema(schema).walk()
+            converted = OpenAISchema(schema).walk()
             losses.append(
                 Loss(
                     pointer="/input_schema" + exc.pointer,
@@ -53,9 +66,9 @@ def openai_parameters(
                 )
             )
     else:
-        converted = FullSchema(schema).walk()
+        converted = OpenAISchema(schema).walk()
     rooted = object_root(converted, "OpenAI")
-    losses[:0] = prefixed("/input_schema", rooted.losses)
+    losses[:0] = prefixed("/input_schema", (*merged, *rooted.losses))
     return Converted(value=rooted.value, losses=tuple(losses)), strict
 
 
@@ -73,7 +86,7 @@ def drop_absent_nulls(call: ToolCall, tools: Sequence[ToolSpec]) -> ToolCall:
     if spec is None:
         return call
     dropped: list[str] = []
-    schema = spec.input_schema
+    schema, _ = merged_root(spec.input_schema, "OpenAI")  # the root the model was shown
     arguments = _without_nulls(call.arguments, schema, schema, "", dropped, 0)
     if not dropped:
         return call
@@ -100,17 +113,24 @@ def _deref(node: Any, root: Mapping[str, Any]) -> Any:
     return node
 
 
-def _branch(node: Any, root: Mapping[str, Any], key: str) -> Any:
+def _branch(node: Any, root: Mapping[str, Any], key: str, value: Any = None) -> Any:
     """The schema a value follows: `node`, or the branch of its `anyOf` that has `key`
-    (`properties` for an object, `items` for an array)."""
+    (`properties` for an object, `items` for an array); of several objects, the one whose
+    properties hold most of the value's names (the first on a tie)."""
     node = _deref(node, root)
     if not isinstance(node, Mapping) or key in node:
         return node
+    best, best_fit = node, -1
     for branch in node.get("anyOf") or node.get("oneOf") or ():
         branch = _deref(branch, root)
-        if isinstance(branch, Mapping) and key in branch:
-            return branch
-    return node
+        if not isinstance(branch, Mapping) or key not in branch:
+            continue
+        fit = 0
+        if isinstance(value, Mapping) and isinstance(branch.get("properties"), Mapping):
+            fit = sum(name in branch["properties"] for name in value)
+        if fit > best_fit:
+            best, best_fit = branch, fit
+    return best
 
 
 def _without_nulls(
@@ -119,7 +139,7 @@ def _without_nulls(
     if depth > 32:
         return value
     if isinstance(value, Mapping):
-        node = _branch(node, root, "properties")
+        node = _branch(node, root, "properties", value)
         props = node.get("properties") if isinstance(node, Mapping) else None
         if not isinstance(props, Mapping):
             return value

@@ -1,6 +1,8 @@
 """Each format's schema transformer: what it changes on top of `SchemaWalker`.
 
-- `FullSchema`: Anthropic, MCP and OpenAI non-strict take JSON Schema 2020-12 as it is.
+- `FullSchema`: Anthropic and MCP take JSON Schema 2020-12 as it is.
+- `OpenAISchema`: OpenAI non-strict — as it is, but every array has `items` (OpenAI refuses an
+  array without it: a tuple's `prefixItems` become `items` any of its types may fill).
 - `OpenAIStrictSchema`: OpenAI strict mode — every property required (optional ones made
   nullable; the dialect maps `null` back to "absent" when it parses calls), closed objects,
   the keyword subset strict mode accepts. A schema strict mode cannot express at all (a
@@ -15,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..schema.losses import Action, Converted, Loss, prefixed
-from ..schema.walker import SchemaWalker
+from ..schema.walker import SchemaWalker, resolve_pointer
 
 __all__ = [
     "GEMINI_KEYWORDS",
@@ -24,10 +26,13 @@ __all__ = [
     "FullSchema",
     "GeminiSchema",
     "NotStrict",
+    "OpenAISchema",
     "OpenAIStrictSchema",
     "full_schema",
     "is_nullable",
+    "merged_root",
     "object_root",
+    "strict_size_problem",
     "types_of",
 ]
 
@@ -154,8 +159,115 @@ def object_root(converted: Converted[dict[str, Any]], target: str) -> Converted[
     return Converted(value=schema, losses=tuple(losses))
 
 
+_ROOT_CHOICES = ("allOf", "anyOf", "oneOf")
+
+
+def merged_root(schema: Mapping[str, Any], target: str) -> tuple[Mapping[str, Any], list[Loss]]:
+    """`schema` without a choice (`anyOf`/`oneOf`/`allOf`) at its root, which neither OpenAI
+    nor Anthropic take in tool parameters: the alternatives become one object with the
+    properties of all of them, required where every alternative (or, for `allOf`, any part)
+    requires them. The executor still checks each call against the whole schema.
+    """
+    if not isinstance(schema, Mapping) or not any(
+        isinstance(schema.get(k), list) for k in _ROOT_CHOICES
+    ):
+        return schema, []
+    out = {k: v for k, v in schema.items() if k not in _ROOT_CHOICES}
+    own = out.get("properties")
+    props: dict[str, Any] = dict(own) if isinstance(own, Mapping) else {}
+    required = [r for r in out.get("required", ()) if isinstance(r, str)]
+    losses: list[Loss] = []
+    for keyword in _ROOT_CHOICES:
+        branches = schema.get(keyword)
+        if not isinstance(branches, list):
+            continue
+        shapes = [_object_shape(schema, branch) for branch in branches]
+        for shape in shapes:
+            for name, sub in (shape or ({}, []))[0].items():
+                if name not in props:
+                    props[name] = sub
+                elif props[name] != sub:
+                    known = props[name].get("anyOf") if isinstance(props[name], Mapping) else None
+                    choices = list(known) if isinstance(known, list) else [props[name]]
+                    props[name] = {"anyOf": choices + ([sub] if sub not in choices else [])}
+        needed = [set(shape[1]) if shape is not None else set() for shape in shapes]
+        if keyword == "allOf":
+            required += [n for n in sorted(set().union(*needed)) if n not in required]
+        elif needed:
+            required += [n for n in sorted(set.intersection(*needed)) if n not in required]
+        what = "parts" if keyword == "allOf" else "alternatives"
+        losses.append(
+            Loss(
+                pointer=f"/{keyword}",
+                keyword=keyword,
+                action=Action.REWRITTEN,
+                reason=f"{target} takes no {keyword} at the root of tool parameters: its "
+                f"{len(branches)} {what} are merged into one object (each call is still checked "
+                "against the whole schema)",
+            )
+        )
+    out["type"] = "object"
+    out["properties"] = props
+    if required:
+        out["required"] = required
+    else:
+        out.pop("required", None)
+    return out, losses
+
+
+def _object_shape(root: Mapping[str, Any], branch: Any) -> tuple[dict[str, Any], list[str]] | None:
+    """The properties and required names of an object alternative (a local `$ref` followed)."""
+    for _ in range(8):
+        ref = branch.get("$ref") if isinstance(branch, Mapping) else None
+        if not isinstance(ref, str):
+            break
+        branch = resolve_pointer(root, ref)
+    if not isinstance(branch, Mapping):
+        return None
+    props = branch.get("properties")
+    if not isinstance(props, Mapping) and types_of(branch) not in ([], ["object"]):
+        return None
+    required = [r for r in branch.get("required", ()) if isinstance(r, str)]
+    return (dict(props) if isinstance(props, Mapping) else {}), required
+
+
 class FullSchema(SchemaWalker):
     """JSON Schema 2020-12 kept as it is (normalized: one root `$defs`)."""
+
+
+def _tuple_as_items(walker: SchemaWalker, node: dict[str, Any], pointer: str) -> None:
+    """Give an array that has no `items` (OpenAI refuses it) the union of its tuple's types."""
+    prefix = node.get("prefixItems")
+    if not isinstance(prefix, list) or not prefix or node.get("items") not in (None, False):
+        return
+    closed = node.get("items") is False
+    del node["prefixItems"]
+    kinds: list[Any] = []
+    for item in prefix:
+        if item not in kinds:
+            kinds.append(item)
+    node["items"] = kinds[0] if len(kinds) == 1 else {"anyOf": kinds}
+    if closed:
+        node.setdefault("maxItems", len(prefix))
+    walker.loss(
+        pointer + "/prefixItems",
+        "prefixItems",
+        Action.REWRITTEN,
+        f"{walker.target} takes no tuple positions: each item may be any of the tuple's "
+        "types (each call is still checked position by position)",
+    )
+
+
+class OpenAISchema(FullSchema):
+    """OpenAI non-strict: JSON Schema as it is, but every array with `items`."""
+
+    target = "OpenAI"
+
+    def transform(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
+        if "array" in types_of(node):
+            _tuple_as_items(self, node, pointer)
+            node.setdefault("items", {})
+        return node
 
 
 def full_schema(schema: Mapping[str, Any], pointer: str, losses: list[Loss]) -> dict[str, Any]:
@@ -178,16 +290,25 @@ class OpenAIStrictSchema(SchemaWalker):
     """OpenAI strict mode: required everywhere, closed objects, the accepted keyword subset."""
 
     target = "OpenAI strict mode"
+    bare_refs = True  # "$ref cannot have keywords": a described reference is inlined
 
     def allows(self, keyword: str, node: Mapping[str, Any]) -> bool:
         if keyword == "oneOf":
             return "anyOf" not in node
         if keyword == "format":
             return node.get("format") in OPENAI_STRICT_FORMATS
+        if keyword == "prefixItems":
+            return "array" in types_of(node)  # made `items` by `transform`
         return keyword in OPENAI_STRICT_KEYWORDS
+
+    def boolean(self, node: bool, pointer: str) -> Any:
+        if node and not pointer.endswith("/additionalProperties"):
+            raise NotStrict(pointer, "a value that may be anything cannot be strict")
+        return node
 
     def transform(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         _one_of_as_any_of(self, node, pointer, "strict mode has no oneOf; rewritten as anyOf")
+        _tuple_as_items(self, node, pointer)
         if pointer == "" and ("anyOf" in node or "$ref" in node):
             # OpenAI's rule for strict schemas: the root is a plain object with properties.
             raise NotStrict(pointer, "the root of a strict schema must be an object, not a choice")
@@ -231,6 +352,65 @@ class OpenAIStrictSchema(SchemaWalker):
         node["properties"] = out
         node["required"] = list(out)
         node["additionalProperties"] = False
+
+
+_STRICT_DEPTH = 10
+_STRICT_PROPERTIES = 5000
+_STRICT_ENUM_VALUES = 1000
+_STRICT_TEXT = 120_000
+_STRICT_LARGE_ENUM = (250, 15_000)
+
+
+def strict_size_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why a strict schema is over OpenAI's published size limits, or None: 10 levels of
+    nesting, 5,000 properties, 1,000 enum values, 120,000 characters of property and
+    definition names and enum and const values, and 15,000 characters for one string enum of
+    more than 250 values."""
+    depth = properties = values = text = 0
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, level) for item in node)
+            continue
+        if not isinstance(node, Mapping):
+            continue
+        nests = "properties" in node or "items" in node
+        depth = max(depth, level if nests else 0)
+        props = node.get("properties")
+        if isinstance(props, Mapping):
+            properties += len(props)
+            text += sum(len(str(name)) for name in props)
+        defs = node.get("$defs")
+        if isinstance(defs, Mapping):
+            text += sum(len(str(name)) for name in defs)
+        enum = node.get("enum")
+        if isinstance(enum, list):
+            values += len(enum)
+            strings = sum(len(v) for v in enum if isinstance(v, str))
+            text += strings
+            if len(enum) > _STRICT_LARGE_ENUM[0] and strings > _STRICT_LARGE_ENUM[1]:
+                return (
+                    f"an enum of {len(enum)} values holds {strings} characters; strict mode "
+                    f"takes {_STRICT_LARGE_ENUM[1]} above {_STRICT_LARGE_ENUM[0]} values"
+                )
+        if isinstance(node.get("const"), str):
+            text += len(node["const"])
+        for key, value in node.items():
+            if key in ("properties", "$defs") and isinstance(value, Mapping):
+                stack.extend((sub, level + 1) for sub in value.values())
+            elif key in ("items", "anyOf", "prefixItems"):
+                stack.append((value, level + 1 if key == "items" else level))
+    limits = (
+        (depth, _STRICT_DEPTH, "levels of nesting"),
+        (properties, _STRICT_PROPERTIES, "properties"),
+        (values, _STRICT_ENUM_VALUES, "enum values"),
+        (text, _STRICT_TEXT, "characters of names and enum values"),
+    )
+    for measured, limit, what in limits:
+        if measured > limit:
+            return f"{measured} {what} are more than strict mode's {limit}"
+    return None
 
 
 class GeminiSchema(SchemaWalker):

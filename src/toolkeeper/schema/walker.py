@@ -150,10 +150,14 @@ class SchemaWalker:
     Attributes:
         inline_refs: inline every `$ref` (recursive ones become `{}` and are reported) instead
             of keeping them pointed at one root `$defs`.
+        bare_refs: a kept `$ref` may have no other keyword beside it (OpenAI strict mode): a
+            reference with a description is inlined, with the description; a recursive one,
+            which cannot be, loses its siblings (reported).
         target: the target's name, used in loss reasons.
     """
 
     inline_refs: bool = False
+    bare_refs: bool = False
     target: str = "JSON Schema 2020-12"
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
@@ -172,6 +176,10 @@ class SchemaWalker:
 
     def transform(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         """Rewrite one node after its children were walked; report losses with `loss()`."""
+        return node
+
+    def boolean(self, node: bool, pointer: str) -> Any:
+        """A boolean subschema (`true`: anything, `false`: nothing). Default: kept."""
         return node
 
     # --- helpers for subclasses -------------------------------------------------------------
@@ -280,7 +288,7 @@ class SchemaWalker:
 
     def _node(self, node: Any, pointer: str, stack: tuple[str, ...], depth: int) -> Any:
         if isinstance(node, bool):
-            return node
+            return self.boolean(node, pointer)
         if not isinstance(node, Mapping):
             self.loss(pointer, "", Action.DROPPED, "not a schema (neither an object nor a bool)")
             return {}
@@ -288,9 +296,23 @@ class SchemaWalker:
             self.loss(pointer, "", Action.DROPPED, "schema nested too deeply")
             return {}
         if "$ref" in node:
-            kept = self._kept_ref(node["$ref"])
+            ref = node["$ref"]
+            alone = not self.bare_refs or len(node) == 1
+            if not alone and isinstance(ref, str) and self._def_name(ref) not in (None, *stack):
+                return self._inline(node, pointer, stack, depth)  # (its siblings with it)
+            kept = self._kept_ref(ref)
             if kept is None:
                 return self._inline(node, pointer, stack, depth)
+            if not alone:
+                for keyword in sorted(k for k in node if k != "$ref"):
+                    self.loss(
+                        pointer + _esc(keyword),
+                        keyword,
+                        Action.DROPPED,
+                        f"{self.target} takes no keyword beside a $ref, and this recursive "
+                        "reference cannot be inlined",
+                    )
+                node = {"$ref": ref}
             node = {**node, "$ref": kept}
         out: dict[str, Any] = {}
         moved: list[tuple[str, Any]] = []
