@@ -156,3 +156,20 @@ def test_names_gemini_accepts_are_kept_up_to_128_characters_dots_and_colons_incl
     assert Gemini().safe_name(long_name) == long_name
     rewritten = Gemini().safe_name("crm.find account/" + "y" * 200)
     assert len(rewritten) == 128 and rewritten.startswith("crm.find_account_")
+
+
+def test_a_result_holding_nan_or_infinity_is_sent_as_json() -> None:
+    # The in-memory ledger keeps a tool's float('nan') as it is; JSON has no NaN.
+    import json
+
+    result = ToolResult(
+        call_id="c1",
+        tool="ratio",
+        status=CallStatus.SUCCEEDED,
+        data={"ratio": float("nan"), "top": [float("inf"), 1.5], "label": "NaN BaNaNa"},
+    )
+    body = Gemini().format_result(result)["functionResponse"]["response"]
+    text = json.dumps(body, allow_nan=False)
+    assert json.loads(text) == {
+        "output": {"ratio": None, "top": [None, 1.5], "label": "NaN BaNaNa"}
+    }

@@ -77,3 +77,13 @@ def test_an_output_schema_that_is_not_an_object_is_left_out_and_reported() -> No
     )
     assert kept.value["outputSchema"] == {"type": "object", "properties": {}}
     assert kept.losses == ()
+
+
+def test_structured_content_holding_nan_is_sent_as_json() -> None:
+    import json
+
+    result = ToolResult(
+        call_id="c1", tool="stats", status=CallStatus.SUCCEEDED, data={"mean": float("nan")}
+    )
+    out = MCP().format_result(result)
+    assert json.loads(json.dumps(out["structuredContent"], allow_nan=False)) == {"mean": None}

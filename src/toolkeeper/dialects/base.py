@@ -149,6 +149,18 @@ def result_text(result: ToolResult) -> str:
     return json.dumps(result.data, ensure_ascii=False, default=str)
 
 
+def wire_data(value: Any) -> Any:
+    """`value` as JSON can carry it: NaN and infinities (which a tool may return, and the
+    in-memory ledger keeps) become null, as JSON encoders that take them write them."""
+    try:
+        json.dumps(value, allow_nan=False, default=str)
+    except ValueError:
+        return json.loads(json.dumps(value, default=str), parse_constant=lambda _: None)
+    except (TypeError, RecursionError):
+        return value
+    return value
+
+
 def _hash(text: str, size: int = 8) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:size]
 

@@ -25,6 +25,7 @@ from .base import (
     items_of,
     mapping,
     plain,
+    wire_data,
 )
 from .schemas import FullSchema, GeminiSchema, full_schema, nullable, object_root
 
@@ -150,7 +151,7 @@ class Gemini(Dialect):
         if result.error is not None:
             body: dict[str, Any] = {"error": result.error.to_dict()}
         else:
-            body = {"output": result.data}
+            body = {"output": wire_data(result.data)}
         # The name the model called: Gemini pairs an id-less response with its call by name.
         response: dict[str, Any] = {
             "name": self.exported_name(result.tool, tools),

@@ -24,6 +24,7 @@ from .base import (
     mapping,
     plain,
     result_text,
+    wire_data,
 )
 from .schemas import FullSchema, full_schema, object_root, types_of
 
@@ -136,7 +137,7 @@ class MCP(Dialect):
     ) -> dict[str, Any]:
         out: dict[str, Any] = {"content": [{"type": "text", "text": result_text(result)}]}
         if result.error is None and isinstance(result.data, Mapping):
-            out["structuredContent"] = dict(result.data)
+            out["structuredContent"] = wire_data(dict(result.data))
         out["isError"] = result.error is not None
         return out
 
