@@ -150,6 +150,7 @@ class Keeper:
         self._portal_lock = threading.Lock()
         self._open_lock: anyio.Lock | None = None
         self._selector: Selector | None = None
+        self._selector_lock = threading.Lock()
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -331,9 +332,11 @@ class Keeper:
     def selector(self) -> Selector:
         """The search index over this keeper's catalog, built on first use, following it."""
         if self._selector is None:
-            from .retrieval import Selector
+            with self._selector_lock:  # two threads' first selections build one index
+                if self._selector is None:
+                    from .retrieval import Selector
 
-            self._selector = Selector.default(self.catalog)
+                    self._selector = Selector.default(self.catalog)
         return self._selector
 
     def select(

@@ -171,3 +171,18 @@ def test_an_index_update_that_fails_leaves_the_selector_working() -> None:
     names = selector.select("cancel an order", k=5, abstain=False).names
     assert "cancel_order" not in names and len(names) > 0
     selector.close()
+
+
+def test_vectors_cut_at_another_length_are_cached_apart(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    text = ["word " * 60 + "refund the damaged order to the customer's card"]
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    short = MiniLMEmbedder(max_length=16)
+    cut = cache.embed(short, text)
+    full = MiniLMEmbedder()
+    assert short.model_id != full.model_id
+    misses = cache.misses
+    kept = cache.embed(full, text)
+    assert cache.misses == misses + 1  # embedded anew, not the 16-token vector
+    assert np.allclose(kept, full.embed(text), atol=1e-5)
+    assert not np.allclose(kept, cut, atol=1e-2)

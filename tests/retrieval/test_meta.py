@@ -243,3 +243,40 @@ def test_a_meta_tool_that_replaces_an_indexed_tool_leaves_no_stale_entry() -> No
         keeper.add(tool)
     assert "call_tool" not in selector.select("call the customer", k=3, abstain=False).names
     selector.close()
+
+
+def test_first_selections_on_two_threads_build_one_index(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
+    keeper = Keeper(ledger="memory://")
+
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return city
+
+    keeper.add_function(get_weather, effect="read_only")
+    built: list[object] = []
+    default = Selector.default
+
+    def counting(*args: Any, **kwargs: Any) -> Selector:
+        built.append(args)
+        return default(*args, **kwargs)
+
+    monkeypatch.setattr(Selector, "default", counting)
+    start = threading.Barrier(2)
+
+    def first_select() -> None:
+        start.wait()
+        keeper.select("weather in Lisbon", principal=USER)
+
+    threads = [threading.Thread(target=first_select) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(built) == 1
+    keeper.close_sync()

