@@ -179,6 +179,37 @@ async def test_progressive_principal_sees_meta_tools_and_calls_through_them(
     assert (record.tool, record.principal_id) == ("demo.list_notes", "carol")
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_call_tool_asks_for_approval_as_a_direct_call_does(
+    http_client: ClientFactory, deployment: Deployment, mode: str
+) -> None:
+    asked: list[str] = []
+    async with http_client(
+        TOKENS["carol"], elicitation_callback=answering(True, asked), mode=mode
+    ) as carol:
+        await carol.call_tool("call_tool", {"name": "demo.add_note", "arguments": {"text": "a"}})
+        cleared = await carol.call_tool("call_tool", {"name": "demo.clear_notes", "arguments": {}})
+    assert not cleared.is_error, cleared
+    assert cleared.content[0].text == "1 notes deleted"  # type: ignore[union-attr]
+    assert len(asked) == 1 and "demo.clear_notes" in asked[0]
+    [approval] = await deployment.keeper.store.list_approvals()
+    assert (approval.status, approval.decided_by) == (ApprovalStatus.APPROVED, "carol")
+
+
+async def test_call_tool_names_the_approval_in_meta_when_the_client_cannot_be_asked(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    async with http_client(TOKENS["carol"]) as carol:
+        asked = await carol.call_tool("call_tool", {"name": "demo.clear_notes", "arguments": {}})
+        approval_id = (asked.meta or {}).get("dev.toolkeeper/approval-id")
+        assert code_of(asked) == "APPROVAL_REQUIRED" and approval_id
+        await deployment.keeper.approvals.approve(approval_id, by="ops", note="fine")
+        ran = await carol.call_tool("call_tool", {"name": "demo.clear_notes", "arguments": {}})
+    assert not ran.is_error, ran
+    clears = [r for r in await deployment.keeper.store.list_calls() if r.tool == "demo.clear_notes"]
+    assert [(r.status, r.approval_id) for r in clears] == [(CallStatus.SUCCEEDED, approval_id)]
+
+
 async def test_a_client_call_id_in_meta_makes_its_retry_a_replay(
     http_client: ClientFactory, deployment: Deployment, tmp_path: Path
 ) -> None:

@@ -26,12 +26,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..catalog.registry import Tool
 from ..core.errors import ErrorCode
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects.mcp import MCP
 from ..keeper import Keeper
 from ..policy.grants import may_use
+from ..retrieval.meta import CALL_TOOL
 from ..retrieval.selector import Connected
 from .call_ids import CallIds
 from .progressive import MetaTools
@@ -199,6 +201,13 @@ class Gateway:
         if who.exposure == "progressive":
             if not self._meta_tools.is_meta(params.name):
                 raise MCPError(mcp_types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+            if params.name == CALL_TOOL:
+                # Run as a direct call of the tool it names: approval questions, the approval
+                # id and the error details come back as they would from that tool.
+                target = self._meta_tools.target(who.principal, params.arguments or {})
+                if isinstance(target, ToolResult):
+                    return self._wire(target, None)
+                return await self._direct(who, target[0], target[1], params, client)
             result = await self._meta_tools.call(who.principal, params.name, params.arguments or {})
             return self._wire(result, None)
         tool = self.keeper.catalog.get(params.name)
@@ -208,8 +217,19 @@ class Gateway:
             tool = self.keeper.catalog.get(original) if original != params.name else None
         if tool is None or not may_use(who.principal, tool.spec):
             raise MCPError(mcp_types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        return await self._direct(who, tool, params.arguments or {}, params, client)
+
+    async def _direct(
+        self,
+        who: GatewayPrincipal,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        params: mcp_types.CallToolRequestParams,
+        client: ClientView | None,
+    ) -> dict[str, Any] | mcp_types.InputRequiredResult:
+        """Run one call of `tool`, asking the client's user when it needs an approval."""
         meta = dict(params.meta or {})
-        call, result = await self._run(who, tool.spec.name, params.arguments or {}, meta)
+        call, result = await self._run(who, tool.spec.name, arguments, meta)
         if _needs_approval(result) and who.approve_by_elicitation and client is not None:
             asked = await self._ask(client, params, call, result)
             if isinstance(asked, mcp_types.InputRequiredResult):

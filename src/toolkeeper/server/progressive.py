@@ -23,7 +23,7 @@ from ..core.signals import ToolFailed
 from ..core.states import CallStatus
 from ..core.values import CallContext, Principal, ToolCall, ToolResult, ToolSpec
 from ..keeper import Keeper
-from ..retrieval.meta import META_TOOL_NAMES, meta_specs, meta_tools
+from ..retrieval.meta import CALL_TOOL, META_TOOL_NAMES, meta_specs, meta_tools
 from ..retrieval.selector import Connected, Selector
 from ..schema.validate import compile_validator
 
@@ -44,6 +44,7 @@ class MetaTools:
         self._connected = connected
         """Whether a tool source is connected now: tools of one that is not are never shown."""
         self._tools: dict[str, Tool] | None = None
+        self._selector: Selector | None = None
         self._specs = tuple(meta_specs())
 
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -54,25 +55,40 @@ class MetaTools:
         """Whether `name` is one of the meta-tools."""
         return name in META_TOOL_NAMES
 
+    def _built(self) -> tuple[dict[str, Tool], Selector]:
+        if self._tools is None or self._selector is None:
+            self._selector = _selector(self._keeper.catalog, self._connected)
+            tools = meta_tools(self._selector, self._run, call_permission=None)
+            self._tools = {t.name: t for t in tools}
+        return self._tools, self._selector
+
+    def target(
+        self, principal: Principal, arguments: Mapping[str, Any]
+    ) -> tuple[Tool, dict[str, Any]] | ToolResult:
+        """The tool and arguments a `call_tool` call names, or its refusal: the gateway runs
+        it as a direct call of that tool (approval questions included)."""
+        tools, selector = self._built()
+        refused = _invalid(tools[CALL_TOOL], arguments)
+        if refused is not None:
+            return refused
+        name = str(arguments["name"])
+        if name in META_TOOL_NAMES:
+            return _error(CALL_TOOL, ErrorCode.TOOL_ERROR, "call_tool cannot call a discovery tool")
+        tool = self._keeper.catalog.get(name)
+        if tool is None or name not in selector.allowed(principal):
+            # Same answer as for a name that does not exist: existence is not disclosed.
+            return _error(CALL_TOOL, ErrorCode.UNKNOWN_TOOL, f"no tool named {name!r}")
+        return tool, dict(arguments.get("arguments") or {})
+
     async def call(
         self, principal: Principal, name: str, arguments: Mapping[str, Any]
     ) -> ToolResult:
         """Answer one meta-tool call for `principal`."""
-        if self._tools is None:
-            selector = _selector(self._keeper.catalog, self._connected)
-            tools = meta_tools(selector, self._run, call_permission=None)
-            self._tools = {t.name: t for t in tools}
-        tool = self._tools[name]
-        violations = compile_validator(tool.spec.input_schema).violations(dict(arguments))
-        if violations:
-            # Worded and detailed as the executor words a refusal of arguments.
-            message = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:10])
-            error = ToolError.of(
-                ErrorCode.INVALID_ARGUMENTS,
-                message,
-                details={"violations": [v.to_dict() for v in violations]},
-            )
-            return ToolResult(call_id="", tool=name, status=CallStatus.REJECTED, error=error)
+        tools, _ = self._built()
+        tool = tools[name]
+        refused = _invalid(tool, arguments)
+        if refused is not None:
+            return refused
         ctx = CallContext(
             call_id=f"meta-{uuid.uuid4().hex}",
             task_id=f"mcp:{principal.id}",
@@ -107,6 +123,21 @@ def _selector(catalog: Any, connected: Connected | None) -> Selector:
             exc,
         )
         return Selector.for_catalog(catalog, embedder=None, connected=connected)
+
+
+def _invalid(tool: Tool, arguments: Mapping[str, Any]) -> ToolResult | None:
+    """The refusal of arguments that do not fit a meta-tool's schema, worded and detailed as
+    the executor words such a refusal; None when they fit."""
+    violations = compile_validator(tool.spec.input_schema).violations(dict(arguments))
+    if not violations:
+        return None
+    message = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:10])
+    error = ToolError.of(
+        ErrorCode.INVALID_ARGUMENTS,
+        message,
+        details={"violations": [v.to_dict() for v in violations]},
+    )
+    return ToolResult(call_id="", tool=tool.spec.name, status=CallStatus.REJECTED, error=error)
 
 
 def _error(name: str, code: ErrorCode, message: str) -> ToolResult:
