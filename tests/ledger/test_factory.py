@@ -57,3 +57,15 @@ def test_a_bare_memory_word_is_refused_not_made_a_file(
         open_store(url)
     assert isinstance(open_store("./memory"), SQLiteStore)  # a file is still one ./ away
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite:/x.db", "sqlite:x.db", "SQLite:/abs/x.db", "postgresql:/db", "postgres:u@h/db"]
+)
+def test_a_url_missing_its_slashes_is_refused_not_made_a_strange_path(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match="lacks the //"):
+        open_store(url)
+    assert list(tmp_path.iterdir()) == []

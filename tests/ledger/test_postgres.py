@@ -89,3 +89,33 @@ def test_the_repr_never_shows_a_password() -> None:
     store = PostgresStore("postgresql://u:s3cret@db.example:5433/prod", schema="ledger")
     assert "s3cret" not in repr(store)
     assert "db.example:5433/prod" in repr(store)
+
+
+async def test_a_store_that_must_not_create_refuses_a_schema_without_a_ledger(
+    pg_schema: str,
+) -> None:
+    # What `toolkeeper ledger list` / `approvals list` open: a mistyped database or schema
+    # must be an error, never an empty ledger made on the spot.
+    absent = PostgresStore(postgres_url(), schema=pg_schema, create=False)
+    with pytest.raises(StoreError, match="no ledger in schema"):
+        await absent.open()
+    await absent.aclose()
+    import psycopg
+
+    with psycopg.connect(postgres_url()) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (pg_schema,)
+        ).fetchone()
+    assert found is None  # nothing was made
+    async with PostgresStore(postgres_url(), schema=pg_schema):  # created the usual way
+        pass
+    existing = PostgresStore(postgres_url(), schema=pg_schema, create=False)
+    async with existing:
+        assert await existing.list_calls() == []
+
+
+def test_the_url_of_a_reading_command_opens_a_store_that_does_not_create() -> None:
+    from toolkeeper.ledger import open_store
+
+    store = open_store(postgres_url(), create=False)
+    assert isinstance(store, PostgresStore) and store.create is False

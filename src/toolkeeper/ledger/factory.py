@@ -13,6 +13,7 @@ DEFAULT_LEDGER_URL = "sqlite:///./toolkeeper.db"
 """The embedded default: a SQLite file in the working directory."""
 
 _SQLITE = "sqlite://"
+_SCHEMES = frozenset({"sqlite", "postgres", "postgresql", "memory"})
 _MEMORY_SLIPS = frozenset({"memory", "mem", "in-memory", "inmemory"})
 """Plain words that mean the in-memory ledger to whoever writes them, not a file path."""
 
@@ -40,7 +41,7 @@ def open_store(url: str, *, create: bool = True) -> LedgerStore:
     if url.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresStore
 
-        return PostgresStore(url)
+        return PostgresStore(url, create=create)
     if url.startswith(_SQLITE):
         rest = url[len(_SQLITE) :]
         path = rest[1:] if rest.startswith("/") else ""
@@ -56,6 +57,17 @@ def open_store(url: str, *, create: bool = True) -> LedgerStore:
         raise ConfigurationError(
             f"ledger {url!r} would be a SQLite file of that name: write memory:// for an "
             f"in-memory ledger, or ./{url.strip()} if a file is meant"
+        )
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme in _SCHEMES and "://" not in url:
+        # `sqlite:/x.db` would be a folder named "sqlite:" holding x.db.
+        raise ConfigurationError(
+            f"ledger URL {url!r} lacks the // after {scheme}: write "
+            + (
+                "sqlite:///relative.db or sqlite:////absolute.db"
+                if scheme == "sqlite"
+                else f"{scheme}://..."
+            )
         )
     if "://" in url or not url.strip():
         raise ConfigurationError(

@@ -82,6 +82,9 @@ class PostgresStore:
             each here): a crash of this process still loses nothing, but a crash of the
             database server or its host may lose the last fraction of a second of writes,
             like SQLite's `synchronous=NORMAL`. Keep True when in doubt.
+        create: When False, `open` refuses a database (or schema) that holds no ledger
+            (`StoreError`) instead of creating its tables: what a command that only inspects
+            a ledger wants, where a mistyped database name would otherwise read as empty.
 
     Raises:
         ConfigurationError: `schema` is not a plain lower-case SQL identifier.
@@ -96,11 +99,13 @@ class PostgresStore:
         max_size: int = 4,
         timeout: float = 10.0,
         synchronous_commit: bool = True,
+        create: bool = True,
     ) -> None:
         if schema is not None and not _IDENTIFIER.fullmatch(schema):
             raise ConfigurationError(f"not a plain SQL schema name: {schema!r}")
         self.url = url
         self.schema = schema
+        self.create = create
         self._timeout = timeout
         options = [] if synchronous_commit else ["-c synchronous_commit=off"]
         if schema is not None:
@@ -180,6 +185,16 @@ class PostgresStore:
         async with conn.transaction():
             # One lock per schema: two processes opening at once take turns.
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.schema or ""),))
+            if not self.create:
+                name = f"{self.schema}.schema_version" if self.schema else "schema_version"
+                cur = await conn.execute("SELECT to_regclass(%s)", (name,))
+                found = await cur.fetchone()
+                if found is None or found[0] is None:
+                    where = f"schema {self.schema!r}" if self.schema else "this database"
+                    raise StoreError(
+                        f"no ledger in {where} at {self!r}: it holds no toolkeeper tables "
+                        "(check the database and schema names)"
+                    )
             if self.schema is not None:
                 await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             await conn.execute(SCHEMA_VERSION_DDL)
