@@ -8,6 +8,10 @@
 - `odd name` (read-only) has a name MCP clients cannot call as it is.
 - `refuse` (a write too) answers with the JSON-RPC error -32000, the code servers commonly use
   for their own errors (and the SDK for a closed connection), without doing anything.
+- `garbled` (a write) does its write, then answers with a result that is no `CallToolResult`
+  (`content` a string), as a buggy server does.
+- `change` (read-only) announces a changed tool list: `{"then": "fail"}` makes the next
+  `tools/list` fail once, `{"then": "add"}` adds the tool `late` to it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ ODD = {
     "inputSchema": {"type": "object", "properties": {}},
     "annotations": {"readOnlyHint": True},
 }
+GARBLED = {**TOOL, "name": "garbled", "description": "Record a request, answer garbled."}
+CHANGE = {
+    "name": "change",
+    "description": "Announce a changed tool list.",
+    "inputSchema": {"type": "object", "properties": {"then": {"enum": ["fail", "add"]}}},
+    "annotations": {"readOnlyHint": True},
+}
+LATE = {**ODD, "name": "late", "description": "A tool added at run time."}
+STATE = {"fail_list": False, "late": False}
 REPORT = {
     **TOOL,
     "name": "report",
@@ -48,7 +61,10 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         info = {"name": "raw-upstream", "version": "1.0"}
         return {"protocolVersion": PROTOCOL, "capabilities": {"tools": {}}, "serverInfo": info}
     if method == "tools/list":
-        return {"tools": [TOOL, REFUSE, REPORT, ODD]}
+        return {"tools": [TOOL, REFUSE, REPORT, ODD, GARBLED, CHANGE, *([LATE] * STATE["late"])]}
+    if method == "tools/call" and params["name"] == "change":
+        STATE["fail_list" if params["arguments"]["then"] == "fail" else "late"] = True
+        return {"content": [{"type": "text", "text": "changed"}], "isError": False}
     if method == "tools/call" and params["name"] == "odd name":
         return {"content": [{"type": "text", "text": "odd"}], "isError": False}
     if method == "tools/call":
@@ -57,6 +73,8 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         text = "smile \U0001f600".encode("utf-16-le")[:-2].decode("utf-16-le", "surrogatepass")
         if params["name"] == "report":
             text = "1 line recorded"
+        if params["name"] == "garbled":
+            return {"content": "done", "isError": False}
         return {"content": [{"type": "text", "text": text}], "isError": False}
     return {}
 
@@ -65,9 +83,16 @@ for line in sys.stdin:
     request = json.loads(line)
     if "id" in request and "method" in request:
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
-        if (request.get("params") or {}).get("name") == "refuse":
+        name = (request.get("params") or {}).get("name")
+        if name == "refuse":
             reply["error"] = {"code": -32000, "message": "the ledger service said no"}
+        elif request["method"] == "tools/list" and STATE["fail_list"]:
+            STATE["fail_list"] = False
+            reply["error"] = {"code": -32603, "message": "the tool registry is reloading"}
         else:
             reply["result"] = answer(request)
         sys.stdout.write(json.dumps(reply) + "\n")  # ensure_ascii: "\ud83d" stays an escape
+        if name == "change":
+            changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+            sys.stdout.write(json.dumps(changed) + "\n")
         sys.stdout.flush()

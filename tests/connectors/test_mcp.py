@@ -301,6 +301,50 @@ async def test_a_servers_own_error_is_a_tool_error_not_a_lost_connection(tmp_pat
     assert still
 
 
+RAW = str(Path(__file__).with_name("raw_upstream.py"))
+RAW_AGENT = Principal(id="agent", grants=frozenset({"raw:*"}))
+
+
+async def test_a_write_answered_with_a_malformed_result_is_recorded_as_done_never_failed(
+    tmp_path: Path,
+) -> None:
+    # The write ran; FAILED would invite the same write again under a new call id.
+    effects = tmp_path / "effects.txt"
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    params = UpstreamParams(name="raw", command=sys.executable, args=(RAW,), protocol="legacy")
+    call = ToolCall(
+        call_id="c1", name="raw.garbled", arguments={"path": str(effects)}, principal=RAW_AGENT
+    )
+    with anyio.fail_after(30):
+        async with keeper, McpUpstream(params, keeper.catalog):
+            result = await keeper.execute(call)
+            [record] = await keeper.store.list_calls()
+    assert result.status is CallStatus.SUCCEEDED, result.error
+    assert "not a valid MCP tools/call result" in str(result.data)
+    assert record.status is CallStatus.SUCCEEDED
+    assert effects.read_text() == "called\n"
+
+
+async def test_a_failed_refresh_of_the_tool_list_keeps_the_connection_and_its_tools(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    catalog = Catalog()
+    params = UpstreamParams(name="raw", command=sys.executable, args=(RAW,), protocol="legacy")
+    added = anyio.Event()
+    catalog.subscribe(
+        lambda e: added.set() if e.kind is ChangeKind.ADDED and e.tool.name == "raw.late" else None
+    )
+    with anyio.fail_after(30):
+        async with McpUpstream(params, catalog) as upstream:
+            change = spec_of(catalog, "raw.change")
+            await upstream.invoke(change, {"then": "fail"}, ctx(change))  # next listing fails
+            await upstream.invoke(change, {"then": "add"}, ctx(change))
+            await added.wait()  # the refresh after the failed one
+            assert upstream.connects == 1  # never restarted (calls in flight go on)
+            assert "raw.snippet" in upstream.tool_names
+    assert "refreshing its tool list failed" in caplog.text
+
+
 async def test_an_upstream_never_replaces_another_sources_tool(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

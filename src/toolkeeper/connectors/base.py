@@ -44,12 +44,19 @@ class UpstreamUnavailable(ToolSignal):
 
 
 class UnrecordableResult(Exception):
-    """The attempt finished and the tool ran, but what it returned is not JSON data (nested
-    too deeply, say). The call is recorded as succeeded, with a note in place of its data."""
+    """The attempt finished and the tool ran, but what it returned cannot be recorded: it is
+    not JSON data (nested too deeply, say), or an upstream's answer that is not a result of its
+    protocol. The call is recorded as succeeded, with a note in place of its data.
 
-    def __init__(self, reason: str) -> None:
+    Args:
+        reason: What is wrong, for the log.
+        what: What the note tells the model about the result ("is not JSON data ...").
+    """
+
+    def __init__(self, reason: str, *, what: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.what = what
 
 
 @runtime_checkable

@@ -45,7 +45,7 @@ from ..core.values import CallContext, Effect, ToolSpec
 from ..dialects.mcp import MCP
 from ._mcp_pipe import CallLane, LaneClosed, PeerError, PipeTransport
 from ._mcp_streams import WatchedTransport
-from .base import UpstreamUnavailable
+from .base import UnrecordableResult, UpstreamUnavailable
 
 try:
     import mcp_types
@@ -294,6 +294,11 @@ class McpUpstream:
                 result = _call_result(raw)
             else:
                 result = await self._call_on_session(client, name, arguments, meta, timeout)
+        except ValidationError as exc:  # the session's: an answer that is not a CallToolResult
+            raise UnrecordableResult(
+                f"the upstream sent a malformed tools/call result: {exc.errors()[:1]}",
+                what="is not a valid MCP tools/call result",
+            ) from exc
         except LaneClosed as exc:
             self._wake.set()
             if not exc.sent:
@@ -433,12 +438,27 @@ class McpUpstream:
                 return
             async with client.listen(tools_list_changed=True) as sub:
                 async for _event in sub:
-                    await self._sync(client)
+                    await self._resync(client)
             return
         while True:
             await self._refresh.wait()
             self._refresh = anyio.Event()
+            await self._resync(client)
+
+    async def _resync(self, client: Client) -> None:
+        """Follow a change of the tool list; a refresh that fails keeps the tools listed
+        before (the connection, and the calls on it, go on) until the next change."""
+        try:
             await self._sync(client)
+        except Exception as exc:
+            cause = sole_cause(exc)
+            logger.warning(
+                "upstream %r: refreshing its tool list failed (%s: %s); keeping the tools "
+                "it listed before",
+                self.params.name,
+                type(cause).__name__,
+                cause,
+            )
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
@@ -532,8 +552,10 @@ def _call_result(raw: Mapping[str, Any]) -> mcp_types.CallToolResult:
     """The `CallToolResult` of a raw `tools/call` result.
 
     Raises:
-        ToolFailed: the server asked for input (only a user could give it) or sent a result
-            that is not a `CallToolResult`.
+        ToolFailed: the server asked for input (only a user could give it), or said in an
+            answer that is not a `CallToolResult` that the call failed.
+        UnrecordableResult: the server answered the call with something that is not a
+            `CallToolResult`: the call ran (its effect may be done), its result is unreadable.
     """
     if raw.get("resultType", "complete") != "complete":
         kind = raw.get("resultType")
@@ -541,7 +563,12 @@ def _call_result(raw: Mapping[str, Any]) -> mcp_types.CallToolResult:
     try:
         return mcp_types.CallToolResult.model_validate(raw, by_name=False)
     except ValidationError as exc:
-        raise ToolFailed("the upstream sent a malformed tools/call result") from exc
+        if raw.get("isError") is True:
+            raise ToolFailed("the upstream reported an error in a malformed result") from exc
+        raise UnrecordableResult(
+            f"the upstream sent a malformed tools/call result: {exc.errors()[:1]}",
+            what="is not a valid MCP tools/call result",
+        ) from exc
 
 
 def _http(p: UpstreamParams, refused: Callable[[int], None]) -> Any:

@@ -101,7 +101,8 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, exc.reason, retryable=True)
         return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
     except UnrecordableResult as exc:
-        return _Outcome(status=CallStatus.SUCCEEDED, data=_unrecordable(spec.name, exc.reason))
+        note = _unrecordable(spec.name, exc.reason, exc.what)
+        return _Outcome(status=CallStatus.SUCCEEDED, data=note)
     except ApprovalRequired as exc:
         if ctx.approval_id is not None:
             error = ToolError.of(ErrorCode.TOOL_ERROR, "the tool asked for approval again")
@@ -182,13 +183,13 @@ async def _invoke(rt: Runtime, st: CallState, ctx: CallContext) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _unrecordable(name: str, reason: str) -> str:
-    """What is recorded and shown instead of a result that is not JSON data: the call ran."""
-    _log.warning("the result of %s is not JSON data and is not recorded: %s", name, reason)
-    return (
-        f"{name} ran and finished, but its result is not JSON data (nested too deeply, or of "
-        "a type JSON cannot hold), so it is not shown"
-    )
+_NOT_JSON = "is not JSON data (nested too deeply, or of a type JSON cannot hold)"
+
+
+def _unrecordable(name: str, reason: str, what: str | None = None) -> str:
+    """What is recorded and shown instead of a result that cannot be: the call ran."""
+    _log.warning("the result of %s is not recorded: %s", name, reason)
+    return f"{name} ran and finished, but its result {what or _NOT_JSON}, so it is not shown"
 
 
 def _timed_out(name: str, timeout: float) -> _Outcome:
