@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -273,3 +274,29 @@ grants = ["raw:*"]
         "raw.report": CallStatus.SUCCEEDED,
         "raw.odd name": CallStatus.SUCCEEDED,
     }
+
+
+async def test_sigterm_stops_the_stdio_gateway_with_calls_in_flight_recorded(
+    config_file: Path, tmp_path: Path
+) -> None:
+    params = stdio_server(config_file)
+    with anyio.fail_after(60):
+        async with await anyio.open_process(
+            [params.command, *params.args],
+            env={**os.environ, **(params.env or {})},
+            stderr=subprocess.PIPE,
+        ) as process:
+            gw = RawSession(process)
+            await gw.send({"id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}})
+            await gw.answer(1)
+            await gw.call(2, "t.hang", {}, **ENVELOPE)
+            await gw.call(3, "t.echo", {"text": "hi"}, **ENVELOPE)
+            await gw.answer(3)
+            process.send_signal(signal.SIGTERM)
+            code = await process.wait()
+            assert process.stderr is not None
+            errors = b"".join([chunk async for chunk in process.stderr]).decode()
+    assert code == 0, errors
+    assert "Traceback" not in errors
+    statuses = {r.tool: r.status for r in await calls_in(tmp_path)}
+    assert statuses == {"t.echo": CallStatus.SUCCEEDED, "t.hang": CallStatus.CANCELLED}

@@ -104,6 +104,7 @@ async def serve_stdio(gateway: Gateway, principal: GatewayPrincipal) -> None:
     try:
         async with anyio.create_task_group() as tg, stdio_transport() as (read, write):
             tg.start_soon(changes.run)
+            tg.start_soon(_stop_on_sigterm, tg.cancel_scope)
             if isinstance(read, LineReader) and isinstance(write, LineWriter):
                 calls = FastCalls(
                     gateway,
@@ -117,6 +118,18 @@ async def serve_stdio(gateway: Gateway, principal: GatewayPrincipal) -> None:
             tg.cancel_scope.cancel()
     finally:
         changes.close()
+
+
+async def _stop_on_sigterm(scope: anyio.CancelScope) -> None:
+    """SIGTERM stops the stdio server as Ctrl-C does: calls in flight are cancelled and their
+    ends recorded (by default the signal killed the process, leaving them RUNNING)."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # (signals reach the main thread only; an embedding program handles its own)
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            logger.info("SIGTERM: stopping")
+            scope.cancel()
+            return
 
 
 class TokenVerifier:
