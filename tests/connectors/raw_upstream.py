@@ -10,6 +10,7 @@
   for their own errors (and the SDK for a closed connection), without doing anything.
 - `garbled` (a write) does its write, then answers with a result that is no `CallToolResult`
   (`content` a string), as a buggy server does.
+- `huge` (a write) does its write, then answers with 65 MiB of text: more than a line may be.
 - `change` (read-only) announces a changed tool list: `{"then": "fail"}` makes the next
   `tools/list` fail once, `{"then": "add"}` adds the tool `late` to it.
 """
@@ -45,6 +46,7 @@ CHANGE = {
     "inputSchema": {"type": "object", "properties": {"then": {"enum": ["fail", "add"]}}},
     "annotations": {"readOnlyHint": True},
 }
+HUGE = {**TOOL, "name": "huge", "description": "Record a request, answer at length."}
 LATE = {**ODD, "name": "late", "description": "A tool added at run time."}
 STATE = {"fail_list": False, "late": False}
 REPORT = {
@@ -61,7 +63,9 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         info = {"name": "raw-upstream", "version": "1.0"}
         return {"protocolVersion": PROTOCOL, "capabilities": {"tools": {}}, "serverInfo": info}
     if method == "tools/list":
-        return {"tools": [TOOL, REFUSE, REPORT, ODD, GARBLED, CHANGE, *([LATE] * STATE["late"])]}
+        return {
+            "tools": [TOOL, REFUSE, REPORT, ODD, GARBLED, HUGE, CHANGE, *([LATE] * STATE["late"])]
+        }
     if method == "tools/call" and params["name"] == "change":
         STATE["fail_list" if params["arguments"]["then"] == "fail" else "late"] = True
         return {"content": [{"type": "text", "text": "changed"}], "isError": False}
@@ -75,6 +79,8 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
             text = "1 line recorded"
         if params["name"] == "garbled":
             return {"content": "done", "isError": False}
+        if params["name"] == "huge":
+            text = "x" * (65 * 2**20)
         return {"content": [{"type": "text", "text": text}], "isError": False}
     return {}
 

@@ -325,6 +325,31 @@ async def test_a_write_answered_with_a_malformed_result_is_recorded_as_done_neve
     assert effects.read_text() == "called\n"
 
 
+async def test_an_answer_longer_than_a_line_may_be_ends_the_call_at_once_as_done(
+    tmp_path: Path,
+) -> None:
+    # Dropped unread, it left the call waiting out its deadline: a read was run three times,
+    # a write ended UNKNOWN_OUTCOME although the server had answered.
+    effects = tmp_path / "effects.txt"
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    params = UpstreamParams(
+        name="raw", command=sys.executable, args=(RAW,), protocol="legacy", timeout=120
+    )
+    call = ToolCall(
+        call_id="c1", name="raw.huge", arguments={"path": str(effects)}, principal=RAW_AGENT
+    )
+    echo = ToolCall(call_id="c2", name="raw.odd name", arguments={}, principal=RAW_AGENT)
+    with anyio.fail_after(60):
+        async with keeper, McpUpstream(params, keeper.catalog) as upstream:
+            result = await keeper.execute(call)
+            after = await keeper.execute(echo)
+            still = upstream.connects
+    assert result.status is CallStatus.SUCCEEDED, result.error
+    assert "longer than the 64 MiB" in str(result.data)
+    assert after.data == "odd" and still == 1  # the connection goes on
+    assert effects.read_text() == "called\n"
+
+
 async def test_a_failed_refresh_of_the_tool_list_keeps_the_connection_and_its_tools(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

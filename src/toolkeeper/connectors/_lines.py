@@ -62,15 +62,19 @@ class LineReader(_Stream):
         self._reader = reader
         self.take: Callable[[Any], bool] | None = None
         self.at_end: Callable[[], None] | None = None
+        self.overlong: Callable[[bytes], None] | None = None
+        """Sees the first bytes of a line dropped for its length (to fail what it answered)."""
 
     async def receive(self) -> SessionMessage | Exception:
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
             try:
-                line = await self._reader.readline()
-            except ValueError as exc:  # a line over the limit: dropped, and said so
-                return exc
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as end:  # the pipe ended (mid-line, maybe)
+                line = end.partial
+            except asyncio.LimitOverrunError:  # a line over the limit: dropped, and said so
+                return await self._drop_line()
             if not line:
                 if self.at_end is not None:
                     self.at_end()
@@ -82,6 +86,22 @@ class LineReader(_Stream):
         except Exception as exc:
             return exc
         return SessionMessage(message)
+
+    async def _drop_line(self) -> Exception:
+        """Skip the rest of a line longer than `LINE_LIMIT`, showing its head to `overlong`."""
+        head = await self._reader.read(4096)
+        while b"\n" not in head:
+            try:
+                await self._reader.readuntil(b"\n")
+                break
+            except asyncio.LimitOverrunError as over:
+                await self._reader.readexactly(over.consumed)
+            except asyncio.IncompleteReadError:
+                break
+        logger.error("a message of more than %d bytes was dropped: %.80r", LINE_LIMIT, head)
+        if self.overlong is not None:
+            self.overlong(head)
+        return ValueError(f"a message longer than {LINE_LIMIT} bytes was dropped")
 
     @staticmethod
     def _taken(line: bytes, take: Callable[[Any], bool]) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from typing import Any, cast
@@ -37,12 +38,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ._lines import LINE_LIMIT, LineReader, LineWriter
 
-__all__ = ["CallLane", "LaneClosed", "PeerError", "PipeTransport"]
+__all__ = ["AnswerTooLarge", "CallLane", "LaneClosed", "PeerError", "PipeTransport"]
 
 logger = logging.getLogger(__name__)
 
 _ENCODE = msgspec.json.Encoder().encode
 _ENVELOPE = (PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY)
+_RESPONSE_ID = re.compile(rb'"id"\s*:\s*"(tk-\d+)"')
+"""The id of a lane request, in the first bytes of the line that answers it."""
 _EXIT_GRACE = 2.0
 """Seconds the server has to exit after its stdin closes, then again after SIGTERM."""
 
@@ -50,6 +53,11 @@ _EXIT_GRACE = 2.0
 class PeerError(MCPError):
     """The server answered the request with a JSON-RPC error: it is alive and said no (unlike
     the SDK's own CONNECTION_CLOSED, whose code a server may use for any error of its own)."""
+
+
+class AnswerTooLarge(Exception):
+    """The server answered, in a message longer than `LINE_LIMIT`: the call ran, its answer
+    was dropped unread."""
 
 
 class LaneClosed(Exception):
@@ -100,6 +108,14 @@ class CallLane:
         if not future.done():
             future.set_result(message)
         return True
+
+    def overlong(self, head: bytes) -> None:
+        """A line too long to read began with `head`: the call it answers fails with
+        `AnswerTooLarge` at once, rather than wait for its deadline."""
+        found = _RESPONSE_ID.search(head)
+        future = self._pending.get(found.group(1).decode()) if found else None
+        if future is not None and not future.done():
+            future.set_exception(AnswerTooLarge(f"the answer is longer than {LINE_LIMIT} bytes"))
 
     def close(self) -> None:
         """The connection ended: every call still waiting fails."""
@@ -204,6 +220,7 @@ class PipeTransport:
         reader, writer = LineReader(process.stdout), LineWriter(process.stdin)
         lane = CallLane(writer)
         reader.take, reader.at_end, writer.sent = lane.take, lane.close, lane.observe
+        reader.overlong = lane.overlong
         self.lane = lane
         return reader, writer
 

@@ -43,7 +43,8 @@ from ..core.retry import RetryPolicy
 from ..core.signals import OutcomeUnknown, ToolFailed
 from ..core.values import CallContext, Effect, ToolSpec
 from ..dialects.mcp import MCP
-from ._mcp_pipe import CallLane, LaneClosed, PeerError, PipeTransport
+from ._lines import LINE_LIMIT
+from ._mcp_pipe import AnswerTooLarge, CallLane, LaneClosed, PeerError, PipeTransport
 from ._mcp_streams import WatchedTransport
 from .base import UnrecordableResult, UpstreamUnavailable
 
@@ -298,6 +299,11 @@ class McpUpstream:
             raise UnrecordableResult(
                 f"the upstream sent a malformed tools/call result: {exc.errors()[:1]}",
                 what="is not a valid MCP tools/call result",
+            ) from exc
+        except AnswerTooLarge as exc:
+            raise UnrecordableResult(
+                f"upstream {self.params.name!r}: {exc}",
+                what=f"is longer than the {LINE_LIMIT // 2**20} MiB a message may be",
             ) from exc
         except LaneClosed as exc:
             self._wake.set()
