@@ -209,7 +209,7 @@ async def test_hung_upstream_times_out_by_the_deadline(
 
 
 async def test_upstream_killed_mid_call_is_lost_then_reconnected(
-    test_upstream: tuple[McpUpstream, Catalog], tmp_path: Path
+    test_upstream: tuple[McpUpstream, Catalog], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     upstream, catalog = test_upstream
     marker = tmp_path / "marker.txt"
@@ -224,6 +224,8 @@ async def test_upstream_killed_mid_call_is_lost_then_reconnected(
         await upstream.wait_connected()
     assert upstream.connects == 2
     assert (await upstream.invoke(echo, {"text": "back"}, ctx(echo)))["text"] == "back"
+    # An operator sees the server go, not only the reconnection that followed.
+    assert "upstream 't': the connection ended" in caplog.text
 
 
 async def test_unreachable_upstream_has_no_tools_and_refuses_calls() -> None:

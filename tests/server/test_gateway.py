@@ -263,3 +263,36 @@ async def test_several_upstreams_open_and_close_together(tmp_path: Path) -> None
             assert [u.connected for u in running.upstreams] == [True, True, True]
             names = {t.spec.name for t in running.keeper.catalog}
     assert {"t.echo", "u2.echo", "u3.echo"} <= names
+
+
+async def test_two_names_rewritten_alike_are_listed_apart_and_each_can_be_called(
+    tmp_path: Path,
+) -> None:
+    tools = tmp_path / "odd_tools.py"
+    tools.write_text(
+        "def register(keeper):\n"
+        "    @keeper.tool(name='odd.a b', effect='read_only', permissions=['odd:read'])\n"
+        "    def space() -> str:\n"
+        "        return 'space'\n"
+        "    @keeper.tool(name='odd.a:b', effect='read_only', permissions=['odd:read'])\n"
+        "    def colon() -> str:\n"
+        "        return 'colon'\n"
+    )
+    text = (
+        f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\n'
+        f'[[tools]]\nfile = "{tools}"\n'
+        '[principals.alice]\ntoken = "alice-token-1"\ngrants = ["odd:read"]\n'
+    )
+    config = parse_config(text, file="odd.toml", base_dir=str(tmp_path))
+    async with build(config) as running:
+        gateway = running.gateway
+        alice = gateway.principals["alice"]
+        names = [t.name for t in gateway.list_tools(alice).tools]
+        answers = []
+        for name in names:
+            params = mcp_types.CallToolRequestParams(name=name, arguments={})
+            answer = await gateway.answer(alice, params, None)
+            assert isinstance(answer, dict)
+            answers.append(answer["content"][0]["text"])
+    assert len(set(names)) == 2
+    assert sorted(answers) == ["colon", "space"]

@@ -400,6 +400,11 @@ class McpUpstream:
                             await self._serve(client)
                         finally:
                             self._on_lost()
+                        logger.warning(
+                            "upstream %r: the connection ended (the server exited or closed "
+                            "it); reconnecting",
+                            self.params.name,
+                        )
                 if connecting.cancelled_caught:
                     logger.warning(
                         "upstream %r: no connection within the timeout", self.params.name

@@ -155,18 +155,24 @@ class Gateway:
             specs: Sequence[ToolSpec] = self._meta_tools.specs()
         else:
             specs = self.visible(who.principal)
-        return mcp_types.ListToolsResult(tools=[self._export(s) for s in specs])
+        # Names unique in the list (two names rewritten alike get told apart), as `answer`
+        # maps them back.
+        names = self._dialect.wire_list(specs)
+        return mcp_types.ListToolsResult(
+            tools=[self._export(s, name) for s, name in zip(specs, names, strict=True)]
+        )
 
-    def _export(self, spec: ToolSpec) -> mcp_types.Tool:
+    def _export(self, spec: ToolSpec, name: str) -> mcp_types.Tool:
         hit = self._exported.get(id(spec))
         if hit is not None and hit[0] is spec:
-            return hit[1]
-        wire = dict(self._dialect.export_tool(spec).value)
-        if not _object_schema(spec.output_schema):
-            wire.pop("outputSchema", None)
-        tool = mcp_types.Tool.model_validate(wire)
-        self._exported[id(spec)] = (spec, tool)
-        return tool
+            tool = hit[1]
+        else:
+            wire = dict(self._dialect.export_tool(spec).value)
+            if not _object_schema(spec.output_schema):
+                wire.pop("outputSchema", None)
+            tool = mcp_types.Tool.model_validate(wire)
+            self._exported[id(spec)] = (spec, tool)
+        return tool if tool.name == name else tool.model_copy(update={"name": name})
 
     # tools/call ------------------------------------------------------------------------
 
