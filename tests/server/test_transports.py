@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -18,12 +19,13 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from toolkeeper.catalog import Catalog
+from toolkeeper.connectors.base import UpstreamUnavailable
 from toolkeeper.connectors.mcp import McpUpstream, UpstreamParams
 from toolkeeper.core import ANONYMOUS, CallContext, CallStatus, Principal, ToolSpec
 from toolkeeper.keeper import Keeper
 from toolkeeper.server import Deployment
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
-from toolkeeper.server.transports import http_app
+from toolkeeper.server.transports import http_app, serve_http
 
 from .conftest import ROOT, TOKENS, ClientFactory, config_text
 
@@ -243,6 +245,58 @@ async def test_the_gateway_is_itself_an_upstream_over_streamable_http(gateway_ur
         data = await upstream.invoke(tool.spec, {"text": "via http"}, upstream_context(tool.spec))
     assert data["text"] == "via http"
     assert "gw.demo.clear_notes" in {t.name for t in catalog}
+
+
+async def test_a_handshake_era_http_upstream_that_restarted_is_reconnected(
+    deployment: Deployment,
+) -> None:
+    """HTTP 404 to a request in a session: the server forgot it (it restarted). Every later
+    call failed "Session not found" until the gateway itself restarted."""
+    ports: list[int] = []
+
+    async def serve(port: int, started: anyio.Event, stop: anyio.Event, ended: anyio.Event) -> None:
+        def note(bound: int) -> None:
+            ports.append(bound)
+            started.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(serve_http, deployment.gateway, port=port, started=note))
+            await stop.wait()
+            tg.cancel_scope.cancel()
+        ended.set()
+
+    catalog = Catalog()
+    auth = {"Authorization": f"Bearer {TOKENS['alice']}"}
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            first = [anyio.Event() for _ in range(3)]
+            tg.start_soon(serve, 0, *first)
+            await first[0].wait()
+            params = UpstreamParams(
+                name="gw",
+                url=f"http://127.0.0.1:{ports[0]}/mcp",
+                headers=auth,
+                protocol="legacy",
+                connect_timeout=20,
+            )
+            async with McpUpstream(params, catalog) as upstream:
+                tool = catalog.get("gw.t.echo")
+                assert tool is not None
+                spec = tool.spec
+                await upstream.invoke(spec, {"text": "one"}, upstream_context(spec))
+                first[1].set()  # the server stops...
+                await first[2].wait()
+                second = [anyio.Event() for _ in range(3)]
+                tg.start_soon(serve, ports[0], *second)  # ...and starts again, sessions gone
+                await second[0].wait()
+                with pytest.raises(UpstreamUnavailable, match="forgot the session"):
+                    await upstream.invoke(spec, {"text": "two"}, upstream_context(spec))
+                await upstream.wait_connected()
+                data = await upstream.invoke(spec, {"text": "three"}, upstream_context(spec))
+                connects = upstream.connects
+            second[1].set()
+    assert data["text"] == "three"
+    assert connects == 2
 
 
 async def test_an_http_upstream_refusing_the_token_provides_no_tools_and_says_why(

@@ -199,6 +199,7 @@ class McpUpstream:
         self._names: set[str] = set()
         self._unknown_names: set[str] = set()
         self._refusal: int | None = None
+        self._session_gone = False
         self._exit: AsyncExitStack | None = None
         self._scope: anyio.CancelScope | None = None
         self.connects = 0
@@ -322,6 +323,14 @@ class McpUpstream:
                 raise OutcomeUnknown(f"upstream {self.params.name!r} closed mid-call") from exc
             if exc.code == mcp_types.REQUEST_TIMEOUT:
                 raise TimeoutError(f"upstream {self.params.name!r} did not answer") from exc
+            if self._session_gone:
+                # HTTP 404 to a request in a session: the server no longer knows it (it
+                # restarted) and ran nothing. The spec's answer: a new session.
+                self._session_gone = False
+                watch.mark_closed()
+                raise UpstreamUnavailable(
+                    f"upstream {self.params.name!r} restarted and forgot the session; reconnecting"
+                ) from exc
             raise ToolFailed(f"upstream error {exc.code}: {exc.message}") from exc
         if result.is_error:
             raise ToolFailed(_error_text(result))
@@ -359,6 +368,9 @@ class McpUpstream:
     def _note_refusal(self, status: int) -> None:
         self._refusal = status
 
+    def _note_session_gone(self) -> None:
+        self._session_gone = True
+
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
         p = self.params
@@ -368,7 +380,7 @@ class McpUpstream:
             lane_transport = inner if isinstance(inner, PipeTransport) else None
         else:
             assert p.url is not None
-            inner = _http(p, self._note_refusal)
+            inner = _http(p, self._note_refusal, self._note_session_gone)
         watch = WatchedTransport(inner, on_close=self._on_lost)
         client = Client(
             watch,
@@ -392,6 +404,7 @@ class McpUpstream:
                         await self._sync(client)
                         connecting.deadline = math.inf
                         self._client = client
+                        self._session_gone = False
                         self.connects += 1
                         attempt = 0
                         self._ready.set()
@@ -582,12 +595,14 @@ def _call_result(raw: Mapping[str, Any]) -> mcp_types.CallToolResult:
         ) from exc
 
 
-def _http(p: UpstreamParams, refused: Callable[[int], None]) -> Any:
+def _http(p: UpstreamParams, refused: Callable[[int], None], gone: Callable[[], None]) -> Any:
     import httpx2
 
     async def note(response: Any) -> None:
         if response.status_code in (401, 403):
             refused(response.status_code)  # the SDK reports it as "an error response" only
+        elif response.status_code == 404 and response.request.headers.get("mcp-session-id"):
+            gone()  # (the SDK reports it as a server's INVALID_REQUEST)
 
     assert p.url is not None
     http = httpx2.AsyncClient(
