@@ -7,11 +7,13 @@ process that dies in the middle of a call.
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
 from typing import Any
 
 import anyio
+import mcp_types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
@@ -35,6 +37,20 @@ def append_line(path: str, line: str) -> str:
     with open(path, "a", encoding="utf-8") as f:
         f.write(line + "\n")
     return "appended"
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 20).decode()
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def picture() -> mcp_types.CallToolResult:
+    """A caption and an image."""
+    return mcp_types.CallToolResult(
+        content=[
+            mcp_types.TextContent(type="text", text="a picture"),
+            mcp_types.ImageContent(type="image", data=PNG, mime_type="image/png"),
+        ]
+    )
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))

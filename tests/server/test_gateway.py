@@ -296,3 +296,15 @@ async def test_two_names_rewritten_alike_are_listed_apart_and_each_can_be_called
             answers.append(answer["content"][0]["text"])
     assert len(set(names)) == 2
     assert sorted(answers) == ["colon", "space"]
+
+
+async def test_an_upstreams_image_reaches_the_client_as_an_image(
+    http_client: ClientFactory,
+) -> None:
+    async with http_client(TOKENS["alice"]) as alice:
+        result = await alice.call_tool("t.picture", {})
+    assert not result.is_error, result
+    kinds = [type(block).__name__ for block in result.content]
+    assert kinds == ["TextContent", "ImageContent"]
+    image = result.content[1]
+    assert image.mime_type == "image/png" and image.data.startswith("iVBOR")  # type: ignore[union-attr]

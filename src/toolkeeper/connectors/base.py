@@ -33,6 +33,9 @@ class ToolOutput:
     """The result data shown to the model."""
     effect_ref: str | None = None
     """A reference to the side effect (an order id, a commit hash), kept in the ledger."""
+    content: tuple[Mapping[str, Any], ...] | None = None
+    """The result as MCP content blocks (images, resources), for an MCP client to get as they
+    are; the data stays what is recorded (a replay shows the data)."""
 
 
 class UpstreamUnavailable(ToolSignal):

@@ -46,7 +46,7 @@ from ..dialects.mcp import MCP
 from ._lines import LINE_LIMIT
 from ._mcp_pipe import AnswerTooLarge, CallLane, LaneClosed, PeerError, PipeTransport
 from ._mcp_streams import WatchedTransport
-from .base import UnrecordableResult, UpstreamUnavailable
+from .base import ToolOutput, UnrecordableResult, UpstreamUnavailable
 
 try:
     import mcp_types
@@ -334,7 +334,14 @@ class McpUpstream:
             raise ToolFailed(f"upstream error {exc.code}: {exc.message}") from exc
         if result.is_error:
             raise ToolFailed(_error_text(result))
-        return result_data(result)
+        data = result_data(result)
+        if any(not isinstance(b, mcp_types.TextContent) for b in result.content):
+            # Images, audio, resources: an MCP client gets them as they are.
+            blocks = tuple(
+                b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in result.content
+            )
+            return ToolOutput(data=data, content=blocks)
+        return data
 
     async def _call_on_session(
         self,

@@ -19,6 +19,7 @@ from .states import CallStatus
 __all__ = [
     "ANONYMOUS",
     "DEFAULT_INPUT_SCHEMA",
+    "MCP_CONTENT",
     "CallContext",
     "Effect",
     "Principal",
@@ -26,6 +27,10 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
 ]
+
+MCP_CONTENT = "mcp_content"
+"""`ToolResult.metadata` key of a result's MCP content blocks (an upstream's images and
+resources), which the MCP format sends as they are; not recorded, so a replay lacks them."""
 
 DEFAULT_INPUT_SCHEMA: Mapping[str, Any] = {
     "type": "object",

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.values import Effect, ToolCall, ToolResult, ToolSpec
+from ..core.values import MCP_CONTENT, Effect, ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .base import (
     ChoiceMode,
@@ -135,7 +135,13 @@ class MCP(Dialect):
     def format_result(
         self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
     ) -> dict[str, Any]:
-        out: dict[str, Any] = {"content": [{"type": "text", "text": result_text(result)}]}
+        blocks = result.metadata.get(MCP_CONTENT) if result.error is None else None
+        # An upstream's own content blocks (images, resources) go as they are.
+        out: dict[str, Any] = {
+            "content": [dict(b) for b in blocks]
+            if blocks
+            else [{"type": "text", "text": result_text(result)}]
+        }
         if result.error is None and isinstance(result.data, Mapping):
             out["structuredContent"] = wire_data(dict(result.data))
         out["isError"] = result.error is not None

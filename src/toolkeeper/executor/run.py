@@ -15,7 +15,7 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from ..connectors.base import ToolOutput, UnrecordableResult, UpstreamUnavailabl
 from ..core.errors import ErrorCode, NotJSON, ToolError
 from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFailed
 from ..core.states import CallStatus
-from ..core.values import CallContext, ToolResult
+from ..core.values import MCP_CONTENT, CallContext, ToolResult
 from ..ledger.base import ApprovalRecord, LedgerStore, StaleState, current_owner
 from ..schema.canonical import json_safe
 from .records import (
@@ -64,6 +64,8 @@ class _Outcome:
     unknown: bool = False
     """The request may have taken effect."""
     approval_reason: str | None = None
+    content: tuple[Mapping[str, Any], ...] | None = None
+    """MCP content blocks of the result (`ToolOutput.content`), handed on, not recorded."""
 
 
 async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
@@ -117,7 +119,10 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         return _Outcome(status=CallStatus.FAILED, error=error)
     if isinstance(value, ToolOutput):
         return _Outcome(
-            status=CallStatus.SUCCEEDED, data=json_safe(value.data), effect_ref=value.effect_ref
+            status=CallStatus.SUCCEEDED,
+            data=json_safe(value.data),
+            effect_ref=value.effect_ref,
+            content=value.content,
         )
     return _Outcome(status=CallStatus.SUCCEEDED, data=json_safe(value))
 
@@ -564,6 +569,7 @@ async def _record_end(
         finished_at=finished_at,
         effect_ref=outcome.effect_ref,
         approval_id=approval_id,
+        metadata={MCP_CONTENT: outcome.content} if outcome.content else {},
     )
 
 
