@@ -4,12 +4,16 @@ Each sub-command lives in its own module of this package and exposes
 `register(subparsers) -> None`, which adds its parser and sets `func` (a callable taking the
 parsed `argparse.Namespace` and returning an exit code). Modules are imported lazily, so an
 optional extra that one command needs never slows down or breaks another.
+
+Two endings are handled here, once for every command: Ctrl-C exits 130 without a traceback,
+and a reader that stops early (`toolkeeper ... | head`) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -54,7 +58,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    return func(args)
+    try:
+        code = func(args)
+        sys.stdout.flush()  # here, so that a closed pipe is seen here and not at exit
+    except BaseException as exc:
+        if _caused_by(exc, KeyboardInterrupt):
+            return _INTERRUPTED
+        if _caused_by(exc, BrokenPipeError):
+            # As the Python docs advise: nothing more is written to the closed pipe, and the
+            # interpreter's own flush at exit finds devnull instead.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return _CLOSED_PIPE
+        raise
+    return code
+
+
+_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
+_CLOSED_PIPE = 141  # 128 + SIGPIPE, as shells report a command whose reader went away
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `exc` is `kind`, or a task group's error that holds one."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(kind) is not None
+    return isinstance(exc, kind)
 
 
 if __name__ == "__main__":  # pragma: no cover

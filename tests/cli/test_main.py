@@ -1,0 +1,50 @@
+"""How every command ends when the person stops it: Ctrl-C, or a reader that goes away."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+CLI = "from toolkeeper.cli import main; raise SystemExit(main())"
+
+
+def test_ctrl_c_exits_130_without_a_traceback() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.settimeout(30)
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/mcp"
+        command = [sys.executable, "-c", CLI, "list-tools", "--url", url]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        connection, _ = server.accept()  # the command is running: it waits for an answer
+        with connection:
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.jsonl"
+    definition = {"name": "t", "description": "d" * 1000, "parameters": {"type": "dict"}}
+    # far more than a pipe holds, so the command is still writing when the reader goes away
+    tools.write_text(
+        "".join(json.dumps(definition | {"name": f"t{i}"}) + "\n" for i in range(500)),
+        encoding="utf-8",
+    )
+    command = [sys.executable, "-c", CLI, "dialects", "convert", "--from", "bfcl", "--to", "all"]
+    process = subprocess.Popen(
+        [*command, str(tools)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(b"{")  # like `| head -1`
+    process.stdout.close()
+    err = process.stderr.read()
+    process.wait(timeout=30)
+    process.stderr.close()
+    assert process.returncode == 141
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err
