@@ -80,6 +80,13 @@ def _open_store(ledger: LedgerStore | str) -> LedgerStore:
     return open_store(ledger)
 
 
+def _limiter(clock: Callable[[], float]) -> MemoryRateLimiter:
+    """The in-process rate limiter: on a clock the caller passed (a `FakeClock` then drives rate
+    limits as it drives approvals and retries), else on monotonic time, which no change of the
+    wall clock moves."""
+    return MemoryRateLimiter() if clock is time.time else MemoryRateLimiter(clock)
+
+
 def default_audit(ledger: LedgerStore | str, store: LedgerStore) -> AuditSink:
     """A JSON lines file beside a SQLite ledger file named by URL or path (however spelled),
     else events in memory (`memory://`, `sqlite:///:memory:`, PostgreSQL, a store object)."""
@@ -102,7 +109,8 @@ class Keeper:
         retry: Retry policy for tools that declare none.
         rules: Business rules checked for every call, after the tool's own.
         budgets: Call budgets and rate limits.
-        rate_limiter: Shared rate limiter (defaults to one in this process).
+        rate_limiter: Shared rate limiter (defaults to one in this process, on monotonic time,
+            or on `clock` when one is passed).
         approval_ttl: Seconds an approval request stays valid (None: forever).
         max_argument_bytes: Larger argument payloads are refused.
         clock: Wall clock (epoch seconds); tests pass a fake one.
@@ -138,7 +146,7 @@ class Keeper:
             retry=retry or RetryPolicy(),
             rules=tuple(rules),
             budgets=budgets,
-            limiter=rate_limiter or (MemoryRateLimiter() if budgets else None),
+            limiter=rate_limiter or (_limiter(clock) if budgets else None),
             max_argument_bytes=max_argument_bytes,
             clock=clock,
             sleep=sleep,

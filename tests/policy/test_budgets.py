@@ -146,3 +146,25 @@ def test_budgets_out_of_range_are_refused(bad: dict[str, object]) -> None:
     """`calls_per_minute=0` refused every call on Redis and allowed a burst in memory."""
     with pytest.raises(ValueError, match="Budgets"):
         Budgets(**bad)  # type: ignore[arg-type]
+
+
+async def test_the_keepers_fake_clock_drives_its_rate_limits() -> None:
+    clock = FakeClock()
+    keeper = Keeper(
+        ledger=MemoryStore(),
+        budgets=Budgets(calls_per_minute=60, burst=1),
+        clock=clock,
+        sleep=clock.sleep,
+    )
+
+    @keeper.tool(effect="read_only")
+    async def ping() -> str:
+        return "pong"
+
+    async with keeper:
+        assert (await keeper.execute(ToolCall(call_id="1", name="ping"))).ok
+        limited = await keeper.execute(ToolCall(call_id="2", name="ping"))
+        clock.advance(3600)
+        later = await keeper.execute(ToolCall(call_id="3", name="ping"))
+    assert limited.error is not None and limited.error.code is ErrorCode.RATE_LIMITED
+    assert later.ok
