@@ -8,18 +8,22 @@ import pytest
 README = Path(__file__).parents[1] / "README.md"
 
 
-def test_quickstart_runs(
+def test_quickstart_runs_and_runs_again_on_the_same_ledger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = re.search(r"## Quickstart\n\n```python\n(.*?)```", README.read_text(), re.S)
     assert code is not None
+    quickstart = compile(code.group(1), str(README), "exec")
     monkeypatch.chdir(tmp_path)
-    exec(compile(code.group(1), str(README), "exec"), {"__name__": "__main__"})
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == "AWAITING_APPROVAL APPROVAL_REQUIRED"
-    assert out[2] == "True"
+    exec(quickstart, {"__name__": "__main__"})
+    first = capsys.readouterr().out.splitlines()
+    assert first[0] == "AWAITING_APPROVAL APPROVAL_REQUIRED"
+    assert first[2] == "True"
     assert (tmp_path / "toolkeeper.db").exists()
     assert (tmp_path / "toolkeeper.audit.jsonl").exists()
+    # as the README says: the second run replays the recorded call, asking nobody
+    exec(quickstart, {"__name__": "__main__"})
+    assert capsys.readouterr().out.splitlines() == first[1:]
 
 
 def test_readme_opens_with_the_two_commands() -> None:
