@@ -127,6 +127,26 @@ def test_parse_reads_sdk_objects_like_raw_json(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(DIALECTS))
+def test_parse_reads_a_response_given_as_json_text_like_raw_json(name: str) -> None:
+    raw = _fixture(PARALLEL[name])
+    dialect = get_dialect(name)
+    from_raw = dialect.parse(raw, turn="t1")
+    assert dialect.parse(json.dumps(raw), turn="t1") == from_raw
+    assert dialect.parse(json.dumps(raw).encode(), turn="t1") == from_raw
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
+@pytest.mark.parametrize(
+    ("response", "refusal"), [("hello", ValueError), (42, TypeError), (True, TypeError)]
+)
+def test_parse_refuses_what_is_no_response_instead_of_finding_no_calls(
+    name: str, response: object, refusal: type[Exception]
+) -> None:
+    with pytest.raises(refusal, match=f"the {name} response"):
+        get_dialect(name).parse(response)
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
 def test_only_model_visible_fields_are_exported(name: str) -> None:
     spec = ToolSpec(
         name="pay",

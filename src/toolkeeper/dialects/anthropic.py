@@ -64,7 +64,7 @@ class Anthropic(Dialect):
     def parse(
         self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
     ) -> list[ToolCall]:
-        data = plain(response)
+        data = self.response_data(response)
         if isinstance(data, Mapping) and "content" in data:
             turn = turn or self.response_turn(data.get("id"))  # the message's id names the turn
         blocks = items_of(data.get("content") if isinstance(data, Mapping) else data)

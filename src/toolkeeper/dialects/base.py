@@ -303,15 +303,44 @@ class Dialect(Importer):
     def parse(
         self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
     ) -> list[ToolCall]:
-        """Every tool call in a model response (raw JSON or the SDK's object), in order.
+        """Every tool call in a model response, in order.
 
-        `tools` (the specs that were exported) maps rewritten names back to the real ones.
-        Never raises on bad argument JSON: such a call keeps the raw text as its arguments.
+        The response is the vendor's JSON (a dict or list, or the same as text) or the SDK's
+        object. `tools` (the specs that were exported) maps rewritten names back to the real
+        ones. Never raises on what a response holds: a call whose argument JSON does not parse
+        keeps the raw text as its arguments, and parts that are not calls are skipped.
         `turn` names the response for calls the vendor gives no id (Gemini without a
         `responseId`): the same turn parsed again gives the same ids (a retry replays).
         Without it, such calls get new ids on every parse: a later turn's identical call is
         another call, never a replay of the first.
+
+        Raises:
+            ValueError: `response` is text that is not JSON.
+            TypeError: `response` is no response at all (a number, a bool).
         """
+
+    def response_data(self, response: Any) -> Mapping[str, Any] | list[Any]:
+        """What `parse` reads: `response` as plain JSON, decoded when it is text.
+
+        Raises:
+            ValueError: `response` is text that is not JSON.
+            TypeError: `response` is neither a JSON object or array nor an SDK object.
+        """
+        if isinstance(response, str | bytes | bytearray):
+            try:
+                response = json.loads(response)
+            except ValueError as exc:
+                message = f"the {self.name} response, given as text, must be JSON: {exc}"
+                raise ValueError(message) from exc
+        data = plain(response)
+        if data is None:  # an SDK's absent field (`message.tool_calls`): no calls
+            return []
+        if not isinstance(data, Mapping | list):
+            raise TypeError(
+                f"the {self.name} response must be a JSON object or array (or the SDK's "
+                f"object), not {type(data).__name__}"
+            )
+        return data
 
     @abstractmethod
     def format_result(

@@ -116,7 +116,7 @@ class Gemini(Dialect):
     def parse(
         self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
     ) -> list[ToolCall]:
-        data = plain(response)
+        data = self.response_data(response)
         if isinstance(data, Mapping) and "candidates" in data:
             # Gemini names no calls: its response id tells one turn's calls from another's.
             turn = turn or self.response_turn(data.get("responseId") or data.get("response_id"))

@@ -105,7 +105,7 @@ class MCP(Dialect):
     def parse(
         self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
     ) -> list[ToolCall]:
-        data = plain(response)
+        data = self.response_data(response)
         requests = data if isinstance(data, list) else [data]
         calls = []
         for position, request in enumerate(requests):

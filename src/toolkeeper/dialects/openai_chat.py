@@ -216,7 +216,7 @@ class OpenAIChat(Dialect):
     def parse(
         self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
     ) -> list[ToolCall]:
-        data = plain(response)
+        data = self.response_data(response)
         if isinstance(data, Mapping) and "choices" in data:
             turn = turn or self.response_turn(data.get("id"))  # the completion's id names the turn
             data = mapping(first(data["choices"]).get("message"))

@@ -66,7 +66,7 @@ class OpenAIResponses(Dialect):
     def parse(
         self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
     ) -> list[ToolCall]:
-        data = plain(response)
+        data = self.response_data(response)
         if isinstance(data, Mapping) and "output" in data:
             turn = turn or self.response_turn(data.get("id"))  # the response's id names the turn
         items = items_of(data.get("output") if isinstance(data, Mapping) else data)
