@@ -149,3 +149,27 @@ def test_convert_gives_tools_whose_names_meet_after_rewriting_distinct_names(
     items = json.loads(capsys.readouterr().out)["formats"]["openai_chat"]["items"]
     names = [item["definition"]["function"]["name"] for item in items]
     assert names[1] == "a_b" and names[0].startswith("a_b_")
+
+
+def test_a_schema_that_is_not_json_schema_is_refused_naming_item_and_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # BFCL's "float" read as OpenAI's format, where it is no JSON Schema type
+    tools = tmp_path / "tools.jsonl"
+    floats = {"type": "array", "items": {"type": "float"}}
+    parameters = {"type": "object", "properties": {"x": floats}}
+    tools.write_text(
+        json.dumps({"id": "t:1", "name": "area", "description": "d", "parameters": parameters}),
+        encoding="utf-8",
+    )
+    args = tmp_path / "args.jsonl"
+    args.write_text(json.dumps({"id": "1", "tool_id": "t:1", "arguments": {"x": [1.5]}}))
+    where = "item 0 (area): invalid JSON Schema at /properties/x/items/type"
+
+    assert main(["dialects", "check-args", "--from", "openai_chat", str(tools), str(args)]) == 2
+    captured = capsys.readouterr()
+    assert where in captured.err and "Traceback" not in captured.err and captured.out == ""
+    argv = ["dialects", "convert", "--from", "openai_chat", "--to", "anthropic", str(tools)]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert where in captured.err and captured.out == ""

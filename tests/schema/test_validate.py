@@ -1,4 +1,6 @@
-from toolkeeper.schema.validate import apply_defaults, compile_validator, json_pointer
+import pytest
+
+from toolkeeper.schema.validate import SchemaError, apply_defaults, compile_validator, json_pointer
 
 SCHEMA = {
     "type": "object",
@@ -66,3 +68,11 @@ def test_a_date_time_may_leave_out_its_offset_as_pythons_datetime_does() -> None
         assert validator.is_valid({"start": good}), good
     for bad in ("2024-05-01", "10:00", "2024-05-01T25:00:00", "tomorrow"):
         assert not validator.is_valid({"start": bad}), bad
+
+
+def test_an_invalid_schema_is_refused_in_one_line_naming_where() -> None:
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "float"}}}}
+    with pytest.raises(SchemaError) as refused:
+        compile_validator(schema)
+    assert str(refused.value).startswith("invalid JSON Schema at /properties/xs/items/type: ")
+    assert "\n" not in str(refused.value)

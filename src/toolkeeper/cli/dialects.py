@@ -26,6 +26,7 @@ from ..core.errors import ConfigurationError
 from ..dialects import DIALECTS, IMPORTERS, Loss, LossError, NotAFunction, get_dialect, get_importer
 from ..dialects.argcheck import check_arguments
 from ..dialects.report import prefixed
+from ..schema.validate import SchemaError, compile_validator
 
 __all__ = ["convert", "register"]
 
@@ -68,12 +69,13 @@ def _read(path: str) -> tuple[list[Any], bool]:
 
 
 def _import(importer: Any, index: int, definition: Any, strict: bool) -> Any:
-    """One definition imported, or a ValueError that names the item and what is wrong."""
+    """One definition imported, its input schema valid JSON Schema, or a ValueError that names
+    the item and what is wrong."""
     if not isinstance(definition, dict):
         kind = type(definition).__name__
         raise ValueError(f"item {index} is a {kind}, not a tool definition (a JSON object)")
     try:
-        return importer.import_tool(definition, strict=strict)
+        converted = importer.import_tool(definition, strict=strict)
     except NotAFunction as exc:
         raise ValueError(f"item {index}: {exc}") from exc
     except KeyError as exc:
@@ -82,6 +84,13 @@ def _import(importer: Any, index: int, definition: Any, strict: bool) -> Any:
         raise ValueError(
             f"item {index} is not a tool definition in the {importer.name} format ({exc})"
         ) from exc
+    try:  # vendors reject such a schema, and no argument can be checked against it
+        compile_validator(converted.value.input_schema)
+    except SchemaError as exc:
+        raise ValueError(
+            f"item {index} ({converted.value.name}): {exc} (is it in the {importer.name} format?)"
+        ) from exc
+    return converted
 
 
 def convert(
@@ -92,7 +101,7 @@ def convert(
     Raises:
         LossError: `strict` is true and a conversion lost something.
         ConfigurationError: an unknown format name.
-        ValueError: an item is not a JSON object.
+        ValueError: an item is not a tool definition, or its schema is not valid JSON Schema.
     """
     importer = get_importer(source)
     imported = [_import(importer, index, d, strict) for index, d in enumerate(definitions)]
@@ -172,7 +181,9 @@ def _check_args(args: argparse.Namespace) -> int:
         tools, _ = _read(args.tools)
         rows, _ = _read(args.args)
         importer = get_importer(args.source)
-        specs = {str(t["id"]): importer.import_tool(t).value for t in tools}
+        specs = {
+            str(t["id"]): _import(importer, index, t, False).value for index, t in enumerate(tools)
+        }
     except (ConfigurationError, OSError, ValueError, KeyError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -85,8 +85,11 @@ class Validator:
             self._inner = jsonschema_rs.validator_for(
                 dict(schema), validate_formats=True, offline=True, formats=_FORMATS
             )
-        except (ValueError, jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError) as exc:
-            raise SchemaError(f"invalid JSON Schema: {exc}") from exc
+        except jsonschema_rs.ValidationError as exc:  # against the meta-schema: say where
+            where = json_pointer(list(exc.instance_path)) or "/"
+            raise SchemaError(f"invalid JSON Schema at {where}: {exc.message}") from exc
+        except (ValueError, jsonschema_rs.ReferencingError) as exc:
+            raise SchemaError(f"invalid JSON Schema: {str(exc).splitlines()[0]}") from exc
 
     def is_valid(self, instance: Any) -> bool:
         """True when `instance` matches."""
