@@ -101,3 +101,28 @@ def test_files_that_cannot_be_scored_together_are_refused_not_reported_as_zeros(
     with pytest.raises(SystemExit):
         _eval("retrieval", "--tools", seal, "--queries", bfcl_queries, "--limit=-3")
     assert "expected a count" in capsys.readouterr().err
+
+
+def test_the_plot_goes_to_the_png_file_named_and_the_report_says_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--tools", str(FIXTURES / "sealtools.tools.jsonl")]
+    argv += ["--queries", str(FIXTURES / "sealtools.queries.jsonl")]
+    assert _eval("retrieval", *argv, "--plot", str(tmp_path / "recall")) == 0
+    assert json.loads(capsys.readouterr().out)["plot"] == str(tmp_path / "recall.png")
+    assert (tmp_path / "recall.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "message"), [("plots", "is a folder: name the PNG file"), ("r.txt", "name a .png")]
+)
+def test_a_plot_that_is_no_png_file_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, message: str
+) -> None:
+    (tmp_path / "plots").mkdir()
+    argv = ["--tools", str(FIXTURES / "sealtools.tools.jsonl")]
+    argv += ["--queries", str(FIXTURES / "sealtools.queries.jsonl")]
+    assert _eval("retrieval", *argv, "--plot", str(tmp_path / name)) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plots"]

@@ -26,7 +26,12 @@ def register(subparsers: Any) -> None:
     retrieval.add_argument("--tools", required=True, nargs="+", help="tools.jsonl file(s)")
     retrieval.add_argument("--queries", required=True, help="queries.jsonl file")
     retrieval.add_argument("--score", choices=("id", "name"), default="id")
-    retrieval.add_argument("--plot", help="write a PNG of recall@k per method here")
+    retrieval.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="write a PNG of recall@k per method to this file (.png is added if it has no "
+        "suffix; its folder must exist)",
+    )
     retrieval.add_argument("--limit", type=count(0), help="evaluate only the first N queries")
     _common(retrieval)
     retrieval.set_defaults(func=_retrieval)
@@ -72,8 +77,9 @@ def _retrieval(args: argparse.Namespace) -> int:
             require("matplotlib")
         except ImportError as exc:
             return _fail(f"--plot: {exc}")
-        if not Path(args.plot).resolve().parent.is_dir():
-            return _fail(f"--plot: the folder of {args.plot} does not exist")
+        plot = _plot_file(args.plot)
+        if isinstance(plot, str):
+            return _fail(f"--plot: {plot}")
     try:
         catalog = load_tools(args.tools)
         queries = load_queries(args.queries)[: args.limit]
@@ -88,12 +94,27 @@ def _retrieval(args: argparse.Namespace) -> int:
     failed = None
     if args.plot:
         try:
-            plot_recall(report, args.plot, title=Path(args.queries).parent.name)
-            report["plot"] = args.plot
+            plot_recall(report, plot, title=Path(args.queries).parent.name)
+            report["plot"] = str(plot)
         except (OSError, ValueError) as exc:
-            failed = f"--plot: cannot write {args.plot}: {exc}"
+            failed = f"--plot: cannot write {plot}: {exc}"
     _emit(report, args.json)
     return _fail(failed) if failed else 0
+
+
+def _plot_file(text: str) -> Path | str:
+    """The PNG file `--plot` names (`.png` added when it has no suffix), or why it cannot be
+    written."""
+    path = Path(text)
+    if path.is_dir():
+        return f"{text} is a folder: name the PNG file, e.g. {path / 'recall.png'}"
+    if not path.suffix:
+        path = path.with_suffix(".png")
+    elif path.suffix.lower() != ".png":
+        return f"{text}: the plot is a PNG, name a .png file"
+    if not path.resolve().parent.is_dir():
+        return f"the folder of {text} does not exist"
+    return path
 
 
 def _unscorable(catalog: Any, queries: Any, args: argparse.Namespace) -> str | None:
