@@ -36,10 +36,33 @@ def test_bench_executor_prints_tables_without_json(
     assert "(c) write, SQLite ledger: median <= 300 us" in out
 
 
-def test_a_non_positive_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["executor", "--calls", "0"],
+        ["retrieval", "--tools", "0"],
+        ["retrieval", "--k", "0"],
+        ["retrieval", "--queries", "-1"],
+    ],
+)
+def test_a_non_positive_count_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "executor", "--calls", "0"])
+        main(["bench", *argv])
     assert exit_info.value.code == 2
+    assert f"argument {argv[1]}: expected a count of 1 or more" in capsys.readouterr().err
+
+
+def test_a_file_given_as_the_ledger_folder_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taken = tmp_path / "ledger.db"
+    taken.write_text("")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "executor", "--dir", str(taken)])
+    assert exit_info.value.code == 2
+    assert f"argument --dir: {taken} is a file, not a folder" in capsys.readouterr().err
 
 
 def test_bench_help_lists_benchmarks_without_importing_them() -> None:

@@ -13,6 +13,7 @@ import importlib
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._table import render_table
@@ -94,9 +95,19 @@ def configure_executor(parser: argparse.ArgumentParser) -> None:
         "--warmup", type=count(1), default=DEFAULT_WARMUP, help="untimed calls per case first"
     )
     parser.add_argument(
-        "--dir", default=None, metavar="PATH", help="where the SQLite ledgers go (default: temp)"
+        "--dir",
+        default=None,
+        type=_folder,
+        metavar="PATH",
+        help="the folder the SQLite ledgers go in, made if missing (default: a temporary one)",
     )
     parser.set_defaults(func=_executor)
+
+
+def _folder(text: str) -> str:
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    return text
 
 
 def _executor(args: argparse.Namespace) -> int:

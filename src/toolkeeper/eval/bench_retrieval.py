@@ -189,10 +189,12 @@ def run_bench(
 
 def configure_retrieval(parser: argparse.ArgumentParser) -> None:
     """Options of `toolkeeper bench retrieval` (see `toolkeeper.cli.bench._BENCHES`)."""
+    from ..cli._common import count
+
     parser.description = __doc__.split("\n\n")[1] if __doc__ else None
-    parser.add_argument("--tools", type=int, default=10_000, help="catalog size")
-    parser.add_argument("--queries", type=int, default=300, help="queries per benchmark set")
-    parser.add_argument("--k", type=int, default=8, help="tools per selection")
+    parser.add_argument("--tools", type=count(1), default=10_000, help="catalog size")
+    parser.add_argument("--queries", type=count(1), default=300, help="queries per benchmark set")
+    parser.add_argument("--k", type=count(1), default=8, help="tools per selection")
     parser.add_argument("--bench-root", type=Path, help="folder holding bfcl/, metatool/, ...")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
