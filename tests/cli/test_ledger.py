@@ -155,6 +155,16 @@ def test_a_person_settles_an_unknown_call_and_it_replays_what_they_found(
     assert (events[-1]["previous"], events[-1]["status"]) == ("UNKNOWN_OUTCOME", "SUCCEEDED")
 
 
+def test_a_result_for_a_call_that_did_not_take_effect_is_refused_not_dropped(
+    ledger: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settle = ["ledger", "settle", "t1", "crashed", "--ledger", ledger, "--note", "no tx"]
+    assert main([*settle, "--failed", "--result", '{"n": 2}']) == 2
+    assert "--result" in capsys.readouterr().err
+    assert main(["ledger", "unknown", "--ledger", ledger]) == 0  # still to be decided
+    assert "crashed" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [

@@ -127,7 +127,7 @@ async def _settle(args: argparse.Namespace) -> CallRecord:
             succeeded=args.succeeded,
             by=args.by or getpass.getuser(),
             note=args.note,
-            result=args.result,
+            result=getattr(args, "result", None),
         )
         record = await store.get_call(args.task_id, args.call_id)
     assert record is not None
@@ -148,6 +148,13 @@ def _note(text: str) -> str:
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.action == "settle" and not args.succeeded and hasattr(args, "result"):
+        print(
+            "toolkeeper ledger: --result is what a call that took effect returned: it goes "
+            "with --succeeded, not --failed",
+            file=sys.stderr,
+        )
+        return 2
     try:
         found: CallRecord | list[CallRecord] = (
             anyio.run(_settle, args) if args.action == "settle" else anyio.run(_records, args)
@@ -205,7 +212,10 @@ def register(subparsers: Any) -> None:
     settling.add_argument("--note", required=True, type=_note, help="what you found, and how")
     settling.add_argument("--by", default=None, help="who decides (default: your user name)")
     settling.add_argument(
-        "--result", type=_json_value, default=None, help="the call's result as JSON (succeeded)"
+        "--result",
+        type=_json_value,
+        default=argparse.SUPPRESS,  # absent, as opposed to `--result null`
+        help="the call's result as JSON (with --succeeded only)",
     )
     for sub in (listing, unknown, settling):
         add_ledger_option(sub)
