@@ -164,7 +164,7 @@ def test_a_schema_that_is_not_json_schema_is_refused_naming_item_and_place(
     )
     args = tmp_path / "args.jsonl"
     args.write_text(json.dumps({"id": "1", "tool_id": "t:1", "arguments": {"x": [1.5]}}))
-    where = "item 0 (area): invalid JSON Schema at /properties/x/items/type"
+    where = f"{tools} (area): invalid JSON Schema at /properties/x/items/type"
 
     assert main(["dialects", "check-args", "--from", "openai_chat", str(tools), str(args)]) == 2
     captured = capsys.readouterr()
@@ -173,3 +173,55 @@ def test_a_schema_that_is_not_json_schema_is_refused_naming_item_and_place(
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert where in captured.err and captured.out == ""
+
+
+def _dialects(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(["dialects", *argv])
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    return code, captured.err
+
+
+def test_unusable_files_are_one_line_that_names_file_and_line(
+    tools_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(BFCL_LINES[0]) + "\n{bad json\n", encoding="utf-8")
+    nameless = tmp_path / "noid.jsonl"
+    no_id = {k: v for k, v in BFCL_LINES[0].items() if k != "id"}
+    nameless.write_text("".join(json.dumps(d) + "\n" for d in [*BFCL_LINES, no_id]))
+    missing = tmp_path / "nope.jsonl"
+    convert = ["convert", "--from", "bfcl", "--to", "mcp"]
+
+    code, err = _dialects(capsys, *convert, str(bad))
+    assert code == 2 and err.startswith(f"toolkeeper dialects: {bad}:2: not a JSON line (")
+    code, err = _dialects(capsys, *convert, str(missing))
+    assert code == 2 and err.startswith(f"toolkeeper dialects: {missing}: cannot read: ")
+    code, err = _dialects(capsys, "check-args", "--from", "bfcl", str(nameless), str(tools_file))
+    assert code == 2 and f"{nameless}:3: no 'id' field" in err
+
+
+def test_check_args_with_no_row_for_the_tools_checks_nothing_and_says_so(
+    tools_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"id": "1", "tool_id": "x:9", "arguments": {}}) + "\n")
+    check = ["check-args", "--from", "bfcl", str(tools_file)]
+
+    assert _dialects(capsys, *check, str(empty)) == (2, f"toolkeeper dialects: {empty}: no rows\n")
+    code, err = _dialects(capsys, *check, str(other))
+    assert code == 2 and f"no row of {other} names a tool of {tools_file}" in err
+
+
+def test_formats_may_be_listed_with_spaces_and_an_unknown_one_is_a_usage_error(
+    tools_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["dialects", "convert", "--from", "bfcl", "--to", "openai_chat, mcp", str(tools_file)]
+    assert main([*argv, "--json"]) == 0
+    assert list(json.loads(capsys.readouterr().out)["formats"]) == ["openai_chat", "mcp"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["dialects", "convert", "--from", "bfcl", "--to", "mcp,claude", str(tools_file)])
+    assert exit_info.value.code == 2
+    assert "argument --to: expected one or more of" in capsys.readouterr().err

@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,8 @@ def register(subparsers: Any) -> None:
         "--to",
         dest="targets",
         required=True,
+        type=_targets,
+        metavar="FORMATS",
         help=f"one or more of {', '.join(DIALECTS)} (comma-separated), or `all`",
     )
     conv.add_argument("file", help="JSON or JSON lines file; `-` for stdin")
@@ -57,46 +60,100 @@ def register(subparsers: Any) -> None:
     check.set_defaults(func=_check_args)
 
 
-def _read(path: str) -> tuple[list[Any], bool]:
-    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+def _targets(text: str) -> list[str]:
+    if text.strip() == "all":
+        return list(DIALECTS)
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names or any(name not in DIALECTS for name in names):
+        raise argparse.ArgumentTypeError(
+            f"expected one or more of {', '.join(DIALECTS)} (comma-separated), or all; not {text!r}"
+        )
+    return names
+
+
+def _read(path: str) -> tuple[list[tuple[str, Any]], bool]:
+    """The items of a JSON document or a JSON lines file, each with where it is for messages
+    (`FILE:LINE`, `FILE: item N` in a list, `FILE` alone), and whether it is JSON lines.
+
+    Raises:
+        ValueError: the file cannot be read, or is neither; the message names file and line.
+    """
+    name = "<stdin>" if path == "-" else path
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{name}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name}: not UTF-8 text ({exc.reason})") from exc
     try:
         document = json.loads(text)
-    except ValueError:
-        return [json.loads(line) for line in text.splitlines() if line.strip()], True
+    except json.JSONDecodeError as exc:
+        lines = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
+        if lines and not _is_json(lines[0][1]):  # a JSON document, broken
+            raise ValueError(
+                f"{name}:{exc.lineno}: not JSON ({exc.msg} at column {exc.colno})"
+            ) from exc
+        return [(f"{name}:{number}", _line(name, number, line)) for number, line in lines], True
     if isinstance(document, dict) and isinstance(document.get("tools"), list):
-        return list(document["tools"]), False
-    return (list(document) if isinstance(document, list) else [document]), False
+        document = document["tools"]
+    if not isinstance(document, list):
+        return [(name, document)], False
+    return [(f"{name}: item {index}", item) for index, item in enumerate(document)], False
 
 
-def _import(importer: Any, index: int, definition: Any, strict: bool) -> Any:
-    """One definition imported, its input schema valid JSON Schema, or a ValueError that names
-    the item and what is wrong."""
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def _line(name: str, number: int, line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{name}:{number}: not a JSON line ({exc.msg} at column {exc.colno})"
+        ) from exc
+
+
+def _import(importer: Any, where: str, definition: Any, strict: bool) -> Any:
+    """One definition imported, its input schema valid JSON Schema, or a ValueError that says
+    `where` the item is and what is wrong."""
     if not isinstance(definition, dict):
         kind = type(definition).__name__
-        raise ValueError(f"item {index} is a {kind}, not a tool definition (a JSON object)")
+        raise ValueError(f"{where} is a {kind}, not a tool definition (a JSON object)")
     try:
         converted = importer.import_tool(definition, strict=strict)
     except NotAFunction as exc:
-        raise ValueError(f"item {index}: {exc}") from exc
+        raise ValueError(f"{where}: {exc}") from exc
     except KeyError as exc:
-        raise ValueError(f"item {index} has no {exc} key, which {importer.name} requires") from exc
+        raise ValueError(f"{where} has no {exc} key, which {importer.name} requires") from exc
     except (AttributeError, TypeError) as exc:
         raise ValueError(
-            f"item {index} is not a tool definition in the {importer.name} format ({exc})"
+            f"{where} is not a tool definition in the {importer.name} format ({exc})"
         ) from exc
     try:  # vendors reject such a schema, and no argument can be checked against it
         compile_validator(converted.value.input_schema)
     except SchemaError as exc:
         raise ValueError(
-            f"item {index} ({converted.value.name}): {exc} (is it in the {importer.name} format?)"
+            f"{where} ({converted.value.name}): {exc} (is it in the {importer.name} format?)"
         ) from exc
     return converted
 
 
 def convert(
-    definitions: list[Any], source: str, targets: list[str], *, strict: bool = False
+    definitions: list[Any],
+    source: str,
+    targets: list[str],
+    *,
+    strict: bool = False,
+    where: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Convert definitions from `source` to each target; the report `--json` prints.
+
+    `where` names each definition in error messages (default: `item N`).
 
     Raises:
         LossError: `strict` is true and a conversion lost something.
@@ -104,7 +161,8 @@ def convert(
         ValueError: an item is not a tool definition, or its schema is not valid JSON Schema.
     """
     importer = get_importer(source)
-    imported = [_import(importer, index, d, strict) for index, d in enumerate(definitions)]
+    where = where or [f"item {index}" for index in range(len(definitions))]
+    imported = [_import(importer, w, d, strict) for w, d in zip(where, definitions, strict=True)]
     report: dict[str, Any] = {
         "from": source,
         "count": len(definitions),
@@ -140,17 +198,25 @@ def convert(
     return report
 
 
+def _fail(message: str, code: int = 2) -> int:
+    print(f"toolkeeper dialects: {message}", file=sys.stderr)
+    return code
+
+
 def _run(args: argparse.Namespace) -> int:
-    targets = list(DIALECTS) if args.targets == "all" else args.targets.split(",")
     try:
-        definitions, lines = _read(args.file)
-        report = convert(definitions, args.source, targets, strict=args.strict)
+        items, lines = _read(args.file)
+        report = convert(
+            [item for _, item in items],
+            args.source,
+            args.targets,
+            strict=args.strict,
+            where=[where for where, _ in items],
+        )
     except LossError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except (ConfigurationError, OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc), 1)
+    except (ConfigurationError, ValueError, KeyError, TypeError) as exc:
+        return _fail(str(exc))
     if args.json:
         json.dump(report, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -178,15 +244,28 @@ def _run(args: argparse.Namespace) -> int:
 
 def _check_args(args: argparse.Namespace) -> int:
     try:
-        tools, _ = _read(args.tools)
-        rows, _ = _read(args.args)
         importer = get_importer(args.source)
-        specs = {
-            str(t["id"]): _import(importer, index, t, False).value for index, t in enumerate(tools)
-        }
-    except (ConfigurationError, OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        tools, _ = _read(args.tools)
+        specs = {}
+        for where, tool in tools:
+            spec = _import(importer, where, tool, False).value
+            if "id" not in tool:
+                raise ValueError(f"{where}: no 'id' field: rows name their tool by its id")
+            specs[str(tool["id"])] = spec
+        rows = []
+        for where, row in _read(args.args)[0]:
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: expected a JSON object, found {type(row).__name__}")
+            rows.append(row)
+    except (ConfigurationError, ValueError) as exc:
+        return _fail(str(exc))
+    if not rows:
+        return _fail(f"{args.args}: no rows")
+    if not any(str(row.get("tool_id")) in specs for row in rows):
+        return _fail(
+            f"no row of {args.args} names a tool of {args.tools} (by tool_id): "
+            "do the files belong together?"
+        )
     report = check_arguments(specs, rows, coerce_first=args.coerce)
     json.dump(report.to_dict(), sys.stdout)
     sys.stdout.write("\n")
