@@ -126,3 +126,15 @@ def test_a_plot_that_is_no_png_file_is_refused_before_the_run(
     captured = capsys.readouterr()
     assert message in captured.err and captured.out == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plots"]
+
+
+def test_a_cache_in_a_folder_that_does_not_exist_is_a_usage_error_and_makes_no_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache = tmp_path / "no" / "such" / "c.sqlite"
+    queries = str(FIXTURES / "abstain.queries.jsonl")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["eval", "abstain", "--queries", queries, "--cache", str(cache)])
+    assert exit_info.value.code == 2
+    assert f"argument --cache: the folder of {cache} does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()

@@ -46,8 +46,25 @@ def register(subparsers: Any) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--no-dense", action="store_true", help="keyword search only")
-    parser.add_argument("--cache", type=Path, help="embedding cache file")
+    parser.add_argument(
+        "--cache",
+        type=_cache_file,
+        metavar="FILE",
+        help="embedding cache file, made if missing in a folder that must exist (default: "
+        "$TOOLKEEPER_CACHE/embeddings.sqlite, else ~/.cache/toolkeeper/embeddings.sqlite)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _cache_file(text: str) -> Path:
+    """A usage error for a cache path that is a folder, or in one that does not exist: a
+    mistyped path must not leave folders behind (as --plot, the folder is not made)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder: name the cache file in it")
+    if not path.resolve().parent.is_dir():
+        raise argparse.ArgumentTypeError(f"the folder of {text} does not exist")
+    return path
 
 
 def _dense(args: argparse.Namespace) -> dict[str, Any]:
