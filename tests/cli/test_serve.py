@@ -179,3 +179,10 @@ def test_a_ledger_that_cannot_open_or_a_bad_port_is_one_line(
     assert result == code
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_list_tools_args_without_a_call_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["list-tools", "--url", "http://127.0.0.1:9/mcp", "--args", '{"a": 1}']) == 2
+    assert "--args goes with --call" in capsys.readouterr().err

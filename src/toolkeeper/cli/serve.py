@@ -48,7 +48,7 @@ def register(subparsers: Any) -> None:
     )
     probe.add_argument("--token", default=os.environ.get("TOOLKEEPER_TOKEN"), help="bearer token")
     probe.add_argument("--call", help="call this tool instead of listing")
-    probe.add_argument("--args", default="{}", help="arguments of --call as a JSON object")
+    probe.add_argument("--args", default=None, help="arguments of --call as a JSON object")
     probe.set_defaults(func=_probe)
 
 
@@ -126,8 +126,11 @@ async def _run(config: Any, args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace) -> int:
+    if args.args is not None and args.call is None:
+        print("toolkeeper list-tools: --args goes with --call NAME", file=sys.stderr)
+        return 2
     try:
-        arguments = json.loads(args.args)
+        arguments = json.loads(args.args or "{}")
     except json.JSONDecodeError as exc:
         print(f"toolkeeper list-tools: --args is not JSON: {exc}", file=sys.stderr)
         return 2
