@@ -98,9 +98,10 @@ def test_files_that_cannot_be_scored_together_are_refused_not_reported_as_zeros(
     nameless.write_text('{"id": "q1", "query": "x", "gold_tool_ids": ["a"]}\n', encoding="utf-8")
     assert _eval("retrieval", "--tools", seal, "--queries", str(nameless), "--score", "name") == 2
     assert "has gold_tool_names" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        _eval("retrieval", "--tools", seal, "--queries", bfcl_queries, "--limit=-3")
-    assert "expected a count" in capsys.readouterr().err
+    for limit in ("--limit=-3", "--limit=0"):  # no query: nothing would be measured
+        with pytest.raises(SystemExit):
+            _eval("retrieval", "--tools", seal, "--queries", bfcl_queries, limit)
+        assert "expected a count" in capsys.readouterr().err
 
 
 def test_the_plot_goes_to_the_png_file_named_and_the_report_says_where(

@@ -32,13 +32,13 @@ def register(subparsers: Any) -> None:
         help="write a PNG of recall@k per method to this file (.png is added if it has no "
         "suffix; its folder must exist)",
     )
-    retrieval.add_argument("--limit", type=count(0), help="evaluate only the first N queries")
+    retrieval.add_argument("--limit", type=count(1), help="evaluate only the first N queries")
     _common(retrieval)
     retrieval.set_defaults(func=_retrieval)
 
     abstain = sub.add_parser("abstain", help="abstention precision, recall and F1")
     abstain.add_argument("--queries", required=True, help="queries with candidate_tools")
-    abstain.add_argument("--limit", type=count(0), help="evaluate only the first N queries")
+    abstain.add_argument("--limit", type=count(1), help="evaluate only the first N queries")
     _common(abstain)
     abstain.set_defaults(func=_abstain)
 
