@@ -1,4 +1,5 @@
-"""How every command ends when the person stops it: Ctrl-C, or a reader that goes away."""
+"""What every command shares: how it ends when stopped (Ctrl-C, a reader that goes away),
+and where its options go."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from toolkeeper.cli import main
 
 CLI = "from toolkeeper.cli import main; raise SystemExit(main())"
 
@@ -48,3 +53,14 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> N
     process.stderr.close()
     assert process.returncode == 141
     assert b"Traceback" not in err and b"BrokenPipeError" not in err
+
+
+def test_an_option_before_the_command_says_where_it_goes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--ledger", "x.db", "ledger", "list"])
+    assert exit_info.value.code == 2
+    assert "--ledger is an option of a command: put it after the command" in (
+        capsys.readouterr().err
+    )

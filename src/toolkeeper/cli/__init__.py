@@ -53,6 +53,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = next((a for a in args_list if not a.startswith("-")), None)
     known = {c for cs in _COMMANDS.values() for c in cs}
     parser = _parser(first if first in known else None)
+    command = next((a for a in args_list if a in known), None)
+    if first not in known and command is not None and args_list[0] not in _OWN_OPTIONS:
+        # `toolkeeper --ledger x ledger list`: else "invalid choice: 'x'"
+        parser.error(
+            f"{args_list[0]} is an option of a command: put it after the command, as in "
+            f"`toolkeeper {command} ... {args_list[0]} ...`"
+        )
     args = parser.parse_args(args_list)
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
     if func is None:
@@ -73,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+_OWN_OPTIONS = ("-h", "--help", "--version")
 _INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
 _CLOSED_PIPE = 141  # 128 + SIGPIPE, as shells report a command whose reader went away
 
