@@ -1,18 +1,20 @@
 """What every command shares: how it ends when stopped (Ctrl-C, a reader that goes away),
-and where its options go."""
+how options are placed, and help for each option."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from toolkeeper.cli import main
+from toolkeeper.cli import _parser, main
 
 CLI = "from toolkeeper.cli import main; raise SystemExit(main())"
 
@@ -64,3 +66,22 @@ def test_an_option_before_the_command_says_where_it_goes(
     assert "--ledger is an option of a command: put it after the command" in (
         capsys.readouterr().err
     )
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.format_help()  # loads a benchmark's options
+                yield from _parsers(sub)
+
+
+def test_every_option_and_argument_says_what_it_is_for() -> None:
+    undocumented = [
+        f"{parser.prog} {action.option_strings or action.dest}"
+        for parser in _parsers(_parser(None))
+        for action in parser._actions
+        if action.help is None and not isinstance(action, argparse._SubParsersAction)
+    ]
+    assert undocumented == []

@@ -121,10 +121,10 @@ def register(subparsers: Any) -> None:
     listing = actions.add_parser("list", help="pending requests (or all with --all)")
     listing.add_argument("--all", action="store_true", help="include decided requests")
     approve = actions.add_parser("approve", help="grant one request")
-    approve.add_argument("id")
-    approve.add_argument("--note", default=None)
+    approve.add_argument("id", help="the request (ID column of `approvals list`)")
+    approve.add_argument("--note", default=None, help="why, recorded with the decision")
     deny = actions.add_parser("deny", help="refuse one request")
-    deny.add_argument("id")
+    deny.add_argument("id", help="the request (ID column of `approvals list`)")
     deny.add_argument("--reason", required=True, type=_reason, help="what the model is told")
     for sub in (listing, approve, deny):
         add_ledger_option(sub)

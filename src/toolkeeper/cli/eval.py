@@ -25,7 +25,12 @@ def register(subparsers: Any) -> None:
     retrieval = sub.add_parser("retrieval", help="Recall@k, nDCG, MRR, latency, tokens")
     retrieval.add_argument("--tools", required=True, nargs="+", help="tools.jsonl file(s)")
     retrieval.add_argument("--queries", required=True, help="queries.jsonl file")
-    retrieval.add_argument("--score", choices=("id", "name"), default="id")
+    retrieval.add_argument(
+        "--score",
+        choices=("id", "name"),
+        default="id",
+        help="match retrieved tools to gold ones by dataset id or by name (default: id)",
+    )
     retrieval.add_argument(
         "--plot",
         metavar="FILE.png",
