@@ -70,3 +70,40 @@ async def test_the_client_may_name_task_and_call_in_meta() -> None:
     assert task == "mcp:alice:run-7"
     assert await ids.call_id(ALICE, task, "t.x", {}, meta) == "c-1"
     assert not CallIds.derived(meta)
+
+
+class CountingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookups = 0
+
+    async def get_call(self, task_id: str, call_id: str) -> CallRecord | None:
+        self.lookups += 1
+        return await super().get_call(task_id, call_id)
+
+
+async def test_a_call_made_many_times_is_found_again_in_a_few_lookups_after_a_restart() -> None:
+    store = CountingStore()
+    ids = CallIds(store)
+    task = ids.task_id(ALICE, None)
+    for _ in range(300):  # a read repeated: each repeat a new call of the next generation
+        call_id = await ids.call_id(ALICE, task, "t.x", {"a": 1}, None)
+        await store.claim_call(record(call_id, CallStatus.SUCCEEDED))
+        ids.ended(task, call_id, CallStatus.SUCCEEDED)
+    restarted = CallIds(store)  # a new process: nothing remembered
+    store.lookups = 0
+    again = await restarted.call_id(ALICE, task, "t.x", {"a": 1}, None)
+    assert again == f"{call_id.partition('.')[0]}.300"
+    assert store.lookups <= 20  # not one per earlier generation (301)
+
+
+async def test_what_is_remembered_of_derived_calls_stays_bounded() -> None:
+    from toolkeeper.server import call_ids
+
+    store = MemoryStore()
+    ids = CallIds(store)
+    task = ids.task_id(ALICE, None)
+    for i in range(call_ids._REMEMBERED + 500):
+        call_id = await ids.call_id(ALICE, task, "t.x", {"i": i}, None)
+        ids.ended(task, call_id, CallStatus.SUCCEEDED)
+    assert len(ids._known) == call_ids._REMEMBERED

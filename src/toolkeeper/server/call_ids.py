@@ -18,6 +18,7 @@ id). Otherwise:
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,13 +46,25 @@ _OPEN = frozenset(
 """States in which a same proposal is the same call (a retry), not a new one."""
 
 
+_REMEMBERED = 4096
+"""Calls whose generation is remembered; an older one is looked up again in the ledger."""
+
+
 class CallIds:
-    """Derives task and call ids; remembers the last generation per call to save lookups."""
+    """Derives task and call ids; remembers the last generation of recent calls to save
+    lookups (the others are found in the ledger, in a few lookups however many there were)."""
 
     def __init__(self, store: LedgerStore) -> None:
         self._store = store
-        self._generation: dict[tuple[str, str], int] = {}
-        self._fresh: set[tuple[str, str]] = set()
+        # (task, base id) -> (generation, fresh): fresh when this process saw the one before
+        # it end, so it is known unused.
+        self._known: OrderedDict[tuple[str, str], tuple[int, bool]] = OrderedDict()
+
+    def _remember(self, key: tuple[str, str], generation: int, fresh: bool) -> None:
+        self._known[key] = (generation, fresh)
+        self._known.move_to_end(key)
+        if len(self._known) > _REMEMBERED:
+            self._known.popitem(last=False)
 
     @staticmethod
     def task_id(principal: Principal, meta: Mapping[str, Any] | None) -> str:
@@ -87,18 +100,37 @@ class CallIds:
         base = "mcp-" + hashlib.sha256(identity).hexdigest()
         base = base[:36]
         key = (task_id, base)
-        generation = self._generation.get(key, 0)
-        if key in self._fresh and not probe:
-            self._fresh.discard(key)
-            return base if generation == 0 else f"{base}.{generation}"
-        self._fresh.discard(key)
-        while True:
-            call_id = base if generation == 0 else f"{base}.{generation}"
-            record = await self._store.get_call(task_id, call_id)
-            if record is None or record.status in _OPEN:
-                self._generation[key] = generation
-                return call_id
-            generation += 1
+        generation, fresh = self._known.get(key, (0, False))
+        if fresh and not probe:
+            self._remember(key, generation, False)
+            return _name(base, generation)
+        generation = await self._first_usable(task_id, base, generation)
+        self._remember(key, generation, False)
+        return _name(base, generation)
+
+    async def _first_usable(self, task_id: str, base: str, start: int) -> int:
+        """The first generation from `start` that is unused or still open. Generations end in
+        order (a next one is only made once its previous one ended), so the ledger holds ended
+        ones up to some point and none after: a doubling search, then a halving one, find it
+        in a few lookups however many times the call was made."""
+
+        async def usable(generation: int) -> bool:
+            record = await self._store.get_call(task_id, _name(base, generation))
+            return record is None or record.status in _OPEN
+
+        if await usable(start):
+            return start
+        ended, step = start, 1
+        while not await usable(start + step):
+            ended, step = start + step, step * 2
+        found = start + step
+        while found - ended > 1:
+            middle = (ended + found) // 2
+            if await usable(middle):
+                found = middle
+            else:
+                ended = middle
+        return found
 
     def ended(self, task_id: str, call_id: str, status: CallStatus) -> None:
         """Note that a derived call reached `status`; an ended call's next proposal is a new
@@ -108,11 +140,14 @@ class CallIds:
         base, _, number = call_id.partition(".")
         generation = int(number) if number.isdigit() else 0
         key = (task_id, base)
-        if self._generation.get(key, 0) <= generation:
-            self._generation[key] = generation + 1
-            self._fresh.add(key)
+        if self._known.get(key, (0, False))[0] <= generation:
+            self._remember(key, generation + 1, True)
 
     @staticmethod
     def derived(meta: Mapping[str, Any] | None) -> bool:
         """Whether the call id of a request with this `_meta` is derived (not the client's)."""
         return not (meta or {}).get(CALL_META_KEY)
+
+
+def _name(base: str, generation: int) -> str:
+    return base if generation == 0 else f"{base}.{generation}"
