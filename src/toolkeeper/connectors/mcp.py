@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -76,6 +77,8 @@ _PAGE_CAP = 1000
 """A server whose tools/list never ends cannot hang the connector."""
 
 _RECONNECT = RetryPolicy(initial_interval=0.2, backoff=2.0, max_interval=10.0, jitter=0.2)
+_RECONNECT_WAIT = 5.0
+"""Seconds after a lost connection during which a call waits for it to come back."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -200,6 +203,8 @@ class McpUpstream:
         self._unknown_names: set[str] = set()
         self._refusal: int | None = None
         self._session_gone = False
+        self._lost_at: float | None = None
+        """When the last connection was lost (monotonic), None before one was made."""
         self._exit: AsyncExitStack | None = None
         self._scope: anyio.CancelScope | None = None
         self.connects = 0
@@ -281,7 +286,9 @@ class McpUpstream:
         client, watch = self._client, self._lost
         if client is None or watch is None or watch.closed:
             self._wake.set()
-            raise UpstreamUnavailable(f"upstream {self.params.name!r} is not connected")
+            client, watch = await self._reconnected(ctx)
+            if client is None or watch is None:
+                raise UpstreamUnavailable(f"upstream {self.params.name!r} is not connected")
         name = spec.metadata.get("mcp", {}).get("name") or spec.name.partition(".")[2]
         remaining = ctx.remaining()
         timeout = remaining if math.isfinite(remaining) else None
@@ -342,6 +349,22 @@ class McpUpstream:
             )
             return ToolOutput(data=data, content=blocks)
         return data
+
+    async def _reconnected(self, ctx: CallContext) -> tuple[Client | None, Any]:
+        """The connection, when one lost moments ago comes back within the call's deadline
+        (a restarted server is back within a second or two): nothing has been sent yet, so
+        waiting is safe. An upstream down for longer fails calls at once."""
+        lost = self._lost_at
+        if lost is None:
+            return None, None
+        budget = min(ctx.remaining(), _RECONNECT_WAIT - (time.monotonic() - lost))
+        if budget > 0:
+            with anyio.move_on_after(budget):
+                await self._ready.wait()
+        client, watch = self._client, self._lost
+        if client is None or watch is None or watch.closed:
+            return None, None
+        return client, watch
 
     async def _call_on_session(
         self,
@@ -450,6 +473,8 @@ class McpUpstream:
                 await self._wake.wait()
 
     def _on_lost(self) -> None:
+        if self._client is not None:
+            self._lost_at = time.monotonic()
         self._client = None
         self._lane = None
         if self._ready.is_set():
