@@ -312,6 +312,12 @@ class Keeper:
         for record in await recover_abandoned(self.store, now=self.runtime.clock()):
             self._audit_change(record, previous=CallStatus.RUNNING, by="recovery")
 
+    def drain(self) -> None:
+        """Stop retrying: calls in flight end after their current attempt (what a server does
+        when it is asked to stop, so that it stops within one attempt's timeout). New calls
+        still run, once each."""
+        self.runtime.draining = True
+
     async def aclose(self) -> None:
         """Close the ledger, the audit sink and the selector, if one was made. Idempotent."""
         if self.state is KeeperState.CLOSED:

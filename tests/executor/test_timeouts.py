@@ -210,3 +210,45 @@ async def _cancel_once_started(keeper: Keeper, call: ToolCall, started: anyio.Ev
         tg.start_soon(keeper.execute, call)
         await started.wait()
         tg.cancel_scope.cancel()
+
+
+async def test_a_retried_call_that_times_out_says_the_timeout_is_per_attempt() -> None:
+    async def no_wait(seconds: float) -> None:
+        await anyio.lowlevel.checkpoint()
+
+    async with Keeper(ledger=MemoryStore(), sleep=no_wait) as keeper:
+
+        @keeper.tool(
+            effect="read_only",
+            timeout=0.05,
+            retry=RetryPolicy(max_attempts=2, initial_interval=0.01),
+        )
+        async def stuck() -> str:
+            await anyio.sleep_forever()
+            return "never"
+
+        result = await keeper.execute(ToolCall(call_id="c1", name="stuck"))
+    assert result.status is CallStatus.TIMED_OUT and result.attempt == 2
+    assert result.error is not None
+    assert result.error.message == (
+        "stuck did not finish within 0.05 s (attempt 2; each attempt may take 0.05 s)"
+    )
+    assert result.error.details["attempt"] == 2
+
+
+async def test_a_draining_keeper_ends_calls_after_their_current_attempt() -> None:
+    # A server asked to stop drains its keeper: a hung read retried three times held the
+    # shutdown for three timeouts.
+    async def no_wait(seconds: float) -> None:
+        await anyio.lowlevel.checkpoint()
+
+    async with Keeper(ledger=MemoryStore(), sleep=no_wait) as keeper:
+
+        @keeper.tool(effect="read_only", timeout=0.05, retry=RetryPolicy(max_attempts=3))
+        async def stuck() -> str:
+            keeper.drain()  # the stop arrives while the first attempt runs
+            await anyio.sleep_forever()
+            return "never"
+
+        result = await keeper.execute(ToolCall(call_id="c1", name="stuck"))
+    assert result.status is CallStatus.TIMED_OUT and result.attempt == 1

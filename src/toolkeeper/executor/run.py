@@ -82,7 +82,7 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
                 retryable=True,
             )
             return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
-        return _timed_out(spec.name, spec.timeout)
+        return _timed_out(spec.name, spec.timeout, ctx.attempt)
     except ToolFailed as exc:
         error = ToolError.of(
             ErrorCode.TOOL_ERROR,
@@ -197,11 +197,13 @@ def _unrecordable(name: str, reason: str, what: str | None = None) -> str:
     return f"{name} ran and finished, but its result {what or _NOT_JSON}, so it is not shown"
 
 
-def _timed_out(name: str, timeout: float) -> _Outcome:
+def _timed_out(name: str, timeout: float, attempt: int) -> _Outcome:
+    # The timeout is per attempt: a retried read says which attempt ran out of it.
+    which = f" (attempt {attempt}; each attempt may take {timeout:g} s)" if attempt > 1 else ""
     error = ToolError.of(
         ErrorCode.TIMEOUT,
-        f"{name} did not finish within {timeout:g} s",
-        details={"timeout": timeout},
+        f"{name} did not finish within {timeout:g} s{which}",
+        details={"timeout": timeout, "attempt": attempt},
     )
     return _Outcome(status=CallStatus.TIMED_OUT, error=error, unknown=True)
 
@@ -366,8 +368,10 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
             if outcome.status is CallStatus.AWAITING_APPROVAL:
                 return await _tool_asked_approval(rt, st, outcome, persisted)
             try:
-                if outcome.status is CallStatus.SUCCEEDED or not _may_retry(
-                    rt, st, outcome, attempt
+                if (
+                    outcome.status is CallStatus.SUCCEEDED
+                    or rt.draining
+                    or not _may_retry(rt, st, outcome, attempt)
                 ):
                     break
                 wait = _retry_wait(rt, st, outcome, attempt)

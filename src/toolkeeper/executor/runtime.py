@@ -82,6 +82,9 @@ class Runtime:
     native_asyncio: bool = False
     """The event loop is asyncio's: attempts are timed by `asyncio.timeout`, which costs less
     than an anyio cancel scope (`Keeper.open` sets it)."""
+    draining: bool = False
+    """Set when the process is stopping (`Keeper.drain`): calls in flight end after their
+    current attempt, without retries."""
     _prepared: dict[int, tuple[Tool, Prepared]] = field(default_factory=dict)
     reserved: dict[tuple[str, str, str | None], int] = field(default_factory=dict)
     """Budget places taken by calls of this process that passed the budget gate and are not

@@ -197,7 +197,12 @@ async def serve_http(
     config = uvicorn.Config(
         app, host=host.strip("[]"), port=port, log_level="warning", lifespan="off"
     )
-    server = _quiet_server(uvicorn.Server, on_exit=changes.end_streams)(config)
+
+    def stopping() -> None:
+        changes.end_streams()
+        gateway.keeper.drain()  # calls in flight stop retrying: shutdown within one attempt
+
+    server = _quiet_server(uvicorn.Server, on_exit=stopping)(config)
     stopped = anyio.Event()
 
     async def run() -> None:
