@@ -43,6 +43,8 @@ def test_bench_executor_prints_tables_without_json(
         ["retrieval", "--tools", "0"],
         ["retrieval", "--k", "0"],
         ["retrieval", "--queries", "-1"],
+        ["gateway", "--calls", "0"],
+        ["gateway", "--repeats", "0"],
     ],
 )
 def test_a_non_positive_count_is_a_usage_error(

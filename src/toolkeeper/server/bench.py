@@ -297,11 +297,16 @@ def bench_gateway(
 
 def configure_gateway(parser: argparse.ArgumentParser) -> None:
     """Options of `toolkeeper bench gateway`."""
-    parser.description = __doc__.split("\n\n")[0] if __doc__ else None
+    from ..cli._common import count
+
+    first = (__doc__ or "").split("\n\n")[0].removeprefix("`toolkeeper bench gateway`: ")
+    parser.description = first[:1].upper() + first[1:] or None
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--calls", type=int, default=300, help="timed calls per case and repeat")
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats")
-    parser.add_argument("--warmup", type=int, default=30, help="untimed calls per case first")
+    parser.add_argument(
+        "--calls", type=count(1), default=300, help="timed calls per case and repeat"
+    )
+    parser.add_argument("--repeats", type=count(1), default=5, help="interleaved repeats")
+    parser.add_argument("--warmup", type=count(0), default=30, help="untimed calls per case first")
     parser.set_defaults(func=_run)
 
 
