@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from toolkeeper.core.errors import ErrorCode, ToolError
 from toolkeeper.core.states import CallStatus
 from toolkeeper.core.values import ToolResult, ToolSpec
@@ -68,3 +70,80 @@ def test_a_root_choice_is_merged_into_one_object_and_reported() -> None:
         ("/input_schema/allOf", "allOf"),
         ("/input_schema/oneOf", "oneOf"),
     ]
+
+
+@pytest.mark.anyio
+async def test_property_names_anthropic_refuses_are_renamed_and_named_back_in_calls() -> None:
+    # Anthropic: "input_schema.properties: Property keys should match pattern
+    # '^[a-zA-Z0-9_.-]{1,64}$'" (the whole request is refused).
+    import re
+
+    from toolkeeper import Keeper, Tool
+
+    seen: list[object] = []
+
+    class Upstream:  # an MCP server's tool, with OData- and JSON:API-style parameter names
+        async def invoke(self, spec: object, arguments: object, ctx: object) -> str:
+            seen.append(arguments)
+            return "ok"
+
+    long_name = "x" * 70
+    schema = {
+        "type": "object",
+        "properties": {
+            "$filter": {"type": "string"},
+            "page[size]": {"type": "integer"},
+            "order by": {"type": "string"},
+            "order_by": {"type": "string"},
+            long_name: {"type": "boolean"},
+            "where": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"field name": {"type": "string"}}},
+            },
+        },
+        "required": ["$filter"],
+        "additionalProperties": False,
+    }
+    spec = ToolSpec(name="list_items", input_schema=schema, effect="read_only")  # type: ignore[arg-type]
+    exported = Anthropic().export_tool(spec)
+    params = exported.value["input_schema"]
+    allowed = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
+
+    def names(node: object) -> list[str]:
+        if not isinstance(node, dict):
+            return []
+        found = list(node.get("properties", {}))
+        for sub in (*node.get("properties", {}).values(), node.get("items")):
+            found += names(sub)
+        return found
+
+    assert all(allowed.match(n) for n in names(params)), names(params)
+    assert len(set(params["properties"])) == 6  # "order by" and "order_by" kept apart
+    assert params["required"] == ["_filter"]
+    assert len([loss for loss in exported.losses if loss.keyword == "properties"]) == 5
+    order_space = next(n for n in params["properties"] if n.startswith("order_by_"))
+    long_wire = next(n for n in params["properties"] if n.startswith("xxx"))
+    wire = {
+        "_filter": "status eq 'open'",
+        "page_size_": 20,
+        "order_by": "name",
+        order_space: "date",
+        long_wire: True,
+        "where": [{"field_name": "a"}],
+    }
+    message = {"content": [{"type": "tool_use", "id": "t1", "name": "list_items", "input": wire}]}
+    [call] = Anthropic().parse(message, tools=[spec])
+    assert call.arguments == {
+        "$filter": "status eq 'open'",
+        "page[size]": 20,
+        "order_by": "name",
+        "order by": "date",
+        long_name: True,
+        "where": [{"field name": "a"}],
+    }
+    keeper = Keeper(ledger="memory://")
+    keeper.catalog.add(Tool(spec=spec, connector=Upstream()))
+    async with keeper:
+        result = await keeper.execute(call)
+    assert result.status is CallStatus.SUCCEEDED, result.error
+    assert seen == [call.arguments]

@@ -6,6 +6,7 @@ must match `^[a-zA-Z0-9_-]{1,64}$`; other names are rewritten and reported.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,8 @@ class Anthropic(Dialect):
     """Anthropic Messages API."""
 
     name = "anthropic"
+    # "input_schema.properties: Property keys should match pattern '^[a-zA-Z0-9_.-]{1,64}$'"
+    property_pattern = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 
     def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
         losses: list[Loss] = []
@@ -40,7 +43,7 @@ class Anthropic(Dialect):
         tool: dict[str, Any] = {"name": wire}
         if spec.description:
             tool["description"] = spec.description
-        tool["input_schema"] = schema.value
+        tool["input_schema"] = self.exported_schema(schema.value, losses)
         if spec.examples:
             tool["input_examples"] = [dict(example) for example in spec.examples]
         return Converted(

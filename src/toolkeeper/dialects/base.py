@@ -27,6 +27,8 @@ from typing import Any, ClassVar, Literal
 from ..core.values import Effect, ToolCall, ToolResult, ToolSpec
 from ..schema.canonical import canonical_json
 from ..schema.losses import Action, Converted, Loss, prefixed
+from .keys import rename_properties, restore_keys
+from .schemas import merged_root
 
 __all__ = [
     "ChoiceMode",
@@ -210,6 +212,10 @@ class Dialect(Importer):
     max_name: ClassVar[int] = 64
     name_chars: ClassVar[str] = "A-Za-z0-9_-"
     """The characters a rewritten name keeps (a regex class body); others become `_`."""
+    property_pattern: ClassVar[re.Pattern[str] | None] = None
+    """The property names the vendor takes in parameter schemas (None: any); others are
+    renamed on export and named back in parsed calls (`dialects.keys`)."""
+    max_property: ClassVar[int] = 64
 
     # --- definitions -----------------------------------------------------------------------
 
@@ -473,12 +479,21 @@ class Dialect(Importer):
         if name != wire_name:
             metadata["wire_name"] = wire_name
         metadata.update(extra or {})
-        return ToolCall(
-            call_id=call_id,
-            name=name,
-            arguments=arguments_of(raw_arguments),
-            metadata=metadata,
-        )
+        arguments = arguments_of(raw_arguments)
+        pattern = self.property_pattern
+        if pattern is not None and isinstance(arguments, Mapping):
+            spec = next((t for t in tools if t.name == name), None)
+            if spec is not None:
+                schema, _ = merged_root(spec.input_schema, self.name)  # the root exported
+                arguments = restore_keys(arguments, schema, pattern, self.max_property)
+        return ToolCall(call_id=call_id, name=name, arguments=arguments, metadata=metadata)
+
+    def exported_schema(self, schema: dict[str, Any], losses: list[Loss]) -> dict[str, Any]:
+        """`schema` with the property names this vendor refuses renamed (and reported)."""
+        pattern = self.property_pattern
+        if pattern is None:
+            return schema
+        return rename_properties(schema, pattern, self.max_property, self.name, losses)
 
     @staticmethod
     def response_turn(value: Any) -> str | None:
