@@ -222,7 +222,7 @@ async def test_inspector_cli_without_a_token_sees_no_tools(gateway_url: str) -> 
     assert "demo." not in listed.stdout
 
 
-def upstream_context(spec: ToolSpec) -> CallContext:
+def upstream_context(spec: ToolSpec, *, timeout: float = 30) -> CallContext:
     return CallContext(
         call_id="outer-1",
         task_id="outer",
@@ -230,7 +230,7 @@ def upstream_context(spec: ToolSpec) -> CallContext:
         version=spec.version,
         principal=ANONYMOUS,
         attempt=1,
-        deadline=time.monotonic() + 30,
+        deadline=time.monotonic() + timeout,
         idempotency_key="outer-key",
     )
 
@@ -297,6 +297,53 @@ async def test_a_handshake_era_http_upstream_that_restarted_is_reconnected(
             second[1].set()
     assert data["text"] == "three"
     assert connects == 2
+
+
+async def test_a_write_to_an_http_upstream_that_is_down_is_known_not_sent(
+    tmp_path: Path,
+) -> None:
+    """A refused connection sends nothing: such a write was UNKNOWN_OUTCOME, for a person to
+    reconcile, although it never left (every write while a handshake-era server, which keeps
+    no stream open to notice its going, was down)."""
+    config = tmp_path / "up.toml"
+    config.write_text(
+        f'[server]\nledger = "sqlite:///{tmp_path}/up.db"\nport = 0\n'
+        f'[[tools]]\nfile = "{ROOT / "examples" / "demo_tools.py"}"\n'
+        '[principals.gw]\ntoken = "gw-token-0123456789"\ngrants = ["notes:*"]\n'
+    )
+    command = [
+        sys.executable,
+        "-c",
+        "from toolkeeper.cli import main; raise SystemExit(main())",
+        *("serve", "--config", str(config)),
+    ]
+    catalog = Catalog()
+    with anyio.fail_after(60):
+        async with await anyio.open_process(command) as server:
+            assert server.stdout is not None
+            banner = b""
+            async for chunk in server.stdout:
+                banner += chunk
+                if b"toolkeeper gateway on " in banner and banner.endswith(b"\n"):
+                    break
+            url = next(
+                line.split()[-1]
+                for line in banner.decode().splitlines()
+                if line.startswith("toolkeeper gateway on ")
+            )
+            auth = {"Authorization": "Bearer gw-token-0123456789"}
+            params = UpstreamParams(
+                name="up", url=url, headers=auth, connect_timeout=20, protocol="legacy"
+            )
+            async with McpUpstream(params, catalog) as upstream:
+                tool = catalog.get("up.demo.add_note")
+                assert tool is not None
+                server.kill()  # the upstream server goes away
+                await server.wait()
+                with pytest.raises(UpstreamUnavailable, match="could not be reached"):
+                    await upstream.invoke(
+                        tool.spec, {"text": "x"}, upstream_context(tool.spec, timeout=2)
+                    )
 
 
 async def test_an_http_upstream_refusing_the_token_provides_no_tools_and_says_why(

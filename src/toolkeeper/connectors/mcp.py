@@ -22,6 +22,7 @@ have run); the per-request read timeout raises `TimeoutError`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -203,6 +204,8 @@ class McpUpstream:
         self._unknown_names: set[str] = set()
         self._refusal: int | None = None
         self._session_gone = False
+        self._unsent: set[str] = set()
+        """Idempotency keys of calls whose HTTP request could not connect (nothing sent)."""
         self._lost_at: float | None = None
         """When the last connection was lost (monotonic), None before one was made."""
         self._exit: AsyncExitStack | None = None
@@ -327,6 +330,11 @@ class McpUpstream:
             # CONNECTION_CLOSED is taken as a lost connection, which never claims a write failed.
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 self._wake.set()
+                if ctx.idempotency_key in self._unsent:
+                    self._unsent.discard(ctx.idempotency_key)
+                    raise UpstreamUnavailable(
+                        f"upstream {self.params.name!r} could not be reached"
+                    ) from exc
                 raise OutcomeUnknown(f"upstream {self.params.name!r} closed mid-call") from exc
             if exc.code == mcp_types.REQUEST_TIMEOUT:
                 raise TimeoutError(f"upstream {self.params.name!r} did not answer") from exc
@@ -401,6 +409,11 @@ class McpUpstream:
     def _note_session_gone(self) -> None:
         self._session_gone = True
 
+    def _note_unsent(self, key: str) -> None:
+        if len(self._unsent) > 1024:  # (keys of calls that ended otherwise)
+            self._unsent.clear()
+        self._unsent.add(key)
+
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
         p = self.params
@@ -410,7 +423,7 @@ class McpUpstream:
             lane_transport = inner if isinstance(inner, PipeTransport) else None
         else:
             assert p.url is not None
-            inner = _http(p, self._note_refusal, self._note_session_gone)
+            inner = _http(p, self._note_refusal, self._note_session_gone, self._note_unsent)
         watch = WatchedTransport(inner, on_close=self._on_lost)
         client = Client(
             watch,
@@ -627,7 +640,12 @@ def _call_result(raw: Mapping[str, Any]) -> mcp_types.CallToolResult:
         ) from exc
 
 
-def _http(p: UpstreamParams, refused: Callable[[int], None], gone: Callable[[], None]) -> Any:
+def _http(
+    p: UpstreamParams,
+    refused: Callable[[int], None],
+    gone: Callable[[], None],
+    unsent: Callable[[str], None],
+) -> Any:
     import httpx2
 
     async def note(response: Any) -> None:
@@ -636,13 +654,39 @@ def _http(p: UpstreamParams, refused: Callable[[int], None], gone: Callable[[], 
         elif response.status_code == 404 and response.request.headers.get("mcp-session-id"):
             gone()  # (the SDK reports it as a server's INVALID_REQUEST)
 
+    class Transport(httpx2.AsyncHTTPTransport):
+        """Notes the calls whose request could not even connect: nothing of them was sent
+        (the SDK reports them as a closed connection, like one lost mid-call)."""
+
+        async def handle_async_request(self, request: Any) -> Any:
+            try:
+                return await super().handle_async_request(request)
+            except httpx2.ConnectError:
+                key = _idempotency_key_of(request.content)
+                if key is not None:
+                    unsent(key)
+                raise
+
     assert p.url is not None
     http = httpx2.AsyncClient(
         headers=dict(p.headers),
         timeout=httpx2.Timeout(p.timeout, read=None),
         event_hooks={"response": [note]},
+        transport=Transport(),
     )
     return _owned_http(p.url, http)
+
+
+def _idempotency_key_of(body: bytes) -> str | None:
+    """The idempotency key a `tools/call` request body carries in its `_meta`, if any."""
+    try:
+        message = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    key = meta.get(IDEMPOTENCY_META_KEY) if isinstance(meta, dict) else None
+    return key if isinstance(key, str) else None
 
 
 @asynccontextmanager
