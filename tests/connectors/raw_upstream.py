@@ -10,7 +10,8 @@
   for their own errors (and the SDK for a closed connection), without doing anything.
 - `garbled` (a write) does its write, then answers with a result that is no `CallToolResult`
   (`content` a string), as a buggy server does.
-- `huge` (a write) does its write, then answers with 65 MiB of text: more than a line may be.
+- `huge` (a write) does its write, then answers with 65 MiB of text: more than a line may be;
+  `huge_last` the same, its message's `id` written last (as the TypeScript SDK writes it).
 - `change` (read-only) announces a changed tool list: `{"then": "fail"}` makes the next
   `tools/list` fail once, `{"then": "add"}` adds the tool `late` to it.
 """
@@ -47,6 +48,7 @@ CHANGE = {
     "annotations": {"readOnlyHint": True},
 }
 HUGE = {**TOOL, "name": "huge", "description": "Record a request, answer at length."}
+HUGE_LAST = {**HUGE, "name": "huge_last"}
 LATE = {**ODD, "name": "late", "description": "A tool added at run time."}
 STATE = {"fail_list": False, "late": False}
 REPORT = {
@@ -63,9 +65,8 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         info = {"name": "raw-upstream", "version": "1.0"}
         return {"protocolVersion": PROTOCOL, "capabilities": {"tools": {}}, "serverInfo": info}
     if method == "tools/list":
-        return {
-            "tools": [TOOL, REFUSE, REPORT, ODD, GARBLED, HUGE, CHANGE, *([LATE] * STATE["late"])]
-        }
+        late = [LATE] if STATE["late"] else []
+        return {"tools": [TOOL, REFUSE, REPORT, ODD, GARBLED, HUGE, HUGE_LAST, CHANGE, *late]}
     if method == "tools/call" and params["name"] == "change":
         STATE["fail_list" if params["arguments"]["then"] == "fail" else "late"] = True
         return {"content": [{"type": "text", "text": "changed"}], "isError": False}
@@ -79,7 +80,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
             text = "1 line recorded"
         if params["name"] == "garbled":
             return {"content": "done", "isError": False}
-        if params["name"] == "huge":
+        if params["name"] in ("huge", "huge_last"):
             text = "x" * (65 * 2**20)
         return {"content": [{"type": "text", "text": text}], "isError": False}
     return {}
@@ -95,6 +96,8 @@ for line in sys.stdin:
         elif request["method"] == "tools/list" and STATE["fail_list"]:
             STATE["fail_list"] = False
             reply["error"] = {"code": -32603, "message": "the tool registry is reloading"}
+        elif name == "huge_last":
+            reply = {"result": answer(request), "jsonrpc": "2.0", "id": request["id"]}
         else:
             reply["result"] = answer(request)
         sys.stdout.write(json.dumps(reply) + "\n")  # ensure_ascii: "\ud83d" stays an escape

@@ -330,8 +330,9 @@ async def test_a_write_answered_with_a_malformed_result_is_recorded_as_done_neve
     assert effects.read_text() == "called\n"
 
 
+@pytest.mark.parametrize("tool", ["raw.huge", "raw.huge_last"])
 async def test_an_answer_longer_than_a_line_may_be_ends_the_call_at_once_as_done(
-    tmp_path: Path,
+    tmp_path: Path, tool: str
 ) -> None:
     # Dropped unread, it left the call waiting out its deadline: a read was run three times,
     # a write ended UNKNOWN_OUTCOME although the server had answered.
@@ -340,9 +341,7 @@ async def test_an_answer_longer_than_a_line_may_be_ends_the_call_at_once_as_done
     params = UpstreamParams(
         name="raw", command=sys.executable, args=(RAW,), protocol="legacy", timeout=120
     )
-    call = ToolCall(
-        call_id="c1", name="raw.huge", arguments={"path": str(effects)}, principal=RAW_AGENT
-    )
+    call = ToolCall(call_id="c1", name=tool, arguments={"path": str(effects)}, principal=RAW_AGENT)
     echo = ToolCall(call_id="c2", name="raw.odd name", arguments={}, principal=RAW_AGENT)
     with anyio.fail_after(60):
         async with keeper, McpUpstream(params, keeper.catalog) as upstream:

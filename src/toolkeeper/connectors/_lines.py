@@ -27,6 +27,9 @@ logger = logging.getLogger(__name__)
 LINE_LIMIT = 64 * 1024 * 1024
 """The longest line read (64 MiB); a longer one is dropped and reported to the session."""
 
+_EDGE = 4096
+"""Bytes kept of each end of a line too long to read."""
+
 decode_line = msgspec.json.Decoder().decode
 """Decodes one JSON line (raises `msgspec.DecodeError`)."""
 
@@ -62,8 +65,9 @@ class LineReader(_Stream):
         self._reader = reader
         self.take: Callable[[Any], bool] | None = None
         self.at_end: Callable[[], None] | None = None
-        self.overlong: Callable[[bytes], None] | None = None
-        """Sees the first bytes of a line dropped for its length (to fail what it answered)."""
+        self.overlong: Callable[[bytes, bytes], None] | None = None
+        """Sees the first and the last bytes of a line dropped for its length (to fail the
+        request it answered: its id may come first or last)."""
 
     async def receive(self) -> SessionMessage | Exception:
         while True:
@@ -88,19 +92,22 @@ class LineReader(_Stream):
         return SessionMessage(message)
 
     async def _drop_line(self) -> Exception:
-        """Skip the rest of a line longer than `LINE_LIMIT`, showing its head to `overlong`."""
-        head = await self._reader.read(4096)
-        while b"\n" not in head:
+        """Skip the rest of a line longer than `LINE_LIMIT`, showing its first and last bytes
+        to `overlong`."""
+        head = await self._reader.read(_EDGE)
+        tail = head
+        while True:
             try:
-                await self._reader.readuntil(b"\n")
+                tail = (tail + await self._reader.readuntil(b"\n"))[-_EDGE:]
                 break
             except asyncio.LimitOverrunError as over:
-                await self._reader.readexactly(over.consumed)
-            except asyncio.IncompleteReadError:
+                tail = (tail + await self._reader.readexactly(over.consumed))[-_EDGE:]
+            except asyncio.IncompleteReadError as end:
+                tail = (tail + end.partial)[-_EDGE:]
                 break
         logger.error("a message of more than %d bytes was dropped: %.80r", LINE_LIMIT, head)
         if self.overlong is not None:
-            self.overlong(head)
+            self.overlong(head, tail)
         return ValueError(f"a message longer than {LINE_LIMIT} bytes was dropped")
 
     @staticmethod

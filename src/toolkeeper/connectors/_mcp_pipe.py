@@ -109,10 +109,11 @@ class CallLane:
             future.set_result(message)
         return True
 
-    def overlong(self, head: bytes) -> None:
-        """A line too long to read began with `head`: the call it answers fails with
-        `AnswerTooLarge` at once, rather than wait for its deadline."""
-        found = _RESPONSE_ID.search(head)
+    def overlong(self, head: bytes, tail: bytes) -> None:
+        """A line too long to read began with `head` and ended with `tail`: the call it
+        answers (its id first, as Python servers write it, or last, as TypeScript ones do)
+        fails with `AnswerTooLarge` at once, rather than wait for its deadline."""
+        found = _RESPONSE_ID.search(head) or _RESPONSE_ID.search(tail)
         future = self._pending.get(found.group(1).decode()) if found else None
         if future is not None and not future.done():
             future.set_exception(AnswerTooLarge(f"the answer is longer than {LINE_LIMIT} bytes"))
