@@ -147,3 +147,34 @@ async def test_property_names_anthropic_refuses_are_renamed_and_named_back_in_ca
         result = await keeper.execute(call)
     assert result.status is CallStatus.SUCCEEDED, result.error
     assert seen == [call.arguments]
+
+
+def test_a_property_several_root_parts_give_keeps_what_each_says() -> None:
+    # allOf: every part holds (a union would let 500 and "big" through); anyOf: either may,
+    # each whole (an Optional's own anyOf keeps its description).
+    schema = {
+        "allOf": [
+            {"type": "object", "properties": {"size": {"type": "integer"}}, "required": ["size"]},
+            {"properties": {"size": {"minimum": 1, "maximum": 10}}},
+        ],
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "order": {
+                        "anyOf": [{"type": "string"}, {"type": "null"}],
+                        "description": "the order id",
+                    }
+                },
+            },
+            {"type": "object", "properties": {"order": {"type": "integer"}}},
+        ],
+    }
+    params = Anthropic().export_tool(ToolSpec(name="t", input_schema=schema)).value["input_schema"]
+    from toolkeeper.schema.validate import compile_validator
+
+    validator = compile_validator(params)
+    assert params["properties"]["size"] == {"type": "integer", "minimum": 1, "maximum": 10}
+    assert not validator.is_valid({"size": 500}) and not validator.is_valid({"size": "big"})
+    assert params["properties"]["order"]["anyOf"][0]["description"] == "the order id"
+    assert validator.is_valid({"size": 3, "order": 7})

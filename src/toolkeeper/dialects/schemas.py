@@ -177,19 +177,25 @@ def merged_root(schema: Mapping[str, Any], target: str) -> tuple[Mapping[str, An
     props: dict[str, Any] = dict(own) if isinstance(own, Mapping) else {}
     required = [r for r in out.get("required", ()) if isinstance(r, str)]
     losses: list[Loss] = []
+    joined: dict[str, str] = {}  # a property made here of several: by which keyword
     for keyword in _ROOT_CHOICES:
         branches = schema.get(keyword)
         if not isinstance(branches, list):
             continue
+        # A property several parts give: all of them hold (allOf), or any of them (else).
+        join = "allOf" if keyword == "allOf" else "anyOf"
         shapes = [_object_shape(schema, branch) for branch in branches]
         for shape in shapes:
             for name, sub in (shape or ({}, []))[0].items():
                 if name not in props:
                     props[name] = sub
                 elif props[name] != sub:
-                    known = props[name].get("anyOf") if isinstance(props[name], Mapping) else None
-                    choices = list(known) if isinstance(known, list) else [props[name]]
-                    props[name] = {"anyOf": choices + ([sub] if sub not in choices else [])}
+                    made = _joined(props[name], sub, join, joined.get(name) == join)
+                    props[name] = made
+                    if isinstance(made, dict) and set(made) == {join}:
+                        joined[name] = join
+                    else:
+                        joined.pop(name, None)
         needed = [set(shape[1]) if shape is not None else set() for shape in shapes]
         if keyword == "allOf":
             required += [n for n in sorted(set().union(*needed)) if n not in required]
@@ -213,6 +219,22 @@ def merged_root(schema: Mapping[str, Any], target: str) -> tuple[Mapping[str, An
     else:
         out.pop("required", None)
     return out, losses
+
+
+def _joined(known: Any, sub: Any, join: str, ours: bool) -> Any:
+    """One schema for a property that two parts of a root choice give: `join` (allOf or
+    anyOf) of both, whole (a schema's own anyOf and its description stay as they are); for
+    allOf, one merged object when the two constrain different keywords."""
+    if ours:
+        return {join: [*known[join], *([sub] if sub not in known[join] else [])]}
+    if (
+        join == "allOf"
+        and isinstance(known, Mapping)
+        and isinstance(sub, Mapping)
+        and all(known[k] == sub[k] for k in set(known) & set(sub))
+    ):
+        return {**known, **sub}
+    return {join: [known, sub]}
 
 
 def _object_shape(root: Mapping[str, Any], branch: Any) -> tuple[dict[str, Any], list[str]] | None:
