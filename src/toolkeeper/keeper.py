@@ -313,10 +313,13 @@ class Keeper:
             self._audit_change(record, previous=CallStatus.RUNNING, by="recovery")
 
     def drain(self) -> None:
-        """Stop retrying: calls in flight end after their current attempt (what a server does
-        when it is asked to stop, so that it stops within one attempt's timeout). New calls
-        still run, once each."""
+        """Stop retrying: calls in flight end after their current attempt, and calls waiting
+        to retry end now (what a server does when it is asked to stop, so that it stops
+        within one attempt's timeout). New calls still run, once each. Call it on the
+        keeper's event loop."""
         self.runtime.draining = True
+        for waiting in list(self.runtime.waits):
+            waiting.cancel()
 
     async def aclose(self) -> None:
         """Close the ledger, the audit sink and the selector, if one was made. Idempotent."""

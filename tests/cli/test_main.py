@@ -85,3 +85,21 @@ def test_every_option_and_argument_says_what_it_is_for() -> None:
         if action.help is None and not isinstance(action, argparse._SubParsersAction)
     ]
     assert undocumented == []
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_an_error_not_a_quiet_exit() -> None:
+    # A command writing to a child process that died: stdout is fine, the failure is real.
+    code = (
+        "import subprocess, toolkeeper.cli.dialects as d\n"
+        "def writes_to_a_dead_child(args):\n"
+        "    child = subprocess.Popen(['true'], stdin=subprocess.PIPE)\n"
+        "    child.wait()\n"
+        "    child.stdin.write(b'x' * 1_000_000)\n"
+        "    child.stdin.flush()\n"
+        "d._run = writes_to_a_dead_child\n"
+        f"{CLI}\n"
+    )
+    command = [sys.executable, "-c", code, "dialects", "convert", "--from", "bfcl", "--to", "all"]
+    done = subprocess.run([*command, "-"], input="", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "BrokenPipeError" in done.stderr

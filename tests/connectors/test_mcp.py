@@ -409,3 +409,16 @@ async def test_a_misspelled_tool_name_in_the_configuration_is_said_once(
     said = [r.getMessage() for r in caplog.records if "offers no tool" in r.getMessage()]
     assert names == ["time.convert_time"]
     assert len(said) == 1 and "'get_current_tme'" in said[0] and "get_current_time" in said[0]
+
+
+async def test_a_call_on_an_upstream_closed_on_purpose_fails_without_waiting_for_it() -> None:
+    catalog = Catalog()
+    params = UpstreamParams(name="t", command=sys.executable, args=(UPSTREAM,))
+    upstream = McpUpstream(params, catalog)
+    await upstream.start()
+    await upstream.wait_attempted()
+    echo = spec_of(catalog, "t.echo")
+    await upstream.aclose()
+    # Not the wait for a lost connection to come back (up to 5 s): none will.
+    with anyio.fail_after(2), pytest.raises(UpstreamUnavailable):
+        await upstream.invoke(echo, {"text": "x"}, ctx(echo))

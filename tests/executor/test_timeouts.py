@@ -252,3 +252,28 @@ async def test_a_draining_keeper_ends_calls_after_their_current_attempt() -> Non
 
         result = await keeper.execute(ToolCall(call_id="c1", name="stuck"))
     assert result.status is CallStatus.TIMED_OUT and result.attempt == 1
+
+
+async def test_draining_ends_a_call_waiting_to_retry_at_once() -> None:
+    from toolkeeper import RetryLater
+
+    async with Keeper(ledger=MemoryStore()) as keeper:
+
+        @keeper.tool(effect="read_only", retry=RetryPolicy(max_attempts=3))
+        async def busy() -> str:
+            raise RetryLater("the service is busy", after=30)
+
+        results = []
+
+        async def call() -> None:
+            results.append(await keeper.execute(ToolCall(call_id="c1", name="busy")))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                while not keeper.runtime.waits:  # the call waits its 30 s to retry...
+                    await anyio.lowlevel.checkpoint()
+                keeper.drain()  # ...and the server stops
+    [result] = results
+    assert result.status is CallStatus.FAILED and result.attempt == 1
+    assert result.error is not None and result.error.message == "the service is busy"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import select
 import sys
 from collections.abc import Callable, Sequence
 
@@ -71,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:
         if _caused_by(exc, KeyboardInterrupt):
             return _INTERRUPTED
-        if _caused_by(exc, BrokenPipeError):
+        if _only(exc, BrokenPipeError) and _stdout_reader_gone():
             # As the Python docs advise: nothing more is written to the closed pipe, and the
             # interpreter's own flush at exit finds devnull instead.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -90,6 +91,24 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return exc.subgroup(kind) is not None
     return isinstance(exc, kind)
+
+
+def _only(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `exc` is `kind`, or a task group's error that holds nothing else (a real
+    error beside it is not hidden)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(kind)[1] is None
+    return isinstance(exc, kind)
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader closed it (not some other pipe that broke)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's capture)
+        return False
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -208,6 +208,7 @@ class McpUpstream:
         """Idempotency keys of calls whose HTTP request could not connect (nothing sent)."""
         self._lost_at: float | None = None
         """When the last connection was lost (monotonic), None before one was made."""
+        self._closing = False
         self._exit: AsyncExitStack | None = None
         self._scope: anyio.CancelScope | None = None
         self.connects = 0
@@ -224,6 +225,7 @@ class McpUpstream:
         """Close as `aclose()` does, handing the exception being raised to the session's task
         group: a cancellation of an enclosing scope (another upstream's, closed after this
         one) then reaches that scope instead of escaping."""
+        self._closing = True
         stack, self._exit = self._exit, None
         if stack is None:
             return False
@@ -244,6 +246,7 @@ class McpUpstream:
 
     def cancel(self) -> None:
         """Start closing without waiting (then `aclose()` from the task that started it)."""
+        self._closing = True
         if self._scope is not None:
             self._scope.cancel()
 
@@ -256,6 +259,7 @@ class McpUpstream:
     async def aclose(self) -> None:
         """Close the session (and stop the server process), from the task that called `start`.
         Idempotent."""
+        self._closing = True
         stack, self._exit = self._exit, None
         if stack is not None:
             await stack.aclose()
@@ -363,7 +367,7 @@ class McpUpstream:
         (a restarted server is back within a second or two): nothing has been sent yet, so
         waiting is safe. An upstream down for longer fails calls at once."""
         lost = self._lost_at
-        if lost is None:
+        if lost is None or self._closing:  # (closed on purpose: nothing comes back)
             return None, None
         budget = min(ctx.remaining(), _RECONNECT_WAIT - (time.monotonic() - lost))
         if budget > 0:

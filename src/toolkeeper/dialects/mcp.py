@@ -28,7 +28,16 @@ from .base import (
 )
 from .schemas import FullSchema, full_schema, object_root, types_of
 
-__all__ = ["MCP"]
+__all__ = ["MCP", "object_schema"]
+
+
+def object_schema(schema: Mapping[str, Any] | None) -> bool:
+    """Whether `schema` describes objects only: what an MCP output schema must (it describes
+    `structuredContent`)."""
+    if schema is None:
+        return False
+    kinds = types_of(schema)
+    return kinds == ["object"] or (not kinds and "properties" in schema)
 
 
 class MCP(Dialect):
@@ -52,8 +61,7 @@ class MCP(Dialect):
             tool["description"] = spec.description
         tool["inputSchema"] = schema.value
         if spec.output_schema is not None:
-            kinds = types_of(spec.output_schema)
-            if kinds == ["object"] or (not kinds and "properties" in spec.output_schema):
+            if object_schema(spec.output_schema):
                 tool["outputSchema"] = full_schema(spec.output_schema, "/output_schema", losses)
             else:
                 # MCP's output schemas describe `structuredContent`, which is an object.

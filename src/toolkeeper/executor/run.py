@@ -390,7 +390,14 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 )
                 recorded = attempt + 1
                 audit(rt, st, CallStatus.RUNNING, previous=CallStatus.RUNNING, attempt=attempt + 1)
-            await (rt.sleep or anyio.sleep)(wait)
+            with rt.cancel_scope() as waiting:  # `Keeper.drain` cuts the wait short
+                rt.waits.add(waiting)
+                try:
+                    await (rt.sleep or anyio.sleep)(wait)
+                finally:
+                    rt.waits.discard(waiting)
+            if rt.draining:
+                break  # (the record ends with the attempt that ran last)
             attempt += 1
             deadline_mono = time.monotonic() + spec.timeout
     except anyio.get_cancelled_exc_class():
@@ -545,7 +552,7 @@ async def _record_end(
             # The store cannot hold the result (a connector's data nested too deeply): the
             # call ran all the same, so it is recorded as it ended, a note in place of data.
             note = _unrecordable(st.tool.spec.name, str(exc))
-            outcome = dataclasses.replace(outcome, data=note)
+            outcome = dataclasses.replace(outcome, data=note, content=None)  # nothing shown
     if st.reserved:
         rt.release(st)  # its record counts now
     finished_at = rt.clock()

@@ -85,6 +85,8 @@ class Runtime:
     draining: bool = False
     """Set when the process is stopping (`Keeper.drain`): calls in flight end after their
     current attempt, without retries."""
+    waits: set[anyio.CancelScope] = field(default_factory=set)
+    """The waits of calls between two attempts (`Keeper.drain` cancels them)."""
     _prepared: dict[int, tuple[Tool, Prepared]] = field(default_factory=dict)
     reserved: dict[tuple[str, str, str | None], int] = field(default_factory=dict)
     """Budget places taken by calls of this process that passed the budget gate and are not

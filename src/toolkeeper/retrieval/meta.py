@@ -153,7 +153,8 @@ def meta_tools(
                 principal=ctx.principal,
                 k=k,
                 abstain=False,
-            )
+            ),
+            abandon_on_cancel=True,  # a call cancelled (its deadline) does not wait for it
         )
         threshold = selector.config.abstain_below
         return {

@@ -30,7 +30,7 @@ from ..catalog.registry import Tool
 from ..core.errors import ErrorCode
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
-from ..dialects.mcp import MCP
+from ..dialects.mcp import MCP, object_schema
 from ..keeper import Keeper
 from ..policy.grants import may_use
 from ..retrieval.meta import CALL_TOOL
@@ -167,10 +167,8 @@ class Gateway:
         if hit is not None and hit[0] is spec:
             tool = hit[1]
         else:
-            wire = dict(self._dialect.export_tool(spec).value)
-            if not _object_schema(spec.output_schema):
-                wire.pop("outputSchema", None)
-            tool = mcp_types.Tool.model_validate(wire)
+            # (the MCP dialect leaves out an output schema that is not an object's)
+            tool = mcp_types.Tool.model_validate(self._dialect.export_tool(spec).value)
             self._exported[id(spec)] = (spec, tool)
         return tool if tool.name == name else tool.model_copy(update={"name": name})
 
@@ -344,7 +342,7 @@ class Gateway:
         if (
             result.error is None
             and spec is not None
-            and _object_schema(spec.output_schema)
+            and object_schema(spec.output_schema)
             and "structuredContent" not in wire
             and isinstance(result.data, dict)
         ):
@@ -361,10 +359,6 @@ class Gateway:
                 ),
             }
         return wire
-
-
-def _object_schema(schema: Mapping[str, Any] | None) -> bool:
-    return schema is not None and schema.get("type") == "object"
 
 
 def _needs_approval(result: ToolResult) -> bool:
