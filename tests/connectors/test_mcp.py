@@ -422,3 +422,53 @@ async def test_a_call_on_an_upstream_closed_on_purpose_fails_without_waiting_for
     # Not the wait for a lost connection to come back (up to 5 s): none will.
     with anyio.fail_after(2), pytest.raises(UpstreamUnavailable):
         await upstream.invoke(echo, {"text": "x"}, ctx(echo))
+
+
+async def test_a_call_waiting_for_a_lost_upstream_stops_waiting_when_it_is_closed() -> None:
+    upstream = McpUpstream(UpstreamParams(name="up", url="http://127.0.0.1:9/mcp"), Catalog())
+    upstream._lost_at = time.monotonic()  # its connection was lost a moment ago
+    spec = ToolSpec(name="up.w")
+    outcomes: list[BaseException] = []
+
+    async def call() -> None:
+        try:
+            await upstream.invoke(spec, {}, ctx(spec))
+        except UpstreamUnavailable as exc:
+            outcomes.append(exc)
+
+    with anyio.fail_after(2):  # not the 5 s a lost connection is waited for
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await anyio.lowlevel.checkpoint()
+            upstream.cancel()  # closed on purpose meanwhile
+    assert len(outcomes) == 1
+
+
+async def test_an_http_upstream_goes_through_the_proxy_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from toolkeeper.connectors.mcp import _http_client
+
+    seen: list[bytes] = []
+
+    async def proxy(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            seen.append((await stream.receive()).split(b"\r\n")[0])
+            await stream.send(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n")
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    url = "http://upstream.internal.example:8080/mcp"
+    async with (
+        listener,
+        _http_client(UpstreamParams(name="up", url=url), print, print, print) as http,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(listener.serve, proxy)
+        response = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        tg.cancel_scope.cancel()
+    assert response.status_code == 502
+    assert seen == [b"POST http://upstream.internal.example:8080/mcp HTTP/1.1"]

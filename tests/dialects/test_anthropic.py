@@ -178,3 +178,20 @@ def test_a_property_several_root_parts_give_keeps_what_each_says() -> None:
     assert not validator.is_valid({"size": 500}) and not validator.is_valid({"size": "big"})
     assert params["properties"]["order"]["anyOf"][0]["description"] == "the order id"
     assert validator.is_valid({"size": 3, "order": 7})
+
+
+def test_allof_parts_read_against_their_siblings_are_not_merged_into_one() -> None:
+    schema = {
+        "allOf": [
+            {"properties": {"x": {"type": "object", "properties": {"a": {}}}}},
+            {"properties": {"x": {"type": "object", "additionalProperties": False}}},
+            {"properties": {"t": {"type": "array", "prefixItems": [{"type": "string"}]}}},
+            {"properties": {"t": {"type": "array", "items": {"type": "integer"}}}},
+        ]
+    }
+    params = Anthropic().export_tool(ToolSpec(name="t", input_schema=schema)).value["input_schema"]
+    from toolkeeper.schema.validate import compile_validator
+
+    validator = compile_validator(params)
+    assert not validator.is_valid({"x": {"a": 1}})  # the original refuses it: no property allowed
+    assert not validator.is_valid({"t": ["s"]})  # and this ("s" is no integer)

@@ -87,3 +87,10 @@ def test_structured_content_holding_nan_is_sent_as_json() -> None:
     )
     out = MCP().format_result(result)
     assert json.loads(json.dumps(out["structuredContent"], allow_nan=False)) == {"mean": None}
+
+
+def test_an_untyped_object_output_schema_is_sent_with_type_object() -> None:
+    # MCP output schemas are `type: "object"` at the root (clients parse tools/list so).
+    spec = ToolSpec(name="get", output_schema={"properties": {"id": {"type": "string"}}})
+    exported = MCP().export_tool(spec).value["outputSchema"]
+    assert exported == {"type": "object", "properties": {"id": {"type": "string"}}}

@@ -209,6 +209,8 @@ class McpUpstream:
         self._lost_at: float | None = None
         """When the last connection was lost (monotonic), None before one was made."""
         self._closing = False
+        self._closed = anyio.Event()
+        """Set when the upstream is closed on purpose: calls waiting for it stop waiting."""
         self._exit: AsyncExitStack | None = None
         self._scope: anyio.CancelScope | None = None
         self.connects = 0
@@ -226,6 +228,7 @@ class McpUpstream:
         group: a cancellation of an enclosing scope (another upstream's, closed after this
         one) then reaches that scope instead of escaping."""
         self._closing = True
+        self._closed.set()
         stack, self._exit = self._exit, None
         if stack is None:
             return False
@@ -247,6 +250,7 @@ class McpUpstream:
     def cancel(self) -> None:
         """Start closing without waiting (then `aclose()` from the task that started it)."""
         self._closing = True
+        self._closed.set()
         if self._scope is not None:
             self._scope.cancel()
 
@@ -260,6 +264,7 @@ class McpUpstream:
         """Close the session (and stop the server process), from the task that called `start`.
         Idempotent."""
         self._closing = True
+        self._closed.set()
         stack, self._exit = self._exit, None
         if stack is not None:
             await stack.aclose()
@@ -372,7 +377,14 @@ class McpUpstream:
         budget = min(ctx.remaining(), _RECONNECT_WAIT - (time.monotonic() - lost))
         if budget > 0:
             with anyio.move_on_after(budget):
-                await self._ready.wait()
+                async with anyio.create_task_group() as tg:  # back, or closed meanwhile
+
+                    async def until(event: anyio.Event) -> None:
+                        await event.wait()
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(until, self._ready)
+                    tg.start_soon(until, self._closed)
         client, watch = self._client, self._lost
         if client is None or watch is None or watch.closed:
             return None, None
@@ -650,6 +662,19 @@ def _http(
     gone: Callable[[], None],
     unsent: Callable[[str], None],
 ) -> Any:
+    assert p.url is not None
+    return _owned_http(p.url, _http_client(p, refused, gone, unsent))
+
+
+def _http_client(
+    p: UpstreamParams,
+    refused: Callable[[int], None],
+    gone: Callable[[], None],
+    unsent: Callable[[str], None],
+) -> Any:
+    """The HTTP client of an upstream's session: its headers and timeout, proxies from the
+    environment, and three observers: credentials refused (401/403), a session the server
+    forgot (404 in a session), a request that could not connect (its idempotency key)."""
     import httpx2
 
     async def note(response: Any) -> None:
@@ -658,27 +683,25 @@ def _http(
         elif response.status_code == 404 and response.request.headers.get("mcp-session-id"):
             gone()  # (the SDK reports it as a server's INVALID_REQUEST)
 
-    class Transport(httpx2.AsyncHTTPTransport):
+    class Client(httpx2.AsyncClient):
         """Notes the calls whose request could not even connect: nothing of them was sent
-        (the SDK reports them as a closed connection, like one lost mid-call)."""
+        (the SDK reports them as a closed connection, like one lost mid-call). The client's
+        own transports stay (so do proxies from the environment)."""
 
-        async def handle_async_request(self, request: Any) -> Any:
+        async def send(self, request: Any, **kwargs: Any) -> Any:
             try:
-                return await super().handle_async_request(request)
+                return await super().send(request, **kwargs)
             except httpx2.ConnectError:
                 key = _idempotency_key_of(request.content)
                 if key is not None:
                     unsent(key)
                 raise
 
-    assert p.url is not None
-    http = httpx2.AsyncClient(
+    return Client(
         headers=dict(p.headers),
         timeout=httpx2.Timeout(p.timeout, read=None),
         event_hooks={"response": [note]},
-        transport=Transport(),
     )
-    return _owned_http(p.url, http)
 
 
 def _idempotency_key_of(body: bytes) -> str | None:

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal
 from ..core.values import Effect, ToolCall, ToolResult, ToolSpec
 from ..schema.canonical import canonical_json
 from ..schema.losses import Action, Converted, Loss, prefixed
-from .keys import rename_properties, restore_keys
+from .keys import rename_properties, translate
 from .schemas import merged_root
 
 __all__ = [
@@ -393,7 +393,7 @@ class Dialect(Importer):
 
     def safe_name(self, name: str) -> str:
         """`name` if the vendor accepts it, else a stable rewrite that it accepts."""
-        if self.name_pattern.match(name):
+        if self.name_pattern.fullmatch(name):
             return name
         cleaned = re.sub(f"[^{self.name_chars}]", "_", name) or "tool"
         if not re.match(r"[A-Za-z_]", cleaned):
@@ -490,7 +490,7 @@ class Dialect(Importer):
             spec = next((t for t in tools if t.name == name), None)
             if spec is not None:
                 schema, _ = merged_root(spec.input_schema, self.name)  # the root exported
-                arguments = restore_keys(arguments, schema, pattern, self.max_property)
+                arguments = translate(arguments, schema, pattern, self.max_property, exported=False)
         return ToolCall(call_id=call_id, name=name, arguments=arguments, metadata=metadata)
 
     def exported_schema(self, schema: dict[str, Any], losses: list[Loss]) -> dict[str, Any]:
@@ -499,6 +499,17 @@ class Dialect(Importer):
         if pattern is None:
             return schema
         return rename_properties(schema, pattern, self.max_property, self.name, losses)
+
+    def exported_example(self, example: Mapping[str, Any], spec: ToolSpec) -> dict[str, Any]:
+        """An example input of `spec` under the property names it is exported with."""
+        pattern = self.property_pattern
+        if pattern is None:
+            return dict(example)
+        schema, _ = merged_root(spec.input_schema, self.name)
+        translated: dict[str, Any] = translate(
+            example, schema, pattern, self.max_property, exported=True
+        )
+        return translated
 
     @staticmethod
     def response_turn(value: Any) -> str | None:

@@ -5,14 +5,16 @@ request otherwise; MCP servers name parameters `$filter`, `page[size]` or `order
 name is exported as one the vendor takes (its other characters made `_`, cut to length, a hash
 of the original added when two would meet), and a call's arguments get their original names
 back before the executor sees them. The renaming depends only on the names of one object's
-properties, so export and parse agree without keeping any state.
+properties, so export and parse agree without keeping any state; `translate` follows every
+schema that applies at a place (references with their siblings, every part of a choice or a
+condition, pattern and additional properties, tuple positions) as the renaming reached them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..schema.losses import Action, Loss
@@ -24,29 +26,48 @@ from ..schema.walker import (
     resolve_pointer,
 )
 
-__all__ = ["rename_properties", "restore_keys", "wire_keys"]
+__all__ = ["rename_properties", "translate", "wire_keys"]
 
 _MAX_DEPTH = 64
+_MAX_SHAPES = 64
 
 
 def wire_keys(names: Iterable[str], pattern: re.Pattern[str], limit: int) -> dict[str, str]:
     """Original → exported name for the properties of one object: a name the vendor takes is
     kept; another becomes one it takes, unique within the object, the same every time."""
     names = list(names)
-    out = {name: name for name in names if pattern.match(name)}
+    out = {name: name for name in names if pattern.fullmatch(name)}
     used = set(out)
     for name in names:
         if name in out:
             continue
-        wire = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:limit] or "_"
-        if wire in used or not pattern.match(wire):
-            digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
-            wire = f"{wire[: limit - 9]}_{digest[:8]}"
-        while wire in used:  # (a hash that met another name)
-            wire = f"{wire[: limit - 2]}_x"
+        base = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:limit] or "_"
+        wire = base
+        if wire in used or not pattern.fullmatch(wire):
+            digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+            for n in range(len(names) + 1):  # (a hash that met another name: a counter)
+                suffix = f"_{digest}" if n == 0 else f"_{digest}_{n}"
+                wire = f"{base[: limit - len(suffix)]}{suffix}"
+                if wire not in used:
+                    break
         used.add(wire)
         out[name] = wire
     return out
+
+
+def _name_map(
+    node: Mapping[str, Any], pattern: re.Pattern[str], limit: int
+) -> Callable[[str], str]:
+    """How names are exported at `node`: by its own properties' renaming, and a name they do
+    not hold (a `required` in a branch naming its parent's property) as it would be alone."""
+    props = node.get("properties")
+    own = wire_keys(props, pattern, limit) if isinstance(props, Mapping) else {}
+
+    def name(original: str) -> str:
+        found = own.get(original)
+        return found if found is not None else wire_keys([original], pattern, limit)[original]
+
+    return name
 
 
 def rename_properties(
@@ -57,7 +78,8 @@ def rename_properties(
     losses: list[Loss],
 ) -> dict[str, Any]:
     """`schema` with every object's property names the vendor refuses renamed (and its
-    `required` with them); each renaming is reported under `/input_schema`."""
+    `required`, `dependentRequired` and `dependentSchemas` with them); each renaming is
+    reported under `/input_schema`."""
     renamed: dict[str, Any] = _rename(schema, pattern, limit, target, losses, "/input_schema", 0)
     return renamed
 
@@ -73,30 +95,40 @@ def _rename(
 ) -> Any:
     if not isinstance(node, Mapping) or depth > _MAX_DEPTH:
         return node
+    name = _name_map(node, pattern, limit)
     out: dict[str, Any] = {}
-    props = node.get("properties")
-    names = wire_keys(props, pattern, limit) if isinstance(props, Mapping) else {}
     for keyword, value in node.items():
         here = f"{pointer}/{keyword}"
         if keyword == "properties" and isinstance(value, Mapping):
             out[keyword] = {}
-            for name, sub in value.items():
-                at = here + json_pointer([name])
-                if names[name] != name:
+            for original, sub in value.items():
+                at = here + json_pointer([original])
+                wire = name(original)
+                if wire != original:
                     losses.append(
                         Loss(
                             pointer=at,
                             keyword="properties",
                             action=Action.REWRITTEN,
                             reason=f"{target} property names must match {pattern.pattern}; "
-                            f"sent as {names[name]!r} and named back in calls",
+                            f"sent as {wire!r} and named back in calls",
                         )
                     )
-                out[keyword][names[name]] = _rename(
-                    sub, pattern, limit, target, losses, at, depth + 1
-                )
+                out[keyword][wire] = _rename(sub, pattern, limit, target, losses, at, depth + 1)
         elif keyword == "required" and isinstance(value, list):
-            out[keyword] = [names.get(n, n) if isinstance(n, str) else n for n in value]
+            out[keyword] = [name(n) if isinstance(n, str) else n for n in value]
+        elif keyword == "dependentRequired" and isinstance(value, Mapping):
+            out[keyword] = {
+                name(k): [name(n) if isinstance(n, str) else n for n in v]
+                if isinstance(v, list)
+                else v
+                for k, v in value.items()
+            }
+        elif keyword == "dependentSchemas" and isinstance(value, Mapping):
+            out[keyword] = {
+                name(k): _rename(v, pattern, limit, target, losses, here + json_pointer([k]), depth)
+                for k, v in value.items()
+            }
         elif keyword in SCHEMA_MAP_KEYWORDS and isinstance(value, Mapping):
             out[keyword] = {
                 k: _rename(v, pattern, limit, target, losses, here + json_pointer([k]), depth + 1)
@@ -114,65 +146,108 @@ def _rename(
     return out
 
 
-def restore_keys(
-    value: Any, schema: Mapping[str, Any], pattern: re.Pattern[str], limit: int
-) -> Any:
-    """A call's `value` with the property names `rename_properties` exported named back,
-    following `schema` (the tool's own input schema)."""
-    return _restore(value, schema, schema, pattern, limit, 0)
-
-
-def _deref(node: Any, root: Mapping[str, Any]) -> Any:
-    for _ in range(8):
-        ref = node.get("$ref") if isinstance(node, Mapping) else None
-        if not isinstance(ref, str):
-            break
-        node = resolve_pointer(root, ref)
-    return node
-
-
-def _shapes(node: Any, root: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
-    """`node` and the branches of its choices that carry `key`, references followed."""
-    node = _deref(node, root)
-    if not isinstance(node, Mapping):
-        return []
-    found = [node] if key in node else []
-    for keyword in ("anyOf", "oneOf", "allOf"):
-        for branch in node.get(keyword) or ():
-            found.extend(_shapes(branch, root, key))
-    return found
-
-
-def _restore(
+def translate(
     value: Any,
-    node: Any,
+    schema: Mapping[str, Any],
+    pattern: re.Pattern[str],
+    limit: int,
+    *,
+    exported: bool,
+) -> Any:
+    """`value` (arguments, an example) with its property names translated along `schema`
+    (the tool's own input schema): to the exported names when `exported`, else back from
+    them to the tool's own."""
+    return _translate(value, [schema], schema, pattern, limit, exported, 0)
+
+
+def _applying(nodes: Iterable[Any], root: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every schema that applies where `nodes` do: references followed (their siblings kept),
+    every part of a choice or a condition."""
+    out: list[Mapping[str, Any]] = []
+    seen: set[int] = set()
+    stack = list(nodes)
+    while stack and len(out) < _MAX_SHAPES:
+        node = stack.pop(0)
+        if not isinstance(node, Mapping) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        out.append(node)
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            stack.append(resolve_pointer(root, ref))
+        for keyword in ("allOf", "anyOf", "oneOf"):
+            parts = node.get(keyword)
+            if isinstance(parts, list):
+                stack.extend(parts)
+        stack.extend(node.get(k) for k in ("then", "else"))
+        dependent = node.get("dependentSchemas")
+        if isinstance(dependent, Mapping):
+            stack.extend(dependent.values())
+    return out
+
+
+def _translate(
+    value: Any,
+    nodes: list[Any],
     root: Mapping[str, Any],
     pattern: re.Pattern[str],
     limit: int,
+    exported: bool,
     depth: int,
 ) -> Any:
-    if depth > _MAX_DEPTH:
+    if depth > _MAX_DEPTH or not isinstance(value, Mapping | list):
         return value
-    if isinstance(value, Mapping):
-        best: tuple[int, dict[str, str], Mapping[str, Any]] | None = None
-        for shape in _shapes(node, root, "properties"):
-            props = shape["properties"]
-            if not isinstance(props, Mapping):
-                continue
-            back = {wire: name for name, wire in wire_keys(props, pattern, limit).items()}
-            fit = sum(key in back for key in value)
-            if best is None or fit > best[0]:
-                best = (fit, back, props)
-        if best is None:
-            return value
-        _, back, props = best
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            name = back.get(key, key) if isinstance(key, str) else key
-            out[name] = _restore(item, props.get(name), root, pattern, limit, depth + 1)
-        return out
+    shapes = _applying(nodes, root)
     if isinstance(value, list):
-        shapes = _shapes(node, root, "items")
-        items = shapes[0]["items"] if shapes else None
-        return [_restore(v, items, root, pattern, limit, depth + 1) for v in value]
-    return value
+        out_list = []
+        for i, item in enumerate(value):
+            subs: list[Any] = []
+            for shape in shapes:
+                prefix = shape.get("prefixItems")
+                if isinstance(prefix, list) and i < len(prefix):
+                    subs.append(prefix[i])
+                elif isinstance(shape.get("items"), Mapping):
+                    subs.append(shape["items"])
+            out_list.append(_translate(item, subs, root, pattern, limit, exported, depth + 1))
+        return out_list
+    names: dict[str, str] = {}  # the name in `value` -> the name it becomes
+    for shape in shapes:
+        props = shape.get("properties")
+        if isinstance(props, Mapping):
+            for original, wire in wire_keys(props, pattern, limit).items():
+                if exported:
+                    names.setdefault(original, wire)
+                else:
+                    names.setdefault(wire, original)
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = names.get(key, key) if isinstance(key, str) else key
+        subs = _property_schemas(shapes, key if exported else name)  # by the tool's own name
+        out[name] = _translate(item, subs, root, pattern, limit, exported, depth + 1)
+    return out
+
+
+def _property_schemas(shapes: list[Mapping[str, Any]], name: Any) -> list[Any]:
+    """The schemas of property `name` (the tool's own name) in `shapes`: where it is declared,
+    else the pattern and additional properties it falls under."""
+    declared = [
+        shape["properties"][name]
+        for shape in shapes
+        if isinstance(shape.get("properties"), Mapping) and name in shape["properties"]
+    ]
+    if declared or not isinstance(name, str):
+        return declared
+    found: list[Any] = []
+    for shape in shapes:
+        patterns = shape.get("patternProperties")
+        if isinstance(patterns, Mapping):
+            for regex, sub in patterns.items():
+                try:
+                    if re.search(regex, name):
+                        found.append(sub)
+                except (re.error, TypeError):
+                    continue
+        extra = shape.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            found.append(extra)
+    return found

@@ -62,7 +62,9 @@ class MCP(Dialect):
         tool["inputSchema"] = schema.value
         if spec.output_schema is not None:
             if object_schema(spec.output_schema):
-                tool["outputSchema"] = full_schema(spec.output_schema, "/output_schema", losses)
+                output = full_schema(spec.output_schema, "/output_schema", losses)
+                # MCP (and clients that check it) want `type: object` at the root.
+                tool["outputSchema"] = {"type": "object", **output}
             else:
                 # MCP's output schemas describe `structuredContent`, which is an object.
                 losses.append(

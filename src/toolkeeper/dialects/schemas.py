@@ -221,6 +221,26 @@ def merged_root(schema: Mapping[str, Any], target: str) -> tuple[Mapping[str, An
     return out, losses
 
 
+_READ_TOGETHER = frozenset(
+    {
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "unevaluatedProperties",
+        "prefixItems",
+        "items",
+        "unevaluatedItems",
+        "contains",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "$ref",
+    }
+)
+"""Keywords read against their siblings: two schemas holding them are not merged as one."""
+
+
 def _joined(known: Any, sub: Any, join: str, ours: bool) -> Any:
     """One schema for a property that two parts of a root choice give: `join` (allOf or
     anyOf) of both, whole (a schema's own anyOf and its description stay as they are); for
@@ -231,6 +251,7 @@ def _joined(known: Any, sub: Any, join: str, ours: bool) -> Any:
         join == "allOf"
         and isinstance(known, Mapping)
         and isinstance(sub, Mapping)
+        and not (_READ_TOGETHER & (set(known) | set(sub)))
         and all(known[k] == sub[k] for k in set(known) & set(sub))
     ):
         return {**known, **sub}

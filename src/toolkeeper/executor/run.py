@@ -392,6 +392,8 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 audit(rt, st, CallStatus.RUNNING, previous=CallStatus.RUNNING, attempt=attempt + 1)
             with rt.cancel_scope() as waiting:  # `Keeper.drain` cuts the wait short
                 rt.waits.add(waiting)
+                if rt.draining:  # (drained while the next attempt was being recorded)
+                    waiting.cancel()
                 try:
                     await (rt.sleep or anyio.sleep)(wait)
                 finally:
