@@ -277,3 +277,33 @@ async def test_draining_ends_a_call_waiting_to_retry_at_once() -> None:
     [result] = results
     assert result.status is CallStatus.FAILED and result.attempt == 1
     assert result.error is not None and result.error.message == "the service is busy"
+
+
+async def test_a_drain_while_the_next_attempt_is_recorded_ends_the_call_without_its_wait() -> None:
+    from toolkeeper import RetryLater
+
+    class DrainOnRetryRecord:  # the stop arrives as the record moves to attempt 2
+        keeper: Keeper | None = None
+
+        def emit(self, event: object) -> None:
+            if getattr(event, "attempt", 0) == 2 and self.keeper is not None:
+                self.keeper.drain()
+
+        def close(self) -> None:
+            pass
+
+    sink = DrainOnRetryRecord()
+    async with Keeper(ledger=MemoryStore(), audit=sink) as keeper:
+        sink.keeper = keeper
+
+        @keeper.tool(effect="write", idempotent=True, retry=RetryPolicy(max_attempts=3))
+        async def put(key: str) -> str:
+            raise RetryLater("busy", after=30)
+
+        with anyio.fail_after(5):  # not the 30 s wait
+            result = await keeper.execute(
+                ToolCall(call_id="c1", name="put", arguments={"key": "k"})
+            )
+        record = await keeper.store.get_call("default", "c1")
+    assert result.status is CallStatus.FAILED and result.attempt == 1
+    assert record is not None and (record.status, record.attempt) == (CallStatus.FAILED, 1)
