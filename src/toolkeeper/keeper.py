@@ -50,7 +50,7 @@ from .policy.grants import may_use
 from .schema.from_callable import function_schema
 
 if TYPE_CHECKING:
-    from .retrieval import QueryContext, Selection, Selector
+    from .retrieval import FusionConfig, QueryContext, Selection, Selector
 
 __all__ = ["DEFAULT_LEDGER", "Keeper", "KeeperState", "default_audit"]
 
@@ -115,6 +115,8 @@ class Keeper:
         max_argument_bytes: Larger argument payloads are refused.
         clock: Wall clock (epoch seconds); tests pass a fake one.
         sleep: Waits between retries (defaults to `anyio.sleep`); tests pass a fake one.
+        selection: How `select` ranks and when it abstains (`retrieval.FusionConfig`; the
+            default is the one configuration measured on every benchmark).
     """
 
     def __init__(
@@ -131,8 +133,10 @@ class Keeper:
         max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] | None = None,
+        selection: FusionConfig | None = None,
     ) -> None:
         self.catalog = Catalog()
+        self._selection = selection
         self.store: LedgerStore = _open_store(ledger)
         self.audit: AuditSink = audit if audit is not None else default_audit(ledger, self.store)
         self.state = KeeperState.NEW
@@ -353,7 +357,7 @@ class Keeper:
                 if self._selector is None:
                     from .retrieval import Selector
 
-                    self._selector = Selector.default(self.catalog)
+                    self._selector = Selector.default(self.catalog, config=self._selection)
         return self._selector
 
     def select(

@@ -280,3 +280,26 @@ def test_first_selections_on_two_threads_build_one_index(
         thread.join()
     assert len(built) == 1
     keeper.close_sync()
+
+
+def test_a_keeper_selects_with_the_configuration_it_is_given(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
+
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return city
+
+    kept, never = (
+        Keeper(ledger="memory://"),
+        Keeper(ledger="memory://", selection=FusionConfig(abstain_below=None)),
+    )
+    for keeper in (kept, never):
+        keeper.add_function(get_weather, effect="read_only")
+    query = "translate this poem into Latin"
+    assert kept.select(query, principal=USER).abstained
+    assert never.select(query, principal=USER).names == ("get_weather",)
+    for keeper in (kept, never):
+        keeper.close_sync()
