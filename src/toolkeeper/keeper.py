@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import dataclasses
 import enum
 import json
 import logging
@@ -85,6 +86,17 @@ def _limiter(clock: Callable[[], float]) -> MemoryRateLimiter:
     limits as it drives approvals and retries), else on monotonic time, which no change of the
     wall clock moves."""
     return MemoryRateLimiter() if clock is time.time else MemoryRateLimiter(clock)
+
+
+def _as_called(call: ToolCall, inner: ToolCall, result: ToolResult) -> ToolResult:
+    """The result of `inner` (the tool a `call_tool` named) answering `call` as proposed: a
+    vendor pairs an answer with the name it called (Gemini), so it names `call_tool`; the
+    tool that ran is in `metadata["tool"]`."""
+    if inner is call:
+        return result
+    return dataclasses.replace(
+        result, tool=call.name, metadata={**result.metadata, "tool": inner.name}
+    )
 
 
 def default_audit(ledger: LedgerStore | str, store: LedgerStore) -> AuditSink:
@@ -440,17 +452,20 @@ class Keeper:
         """Check, run and record one proposed call. Never raises for bad input."""
         if self.state is not KeeperState.OPEN:
             await self.open()
-        if self._call_tool is not None:
-            call = self._unwrap(call)
-        return await self.executor.execute(call)
+        if self._call_tool is None:
+            return await self.executor.execute(call)
+        inner = self._unwrap(call)
+        return _as_called(call, inner, await self.executor.execute(inner))
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
         if self.state is not KeeperState.OPEN:
             await self.open()
-        if self._call_tool is not None:
-            calls = [self._unwrap(c) for c in calls]
-        return await self.executor.execute_many(calls)
+        if self._call_tool is None:
+            return await self.executor.execute_many(calls)
+        inner = [self._unwrap(c) for c in calls]
+        results = await self.executor.execute_many(inner)
+        return [_as_called(c, i, r) for c, i, r in zip(calls, inner, results, strict=True)]
 
     def execute_sync(self, call: ToolCall) -> ToolResult:
         """`execute` for scripts without an event loop. Call `close_sync()` when done.

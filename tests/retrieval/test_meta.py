@@ -303,3 +303,58 @@ def test_a_keeper_selects_with_the_configuration_it_is_given(
     assert never.select(query, principal=USER).names == ("get_weather",)
     for keeper in (kept, never):
         keeper.close_sync()
+
+
+@pytest.mark.anyio
+async def test_a_call_tool_result_answers_under_the_name_the_model_called(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Gemini pairs a functionResponse with its functionCall by name: answered as the inner
+    # tool, the model's call_tool went unanswered.
+    from toolkeeper.dialects import Gemini
+
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
+    keeper = Keeper(ledger="memory://")
+
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return f"sunny in {city}"
+
+    keeper.add_function(get_weather, effect="read_only")
+    keeper.enable_discovery()
+    tools = keeper.catalog.specs()
+    arguments = {"name": "get_weather", "arguments": {"city": "Lisbon"}}
+    response = {
+        "responseId": "r1",
+        "candidates": [
+            {"content": {"parts": [{"functionCall": {"name": "call_tool", "args": arguments}}]}}
+        ],
+    }
+    [call] = Gemini().parse(response, tools=tools)
+    async with keeper:
+        result = await keeper.execute(replace(call, principal=USER))
+    assert result.data == "sunny in Lisbon"
+    assert (result.tool, result.metadata["tool"]) == ("call_tool", "get_weather")
+    answer = Gemini().format_result(result, tools=tools)["functionResponse"]
+    assert answer["name"] == "call_tool"
+
+
+@pytest.mark.anyio
+async def test_call_tool_refuses_a_forbidden_tool_as_one_that_does_not_exist() -> None:
+    keeper = Keeper(ledger="memory://")
+    selector = Selector.for_catalog(keeper.catalog, embedder=HashingEmbedder())
+
+    @keeper.tool(effect="read_only", permissions=["hr:read"])
+    def salaries() -> str:
+        return "secret"
+
+    for tool in meta_tools(selector, keeper.execute):
+        keeper.add(tool)
+    async with keeper:
+        hidden = await keeper.execute(_call("call_tool", {"name": "salaries", "arguments": {}}, 1))
+        missing = await keeper.execute(_call("call_tool", {"name": "nope", "arguments": {}}, 2))
+    selector.close()
+    for result in (hidden, missing):
+        assert result.error is not None and result.error.code.value == "UNKNOWN_TOOL"
+    assert hidden.error.message.replace("salaries", "nope") == missing.error.message  # type: ignore[union-attr]

@@ -20,6 +20,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import ErrorCode
+
 __all__ = ["ApprovalRequired", "OutcomeUnknown", "RetryLater", "ToolFailed", "ToolSignal"]
 
 
@@ -57,7 +59,9 @@ def _seconds(value: Any) -> float | None:
 
 
 class ToolFailed(ToolSignal):
-    """The tool reports a failure whose message is safe to show to the model."""
+    """The tool reports a failure whose message is safe to show to the model; `code` is the
+    stable code to report when TOOL_ERROR would say less (a discovery tool asked for a tool
+    that does not exist reports UNKNOWN_TOOL)."""
 
     def __init__(
         self,
@@ -65,11 +69,13 @@ class ToolFailed(ToolSignal):
         *,
         retryable: bool = False,
         details: Mapping[str, Any] | None = None,
+        code: ErrorCode | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.retryable = retryable
         self.details = dict(details or {})
+        self.code = code
 
 
 class OutcomeUnknown(ToolSignal):

@@ -85,7 +85,7 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         return _timed_out(spec.name, spec.timeout, ctx.attempt)
     except ToolFailed as exc:
         error = ToolError.of(
-            ErrorCode.TOOL_ERROR,
+            exc.code or ErrorCode.TOOL_ERROR,
             json_safe(exc.message),
             retryable=exc.retryable,
             details=json_safe(exc.details),

@@ -20,6 +20,7 @@ from typing import Any
 import anyio.to_thread
 
 from ..catalog.registry import Tool
+from ..core.errors import ErrorCode
 from ..core.signals import ToolFailed
 from ..core.values import CallContext, Effect, ToolCall, ToolResult, ToolSpec
 from .selector import META_TAG, Selector
@@ -192,7 +193,9 @@ def meta_tools(
             raise ToolFailed("call_tool cannot call a discovery tool", details={"name": name})
         if name not in selector.allowed(ctx.principal):
             # Same answer as for a name that does not exist: existence is not disclosed.
-            raise ToolFailed(f"UNKNOWN_TOOL: no tool named {name!r}", details={"name": name})
+            raise ToolFailed(
+                f"no tool named {name!r}", details={"name": name}, code=ErrorCode.UNKNOWN_TOOL
+            )
         inner = ToolCall(
             call_id=f"{ctx.call_id}/{name}",
             name=name,
@@ -208,9 +211,10 @@ def meta_tools(
         code = str(error.code) if error is not None else str(result.status)
         message = error.message if error is not None else str(result.status)
         raise ToolFailed(
-            f"{code}: {message}",
+            message,
             retryable=bool(error and error.retryable),
             details={"code": code, "status": str(result.status)},
+            code=error.code if error is not None else None,
         )
 
     handlers = {

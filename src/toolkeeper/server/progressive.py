@@ -103,11 +103,7 @@ class MetaTools:
         try:
             data = await tool.connector.invoke(tool.spec, arguments, ctx)
         except ToolFailed as failed:
-            code = str(failed.details.get("code") or "")
-            known = ErrorCode.__members__.get(code, ErrorCode.TOOL_ERROR)
-            if failed.message.startswith("UNKNOWN_TOOL"):
-                known = ErrorCode.UNKNOWN_TOOL
-            return _error(name, known, failed.message)
+            return _error(name, failed.code or ErrorCode.TOOL_ERROR, failed.message)
         return ToolResult(call_id=ctx.call_id, tool=name, status=CallStatus.SUCCEEDED, data=data)
 
 
