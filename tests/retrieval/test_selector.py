@@ -240,3 +240,29 @@ def test_a_huge_k_returns_every_allowed_tool_without_asking_the_index_for_more()
     selector = _selector(_catalog())
     for k in (2**40, 2**64):
         assert len(selector.select("read a file", principal=READER, k=k).names) == 3
+
+
+def test_a_selections_calls_map_back_to_the_tools_it_exported_for_its_principal() -> None:
+    # `orders.get` is exported to OpenAI as `orders_get`, the name of another tool (a
+    # destructive one): only the list the names went out in maps them back right.
+    catalog = Catalog(
+        [
+            _tool("orders.get", "Get an order by its id", permissions=("files:read",)),
+            _tool("orders_get", "Purge every order", effect=Effect.DESTRUCTIVE),
+        ]
+    )
+    selector = _selector(catalog)
+    selection = selector.select("get the order by id", principal=READER, k=1)
+    assert selection.names == ("orders.get",)
+    assert [t["function"]["name"] for t in selection.to("openai_chat")] == ["orders_get"]
+    message = {
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "orders_get", "arguments": '{"id": "7"}'},
+            }
+        ]
+    }
+    [call] = selection.parse("openai_chat", message, task_id="t1")
+    assert (call.name, call.principal, call.task_id) == ("orders.get", READER, "t1")

@@ -276,8 +276,10 @@ class Dialect(Importer):
 
         A name the vendor accepts, and no other spec has, is kept. A rewritten one
         (`safe_name`) that would meet another spec's name gets a suffix from the hash of its
-        own name; so the same tools always get the same names, in any order or subset in which
-        they are passed (to `parse`, to map calls back).
+        own name; so the same tools always get the same names, in any order. Another list
+        may name a tool otherwise (`orders.get` is `orders_get` unless a tool of that name is
+        in the list too): map calls back with the list the tools went out in
+        (`Selection.parse` does).
         """
         safe = [self.safe_name(spec.name) for spec in specs]
         kept = Counter(

@@ -61,8 +61,8 @@ def approval_pending_result(st: CallState, approval: ApprovalRecord) -> ToolResu
     error = ToolError.of(
         ErrorCode.APPROVAL_REQUIRED,
         f"this call needs a person's approval ({approval.reason}). Ask the user to approve "
-        f"request {approval.id} (toolkeeper approvals approve {approval.id}), then propose "
-        "the same call again with the same call id",
+        f"request {approval.id} (toolkeeper approvals approve {approval.id}); once approved, "
+        "the same call, with the same arguments, runs when it is proposed again",
         details={"approval_id": approval.id, "reason": approval.reason},
     )
     return ToolResult(

@@ -8,10 +8,10 @@ model's dialect (direct mode) and the tokens they cost. What it is not: the rank
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..core.values import ANONYMOUS, Principal, ToolSpec
+from ..core.values import ANONYMOUS, Principal, ToolCall, ToolSpec
 from .tokens import count_tokens, tool_definition_json
 
 if TYPE_CHECKING:
@@ -88,6 +88,30 @@ class Selection:
         from ..dialects import get_dialect
 
         return get_dialect(dialect).export_tools(list(self.specs))
+
+    def parse(
+        self, dialect: str, response: Any, *, task_id: str | None = None, turn: str | None = None
+    ) -> list[ToolCall]:
+        """The calls a model's `response` proposes, on behalf of this selection's principal,
+        their names mapped back against exactly the tools this selection exported.
+
+        Names are mapped back by the list they were exported in (a rewritten name may stand
+        for another tool in another list), and a parsed call that names no principal acts
+        for the keeper's own: here, neither can go wrong.
+
+        Args:
+            dialect: The format `to` exported the tools in.
+            response: What the model answered (see the dialect's `parse`).
+            task_id: The task the calls belong to (their ids are unique within it).
+            turn: Names the turn when the response carries no id of its own.
+        """
+        from ..dialects import get_dialect
+
+        calls = get_dialect(dialect).parse(response, tools=list(self.specs), turn=turn)
+        return [
+            replace(call, principal=self.principal, task_id=task_id or call.task_id)
+            for call in calls
+        ]
 
     def tokens(self, encoding: str = "o200k_base") -> int:
         """Tokens the chosen definitions put into a model's context (JSON, `encoding`)."""
