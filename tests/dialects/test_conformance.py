@@ -4,6 +4,7 @@ parse reads the SDK's response objects exactly as it reads the raw JSON."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,13 @@ def test_calls_without_ids_take_their_turn_from_the_responses_id(
     [again] = dialect.parse(json.loads(json.dumps(response)))
     [other] = dialect.parse({**response, "id": "other-turn"})
     assert first.call_id == again.call_id != other.call_id
+
+
+@pytest.mark.parametrize("name", ["anthropic", "openai_chat", "openai_responses", "gemini"])
+def test_a_tool_choice_forcing_a_tool_not_offered_is_refused(name: str) -> None:
+    offered = [ToolSpec(name="orders.get")]
+    choice = ToolChoice(mode="tool", name="admin.delete_user")
+    with pytest.raises(ValueError, match="not among the tools offered"):
+        get_dialect(name).export_tool_choice(choice, tools=offered)
+    forced = get_dialect(name).export_tool_choice(replace(choice, name="orders.get"), tools=offered)
+    assert "orders" in json.dumps(forced.value)

@@ -103,7 +103,7 @@ class Anthropic(Dialect):
         kinds = {"auto": "auto", "required": "any", "none": "none", "tool": "tool"}
         value: dict[str, Any] = {"type": kinds[choice.mode]}
         if choice.mode == "tool":
-            value["name"] = self.exported_name(choice.name or "", tools)
+            value["name"] = self.choice_name(choice, tools)
         losses: tuple[Loss, ...] = ()
         if choice.parallel is not None:
             if choice.mode == "none":

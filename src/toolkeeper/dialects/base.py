@@ -380,6 +380,18 @@ class Dialect(Importer):
             LossError: `strict` is true and the conversion lost something.
         """
 
+    def choice_name(self, choice: ToolChoice, tools: Sequence[ToolSpec]) -> str:
+        """The exported name of the tool a `tool_choice` forces.
+
+        Raises:
+            ValueError: `tools` are given and the tool is not among them (the vendor would
+                refuse the request, or force a tool the model was never shown).
+        """
+        name = choice.name or ""
+        if tools and all(t.name != name for t in tools):
+            raise ValueError(f"tool_choice names {name!r}, which is not among the tools offered")
+        return self.exported_name(name, tools)
+
     def exported_name(self, name: str, tools: Sequence[ToolSpec]) -> str:
         """The name tool `name` is exported under among `tools` (alone, when not among them)."""
         for wire, original in self.wire_names(tools).items():

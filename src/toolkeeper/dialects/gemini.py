@@ -166,7 +166,7 @@ class Gemini(Dialect):
     ) -> Converted[dict[str, Any]]:
         config: dict[str, Any] = {"mode": _MODES[choice.mode]}
         if choice.mode == "tool":
-            config["allowedFunctionNames"] = [self.exported_name(choice.name or "", tools)]
+            config["allowedFunctionNames"] = [self.choice_name(choice, tools)]
         losses: tuple[Loss, ...] = ()
         if choice.parallel is False:
             losses = (

@@ -253,7 +253,7 @@ class OpenAIChat(Dialect):
     ) -> Converted[dict[str, Any]]:
         fields: dict[str, Any] = {}
         if choice.mode == "tool":
-            name = self.exported_name(choice.name or "", tools)
+            name = self.choice_name(choice, tools)
             fields["tool_choice"] = {"type": "function", "function": {"name": name}}
         else:
             fields["tool_choice"] = choice.mode

@@ -106,7 +106,7 @@ class OpenAIResponses(Dialect):
         if choice.mode == "tool":
             fields["tool_choice"] = {
                 "type": "function",
-                "name": self.exported_name(choice.name or "", tools),
+                "name": self.choice_name(choice, tools),
             }
         else:
             fields["tool_choice"] = choice.mode
