@@ -162,32 +162,3 @@ def test_a_name_ending_in_a_newline_is_renamed() -> None:
     tool = Anthropic().export_tool(spec).value
     assert tool["name"] == "search_"
     assert list(tool["input_schema"]["properties"]) == ["q_"]
-
-
-@pytest.mark.anyio
-async def test_a_refusal_names_properties_as_the_model_was_shown_them() -> None:
-    from toolkeeper import CallStatus, Keeper, Tool
-
-    class Upstream:
-        async def invoke(self, spec: object, arguments: object, ctx: object) -> str:
-            return "ok"
-
-    schema = {
-        "type": "object",
-        "properties": {"customer email": {"type": "string"}, "@type": {"enum": ["person"]}},
-        "required": ["customer email"],
-        "additionalProperties": False,
-    }
-    spec = ToolSpec(name="notify", input_schema=schema, effect="read_only")  # type: ignore[arg-type]
-    keeper = Keeper(ledger="memory://")
-    keeper.catalog.add(Tool(spec=spec, connector=Upstream()))
-    message = {
-        "content": [{"type": "tool_use", "id": "u1", "name": "notify", "input": {"_type": "robot"}}]
-    }
-    [call] = Anthropic().parse(message, tools=[spec])
-    async with keeper:
-        result = await keeper.execute(call)
-    assert result.status is CallStatus.REJECTED
-    text = Anthropic().format_result(result, tools=[spec])["content"]
-    assert "customer_email" in text and "_type" in text
-    assert "customer email" not in text and "@type" not in text

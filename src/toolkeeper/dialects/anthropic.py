@@ -6,7 +6,6 @@ must match `^[a-zA-Z0-9_-]{1,64}$`; other names are rewritten and reported.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,7 +21,6 @@ from .base import (
     plain,
     result_text,
 )
-from .keys import renamed
 from .schemas import FullSchema, merged_root, object_root
 
 __all__ = ["Anthropic"]
@@ -92,18 +90,10 @@ class Anthropic(Dialect):
     def format_result(
         self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
     ) -> dict[str, Any]:
-        text = result_text(result)
-        spec = next((t for t in tools if t.name == result.tool), None)
-        if result.error is not None and spec is not None and self.property_pattern is not None:
-            # A refusal names properties as the model was shown them, not as the tool has them.
-            schema, _ = merged_root(spec.input_schema, self.name)
-            names = renamed(schema, self.property_pattern, self.max_property)
-            for original in sorted(names, key=len, reverse=True):  # "$ab" before "$a"
-                text = text.replace(json.dumps(original)[1:-1], names[original])
         return {
             "type": "tool_result",
             "tool_use_id": result.call_id,
-            "content": text,
+            "content": result_text(result),
             "is_error": result.error is not None,
         }
 

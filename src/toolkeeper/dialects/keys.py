@@ -26,7 +26,7 @@ from ..schema.walker import (
     resolve_pointer,
 )
 
-__all__ = ["rename_properties", "renamed", "translate", "wire_keys"]
+__all__ = ["rename_properties", "translate", "wire_keys"]
 
 _MAX_DEPTH = 64
 _MAX_SHAPES = 64
@@ -251,21 +251,3 @@ def _property_schemas(shapes: list[Mapping[str, Any]], name: Any) -> list[Any]:
         if isinstance(extra, Mapping):
             found.append(extra)
     return found
-
-
-def renamed(schema: Mapping[str, Any], pattern: re.Pattern[str], limit: int) -> dict[str, str]:
-    """Every property name of `schema` that is exported under another: original → exported."""
-    out: dict[str, str] = {}
-    stack: list[tuple[Any, int]] = [(schema, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, list):
-            stack.extend((item, depth) for item in node)
-            continue
-        if not isinstance(node, Mapping) or depth > _MAX_DEPTH:
-            continue
-        props = node.get("properties")
-        if isinstance(props, Mapping):
-            out.update({k: v for k, v in wire_keys(props, pattern, limit).items() if k != v})
-        stack.extend((value, depth + 1) for value in node.values())
-    return out
