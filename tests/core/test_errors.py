@@ -16,3 +16,13 @@ def test_errors_round_trip_through_their_json_form(code: ErrorCode) -> None:
 
 def test_retryable_can_be_overridden_per_error() -> None:
     assert ToolError.of(ErrorCode.TOOL_ERROR, "busy", retryable=True).retryable
+
+
+def test_a_tool_reports_its_own_codes_only() -> None:
+    from toolkeeper.core.signals import ToolFailed
+
+    assert ToolFailed("no such order", code="UNKNOWN_TOOL").code is ErrorCode.UNKNOWN_TOOL
+    assert ToolFailed("busy", code=ErrorCode.RATE_LIMITED).code is ErrorCode.RATE_LIMITED
+    for claimed in ("APPROVAL_REQUIRED", "UNKNOWN_OUTCOME", "TIMEOUT", "NOT_A_CODE"):
+        with pytest.raises(ValueError, match=r"cannot report|not a valid"):
+            ToolFailed("x", code=claimed)

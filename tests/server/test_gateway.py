@@ -52,6 +52,7 @@ async def test_approval_is_named_in_the_error_and_the_retry_runs_once_when_appro
         assert code_of(asked) == "APPROVAL_REQUIRED"
         approval_id = (asked.meta or {})["dev.toolkeeper/approval-id"]
         assert f"toolkeeper approvals approve {approval_id}" in asked.content[0].text  # type: ignore[union-attr]
+        assert "make the same call again" in asked.content[0].text  # type: ignore[union-attr]
         still_waiting = await alice.call_tool("demo.clear_notes", {})
         assert code_of(still_waiting) == "APPROVAL_REQUIRED"
         await keeper.approvals.approve(approval_id, by="ops", note="fine")

@@ -22,7 +22,14 @@ from typing import Any
 
 from .errors import ErrorCode
 
-__all__ = ["ApprovalRequired", "OutcomeUnknown", "RetryLater", "ToolFailed", "ToolSignal"]
+__all__ = [
+    "PIPELINE_CODES",
+    "ApprovalRequired",
+    "OutcomeUnknown",
+    "RetryLater",
+    "ToolFailed",
+    "ToolSignal",
+]
 
 
 class ToolSignal(Exception):
@@ -58,24 +65,58 @@ def _seconds(value: Any) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
+PIPELINE_CODES = frozenset(
+    {
+        ErrorCode.APPROVAL_REQUIRED,
+        ErrorCode.APPROVAL_DENIED,
+        ErrorCode.APPROVAL_EXPIRED,
+        ErrorCode.BUDGET_EXCEEDED,
+        ErrorCode.CALL_ID_CONFLICT,
+        ErrorCode.CALL_IN_PROGRESS,
+        ErrorCode.CANCELLED,
+        ErrorCode.INTERNAL_ERROR,
+        ErrorCode.INVALID_CALL_ID,
+        ErrorCode.PAYLOAD_TOO_LARGE,
+        ErrorCode.TIMEOUT,
+        ErrorCode.UNKNOWN_OUTCOME,
+    }
+)
+"""Codes only the pipeline says (a tool claiming one would mislead: an approval without a
+request, an unknown outcome nobody is asked to reconcile)."""
+
+
 class ToolFailed(ToolSignal):
-    """The tool reports a failure whose message is safe to show to the model; `code` is the
-    stable code to report when TOOL_ERROR would say less (a discovery tool asked for a tool
-    that does not exist reports UNKNOWN_TOOL)."""
+    """The tool reports a failure whose message is safe to show to the model.
+
+    Args:
+        message: What the model reads.
+        retryable: Whether trying again may succeed (default: as `code`'s row of the error
+            table says; TOOL_ERROR's: no).
+        details: Facts for the model and the ledger.
+        code: The stable code, when TOOL_ERROR would say less (a discovery tool asked for a
+            tool that does not exist says UNKNOWN_TOOL). Codes the pipeline owns (approvals,
+            budgets, timeouts, unknown outcomes...) are refused.
+
+    Raises:
+        ValueError: `code` is no error code, or one the pipeline owns.
+    """
 
     def __init__(
         self,
         message: str,
         *,
-        retryable: bool = False,
+        retryable: bool | None = None,
         details: Mapping[str, Any] | None = None,
-        code: ErrorCode | None = None,
+        code: ErrorCode | str | None = None,
     ) -> None:
         super().__init__(message)
+        known = ErrorCode(code) if code is not None else None
+        if known in PIPELINE_CODES:
+            raise ValueError(f"a tool cannot report {known}: only the pipeline says it")
         self.message = message
         self.retryable = retryable
         self.details = dict(details or {})
-        self.code = code
+        self.code = known
 
 
 class OutcomeUnknown(ToolSignal):

@@ -60,9 +60,8 @@ def approval_pending_result(st: CallState, approval: ApprovalRecord) -> ToolResu
     """What the model sees while a call waits for a person."""
     error = ToolError.of(
         ErrorCode.APPROVAL_REQUIRED,
-        f"this call needs a person's approval ({approval.reason}). Ask the user to approve "
-        f"request {approval.id} (toolkeeper approvals approve {approval.id}); once approved, "
-        "the same call, with the same arguments, runs when it is proposed again",
+        f"this call needs a person's approval ({approval.reason}) and has not run. Ask the "
+        f"user to approve request {approval.id} (toolkeeper approvals approve {approval.id})",
         details={"approval_id": approval.id, "reason": approval.reason},
     )
     return ToolResult(

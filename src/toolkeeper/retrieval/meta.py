@@ -21,7 +21,7 @@ import anyio.to_thread
 
 from ..catalog.registry import Tool
 from ..core.errors import ErrorCode
-from ..core.signals import ToolFailed
+from ..core.signals import PIPELINE_CODES, ToolFailed
 from ..core.values import CallContext, Effect, ToolCall, ToolResult, ToolSpec
 from .selector import META_TAG, Selector
 
@@ -214,7 +214,8 @@ def meta_tools(
             message,
             retryable=bool(error and error.retryable),
             details={"code": code, "status": str(result.status)},
-            code=error.code if error is not None else None,
+            # (what only the pipeline says, an inner call's approval say, stays a tool error)
+            code=error.code if error is not None and error.code not in PIPELINE_CODES else None,
         )
 
     handlers = {

@@ -16,6 +16,7 @@ streamable HTTP; this module works for whichever principal a transport authentic
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -338,6 +339,14 @@ class Gateway:
 
     def _wire(self, result: ToolResult, spec: ToolSpec | None) -> dict[str, Any]:
         """`result` as the wire dict of an MCP `CallToolResult`."""
+        if _needs_approval(result) and result.error is not None:
+            # Here ids are derived from the call itself: the same call made again is this one.
+            hint = (
+                "; once approved, make the same call again, with the same arguments: it runs once"
+            )
+            result = dataclasses.replace(
+                result, error=dataclasses.replace(result.error, message=result.error.message + hint)
+            )
         wire = self._dialect.format_result(result)
         if (
             result.error is None
