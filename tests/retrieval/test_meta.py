@@ -245,20 +245,36 @@ def test_a_meta_tool_that_replaces_an_indexed_tool_leaves_no_stale_entry() -> No
     selector.close()
 
 
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"sunny in {city}"
+
+
+@pytest.fixture
+def weather_keepers(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Makes keepers with `get_weather`, whose selectors use the bundled model (vectors
+    cached under `tmp_path`); closes them after the test."""
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
+    made: list[Keeper] = []
+
+    def make(**options: Any) -> Keeper:
+        keeper = Keeper(ledger="memory://", **options)
+        keeper.add_function(get_weather, effect="read_only")
+        made.append(keeper)
+        return keeper
+
+    yield make
+    for keeper in made:
+        keeper.close_sync()
+
+
 def test_first_selections_on_two_threads_build_one_index(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    weather_keepers: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import threading
 
-    pytest.importorskip("onnxruntime")
-    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
-    keeper = Keeper(ledger="memory://")
-
-    def get_weather(city: str) -> str:
-        """Current weather for a city."""
-        return city
-
-    keeper.add_function(get_weather, effect="read_only")
+    keeper = weather_keepers()
     built: list[object] = []
     default = Selector.default
 
@@ -279,49 +295,25 @@ def test_first_selections_on_two_threads_build_one_index(
     for thread in threads:
         thread.join()
     assert len(built) == 1
-    keeper.close_sync()
 
 
-def test_a_keeper_selects_with_the_configuration_it_is_given(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pytest.importorskip("onnxruntime")
-    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
-
-    def get_weather(city: str) -> str:
-        """Current weather for a city."""
-        return city
-
-    kept, never = (
-        Keeper(ledger="memory://"),
-        Keeper(ledger="memory://", selection=FusionConfig(abstain_below=None)),
-    )
-    for keeper in (kept, never):
-        keeper.add_function(get_weather, effect="read_only")
+def test_a_keeper_selects_with_the_configuration_it_is_given(weather_keepers: Any) -> None:
+    kept = weather_keepers()
+    never = weather_keepers(selection=FusionConfig(abstain_below=None))
     query = "translate this poem into Latin"
     assert kept.select(query, principal=USER).abstained
     assert never.select(query, principal=USER).names == ("get_weather",)
-    for keeper in (kept, never):
-        keeper.close_sync()
 
 
 @pytest.mark.anyio
 async def test_a_call_tool_result_answers_under_the_name_the_model_called(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    weather_keepers: Any,
 ) -> None:
     # Gemini pairs a functionResponse with its functionCall by name: answered as the inner
     # tool, the model's call_tool went unanswered.
     from toolkeeper.dialects import Gemini
 
-    pytest.importorskip("onnxruntime")
-    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
-    keeper = Keeper(ledger="memory://")
-
-    def get_weather(city: str) -> str:
-        """Current weather for a city."""
-        return f"sunny in {city}"
-
-    keeper.add_function(get_weather, effect="read_only")
+    keeper = weather_keepers()
     keeper.enable_discovery()
     tools = keeper.catalog.specs()
     arguments = {"name": "get_weather", "arguments": {"city": "Lisbon"}}
