@@ -162,3 +162,43 @@ def test_a_name_ending_in_a_newline_is_renamed() -> None:
     tool = Anthropic().export_tool(spec).value
     assert tool["name"] == "search_"
     assert list(tool["input_schema"]["properties"]) == ["q_"]
+
+
+@pytest.mark.anyio
+async def test_a_refusal_of_arguments_names_properties_as_the_model_was_shown_them() -> None:
+    from toolkeeper import CallStatus, Keeper, Tool
+    from toolkeeper.core.signals import ToolFailed
+
+    class Upstream:
+        async def invoke(self, spec: object, arguments: object, ctx: object) -> str:
+            raise ToolFailed("no customer email on file; ask for the order by date")
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "customer email": {"type": "string"},
+            "@type": {"enum": ["person"]},
+            "rows": {"type": "array", "items": {"properties": {"order by": {"type": "string"}}}},
+        },
+        "required": ["customer email"],
+    }
+    spec = ToolSpec(name="notify", input_schema=schema, effect="read_only")  # type: ignore[arg-type]
+    keeper = Keeper(ledger="memory://")
+    keeper.catalog.add(Tool(spec=spec, connector=Upstream()))
+    sent = {"_type": "robot", "rows": [{"order_by": 3}]}
+    message = {"content": [{"type": "tool_use", "id": "u1", "name": "notify", "input": sent}]}
+    [call] = Anthropic().parse(message, tools=[spec])
+    fine = {"customer_email": "a@b.c", "_type": "person"}
+    again = {"content": [{"type": "tool_use", "id": "u2", "name": "notify", "input": fine}]}
+    [ok_call] = Anthropic().parse(again, tools=[spec])
+    async with keeper:
+        refused = await keeper.execute(call)
+        failed = await keeper.execute(ok_call)
+    assert refused.status is CallStatus.REJECTED
+    text = Anthropic().format_result(refused, tools=[spec])["content"]
+    assert '/customer_email: \\"customer_email\\" is a required property' in text
+    assert "/_type:" in text and "/rows/0/order_by:" in text
+    assert "customer email" not in text and "@type" not in text and "order by" not in text
+    # The tool's own words are its own: not rewritten.
+    own = Anthropic().format_result(failed, tools=[spec])["content"]
+    assert "no customer email on file; ask for the order by date" in own

@@ -6,8 +6,10 @@ must match `^[a-zA-Z0-9_-]{1,64}$`; other names are rewritten and reported.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
@@ -21,6 +23,7 @@ from .base import (
     plain,
     result_text,
 )
+from .keys import exported_pointer
 from .schemas import FullSchema, merged_root, object_root
 
 __all__ = ["Anthropic"]
@@ -90,12 +93,41 @@ class Anthropic(Dialect):
     def format_result(
         self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
     ) -> dict[str, Any]:
+        spec = next((t for t in tools if t.name == result.tool), None)
+        if spec is not None and result.error is not None:
+            result = self._exported_violations(result, spec)
         return {
             "type": "tool_result",
             "tool_use_id": result.call_id,
             "content": result_text(result),
             "is_error": result.error is not None,
         }
+
+    def _exported_violations(self, result: ToolResult, spec: ToolSpec) -> ToolResult:
+        """A refusal of arguments naming properties as the model was shown them: each
+        violation's pointer (and a missing property's name) in the exported names."""
+        error = result.error
+        pattern = self.property_pattern
+        violations = (error.details or {}).get("violations") if error is not None else None
+        if error is None or pattern is None or not isinstance(violations, list):
+            return result
+        schema, _ = merged_root(spec.input_schema, self.name)
+        out: list[Any] = []
+        for v in violations:
+            if not isinstance(v, Mapping) or not isinstance(v.get("pointer"), str):
+                out.append(v)
+                continue
+            pointer = exported_pointer(v["pointer"], schema, pattern, self.max_property)
+            message = str(v.get("message", ""))
+            if v.get("keyword") == "required" and pointer != v["pointer"]:
+                own, wire = v["pointer"].rsplit("/", 1)[-1], pointer.rsplit("/", 1)[-1]
+                message = message.replace(_quoted(own), _quoted(wire))
+            out.append({**v, "pointer": pointer, "message": message})
+        text = error.message
+        if text == _joined_violations(violations):  # the executor's wording: say it anew
+            text = _joined_violations(out)
+        details = {**error.details, "violations": out}
+        return replace(result, error=replace(error, message=text, details=details))
 
     def export_tool_choice(
         self, choice: ToolChoice, *, strict: bool = False, tools: Sequence[ToolSpec] = ()
@@ -137,3 +169,16 @@ class Anthropic(Dialect):
             name=value.get("name"),
             parallel=None if disable is None else not disable,
         )
+
+
+def _quoted(name: str) -> str:
+    return json.dumps(name.replace("~1", "/").replace("~0", "~"), ensure_ascii=False)
+
+
+def _joined_violations(violations: Sequence[Any]) -> str:
+    """How the executor words a refusal of arguments from its violations."""
+    return "; ".join(
+        f"{v.get('pointer') or '/'}: {v.get('message')}"
+        for v in violations[:10]
+        if isinstance(v, Mapping)
+    )

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..schema.losses import Action, Loss
-from ..schema.validate import json_pointer
+from ..schema.validate import json_pointer, pointer_parts
 from ..schema.walker import (
     SCHEMA_LIST_KEYWORDS,
     SCHEMA_MAP_KEYWORDS,
@@ -26,7 +26,7 @@ from ..schema.walker import (
     resolve_pointer,
 )
 
-__all__ = ["rename_properties", "translate", "wire_keys"]
+__all__ = ["exported_pointer", "rename_properties", "translate", "wire_keys"]
 
 _MAX_DEPTH = 64
 _MAX_SHAPES = 64
@@ -199,18 +199,37 @@ def _translate(
         return value
     shapes = _applying(nodes, root)
     if isinstance(value, list):
-        out_list = []
-        for i, item in enumerate(value):
-            subs: list[Any] = []
-            for shape in shapes:
-                prefix = shape.get("prefixItems")
-                if isinstance(prefix, list) and i < len(prefix):
-                    subs.append(prefix[i])
-                elif isinstance(shape.get("items"), Mapping):
-                    subs.append(shape["items"])
-            out_list.append(_translate(item, subs, root, pattern, limit, exported, depth + 1))
-        return out_list
-    names: dict[str, str] = {}  # the name in `value` -> the name it becomes
+        return [
+            _translate(item, _item_schemas(shapes, i), root, pattern, limit, exported, depth + 1)
+            for i, item in enumerate(value)
+        ]
+    names = _names(shapes, pattern, limit, exported)  # the name in `value` -> what it becomes
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = names.get(key, key) if isinstance(key, str) else key
+        subs = _property_schemas(shapes, key if exported else name)  # by the tool's own name
+        out[name] = _translate(item, subs, root, pattern, limit, exported, depth + 1)
+    return out
+
+
+def _item_schemas(shapes: list[Mapping[str, Any]], index: int) -> list[Any]:
+    """The schemas of an array's item at `index` in `shapes` (its tuple position, or items)."""
+    subs: list[Any] = []
+    for shape in shapes:
+        prefix = shape.get("prefixItems")
+        if isinstance(prefix, list) and index < len(prefix):
+            subs.append(prefix[index])
+        elif isinstance(shape.get("items"), Mapping):
+            subs.append(shape["items"])
+    return subs
+
+
+def _names(
+    shapes: list[Mapping[str, Any]], pattern: re.Pattern[str], limit: int, exported: bool
+) -> dict[str, str]:
+    """The property names of an object that `shapes` describe: the tool's own → exported
+    when `exported`, else exported → the tool's own."""
+    names: dict[str, str] = {}
     for shape in shapes:
         props = shape.get("properties")
         if isinstance(props, Mapping):
@@ -219,12 +238,25 @@ def _translate(
                     names.setdefault(original, wire)
                 else:
                     names.setdefault(wire, original)
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        name = names.get(key, key) if isinstance(key, str) else key
-        subs = _property_schemas(shapes, key if exported else name)  # by the tool's own name
-        out[name] = _translate(item, subs, root, pattern, limit, exported, depth + 1)
-    return out
+    return names
+
+
+def exported_pointer(
+    pointer: str, schema: Mapping[str, Any], pattern: re.Pattern[str], limit: int
+) -> str:
+    """A JSON pointer into a call's arguments (the tool's own names) in the exported names."""
+    nodes: list[Any] = [schema]
+    out: list[str] = []
+    for part in pointer_parts(pointer)[:_MAX_DEPTH]:
+        shapes = _applying(nodes, schema)
+        items = _item_schemas(shapes, int(part)) if part.isdigit() else []
+        if items:
+            out.append(part)
+            nodes = items
+            continue
+        out.append(_names(shapes, pattern, limit, exported=True).get(part, part))
+        nodes = _property_schemas(shapes, part)
+    return json_pointer(out)
 
 
 def _property_schemas(shapes: list[Mapping[str, Any]], name: Any) -> list[Any]:

@@ -163,6 +163,7 @@ class MCP(Dialect):
         losses: list[Loss] = []
         mode: str = choice.mode
         if choice.mode == "tool":
+            self.choice_name(choice, tools)  # (a tool not offered is refused, as elsewhere)
             mode = "required"
             losses.append(
                 Loss(
