@@ -14,6 +14,7 @@ from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
+from ..schema.validate import Violation, violations_text
 from .base import (
     ChoiceMode,
     Dialect,
@@ -112,21 +113,21 @@ class Anthropic(Dialect):
         if error is None or pattern is None or not isinstance(violations, list):
             return result
         schema, _ = merged_root(spec.input_schema, self.name)
-        out: list[Any] = []
-        for v in violations:
-            if not isinstance(v, Mapping) or not isinstance(v.get("pointer"), str):
-                out.append(v)
-                continue
-            pointer = exported_pointer(v["pointer"], schema, pattern, self.max_property)
-            message = str(v.get("message", ""))
-            if v.get("keyword") == "required" and pointer != v["pointer"]:
-                own, wire = v["pointer"].rsplit("/", 1)[-1], pointer.rsplit("/", 1)[-1]
+        given = [Violation(**v) for v in violations if _is_violation(v)]
+        if len(given) != len(violations):
+            return result  # (not the executor's refusal of arguments)
+        out: list[Violation] = []
+        for v in given:
+            pointer = exported_pointer(v.pointer, schema, pattern, self.max_property)
+            message = v.message
+            if v.keyword == "required" and pointer != v.pointer:
+                own, wire = v.pointer.rsplit("/", 1)[-1], pointer.rsplit("/", 1)[-1]
                 message = message.replace(_quoted(own), _quoted(wire))
-            out.append({**v, "pointer": pointer, "message": message})
+            out.append(Violation(pointer=pointer, keyword=v.keyword, message=message))
         text = error.message
-        if text == _joined_violations(violations):  # the executor's wording: say it anew
-            text = _joined_violations(out)
-        details = {**error.details, "violations": out}
+        if text == violations_text(given):  # the executor's wording: said anew
+            text = violations_text(out)
+        details = {**error.details, "violations": [v.to_dict() for v in out]}
         return replace(result, error=replace(error, message=text, details=details))
 
     def export_tool_choice(
@@ -175,10 +176,9 @@ def _quoted(name: str) -> str:
     return json.dumps(name.replace("~1", "/").replace("~0", "~"), ensure_ascii=False)
 
 
-def _joined_violations(violations: Sequence[Any]) -> str:
-    """How the executor words a refusal of arguments from its violations."""
-    return "; ".join(
-        f"{v.get('pointer') or '/'}: {v.get('message')}"
-        for v in violations[:10]
-        if isinstance(v, Mapping)
+def _is_violation(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and set(value) == {"pointer", "keyword", "message"}
+        and all(isinstance(v, str) for v in value.values())
     )

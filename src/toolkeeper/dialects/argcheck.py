@@ -18,7 +18,7 @@ from typing import Any
 from ..core.errors import ErrorCode, ToolError
 from ..core.values import ToolSpec
 from ..schema.coerce import Coercion, coerce
-from ..schema.validate import compile_validator, json_pointer
+from ..schema.validate import compile_validator, json_pointer, violations_text
 
 __all__ = ["ArgumentCheck", "ArgumentReport", "check_argument", "check_arguments"]
 
@@ -114,7 +114,7 @@ def check_argument(spec: ToolSpec, row: Mapping[str, Any], *, coerce_first: bool
         if violations:
             error = ToolError.of(
                 ErrorCode.INVALID_ARGUMENTS,
-                "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:10]),
+                violations_text(violations),
                 details={"violations": [v.to_dict() for v in violations]},
             )
     pointed = False

@@ -32,7 +32,7 @@ from ..policy.budgets import COUNTED_STATUSES, rate_key
 from ..policy.grants import exists_for, may_use, missing_permissions
 from ..policy.rules import Decision, ParameterMissing, RuleInput, Verdict
 from ..schema.canonical import canonical_json, parse_canonical
-from ..schema.validate import SchemaError, Violation, apply_defaults
+from ..schema.validate import SchemaError, Violation, apply_defaults, violations_text
 from .records import approval_pending_result, binding, mark_unknown, replay
 from .runtime import Runtime
 from .state import CallState, Prepared
@@ -323,7 +323,7 @@ def _invalid(prepared: Prepared, violations: list[Violation]) -> CallRefused:
         ]
     return _refuse(
         ErrorCode.INVALID_ARGUMENTS,
-        "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:10]),
+        violations_text(violations),
         violations=[v.to_dict() for v in violations],
     )
 

@@ -27,6 +27,7 @@ __all__ = [
     "json_pointer",
     "pointer_parts",
     "resolve_ref",
+    "violations_text",
 ]
 
 _MAX_MESSAGE = 300
@@ -46,6 +47,12 @@ class Violation:
     def to_dict(self) -> dict[str, str]:
         """JSON form, as carried in `INVALID_ARGUMENTS` details."""
         return {"pointer": self.pointer, "keyword": self.keyword, "message": self.message}
+
+
+def violations_text(violations: Sequence[Violation]) -> str:
+    """The message of an `INVALID_ARGUMENTS` refusal: its first ten violations, each as
+    `pointer: what is wrong`."""
+    return "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:10])
 
 
 def json_pointer(parts: Sequence[str | int]) -> str:

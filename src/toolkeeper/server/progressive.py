@@ -25,7 +25,7 @@ from ..core.values import CallContext, Principal, ToolCall, ToolResult, ToolSpec
 from ..keeper import Keeper
 from ..retrieval.meta import CALL_TOOL, META_TOOL_NAMES, meta_specs, meta_tools
 from ..retrieval.selector import Connected, Selector
-from ..schema.validate import compile_validator
+from ..schema.validate import compile_validator, violations_text
 
 __all__ = ["MetaTools"]
 
@@ -127,7 +127,7 @@ def _invalid(tool: Tool, arguments: Mapping[str, Any]) -> ToolResult | None:
     violations = compile_validator(tool.spec.input_schema).violations(dict(arguments))
     if not violations:
         return None
-    message = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:10])
+    message = violations_text(violations)
     error = ToolError.of(
         ErrorCode.INVALID_ARGUMENTS,
         message,
