@@ -18,6 +18,11 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+async def _no_wait(seconds: float) -> None:
+    """Retry waits of no time (a test's)."""
+    await anyio.lowlevel.checkpoint()
+
+
 async def test_a_tool_that_never_suspends_returns_its_value() -> None:
     async with Keeper(ledger=MemoryStore()) as keeper:
 
@@ -213,10 +218,7 @@ async def _cancel_once_started(keeper: Keeper, call: ToolCall, started: anyio.Ev
 
 
 async def test_a_retried_call_that_times_out_says_the_timeout_is_per_attempt() -> None:
-    async def no_wait(seconds: float) -> None:
-        await anyio.lowlevel.checkpoint()
-
-    async with Keeper(ledger=MemoryStore(), sleep=no_wait) as keeper:
+    async with Keeper(ledger=MemoryStore(), sleep=_no_wait) as keeper:
 
         @keeper.tool(
             effect="read_only",
@@ -239,10 +241,7 @@ async def test_a_retried_call_that_times_out_says_the_timeout_is_per_attempt() -
 async def test_a_draining_keeper_ends_calls_after_their_current_attempt() -> None:
     # A server asked to stop drains its keeper: a hung read retried three times held the
     # shutdown for three timeouts.
-    async def no_wait(seconds: float) -> None:
-        await anyio.lowlevel.checkpoint()
-
-    async with Keeper(ledger=MemoryStore(), sleep=no_wait) as keeper:
+    async with Keeper(ledger=MemoryStore(), sleep=_no_wait) as keeper:
 
         @keeper.tool(effect="read_only", timeout=0.05, retry=RetryPolicy(max_attempts=3))
         async def stuck() -> str:

@@ -439,7 +439,8 @@ class McpUpstream:
             lane_transport = inner if isinstance(inner, PipeTransport) else None
         else:
             assert p.url is not None
-            inner = _http(p, self._note_refusal, self._note_session_gone, self._note_unsent)
+            http = _http_client(p, self._note_refusal, self._note_session_gone, self._note_unsent)
+            inner = _owned_http(p.url, http)
         watch = WatchedTransport(inner, on_close=self._on_lost)
         client = Client(
             watch,
@@ -654,16 +655,6 @@ def _call_result(raw: Mapping[str, Any]) -> mcp_types.CallToolResult:
             f"the upstream sent a malformed tools/call result: {exc.errors()[:1]}",
             what="is not a valid MCP tools/call result",
         ) from exc
-
-
-def _http(
-    p: UpstreamParams,
-    refused: Callable[[int], None],
-    gone: Callable[[], None],
-    unsent: Callable[[str], None],
-) -> Any:
-    assert p.url is not None
-    return _owned_http(p.url, _http_client(p, refused, gone, unsent))
 
 
 def _http_client(
