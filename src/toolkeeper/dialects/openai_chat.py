@@ -14,6 +14,7 @@ from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
+from ..schema.walker import deref
 from .base import (
     Dialect,
     ToolChoice,
@@ -101,28 +102,16 @@ def drop_absent_nulls(call: ToolCall, tools: Sequence[ToolSpec]) -> ToolCall:
     )
 
 
-def _deref(node: Any, root: Mapping[str, Any]) -> Any:
-    for _ in range(8):
-        ref = node.get("$ref") if isinstance(node, Mapping) else None
-        if not (isinstance(ref, str) and ref.startswith("#/")):
-            return node
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, Mapping) else None
-        node = target
-    return node
-
-
 def _branch(node: Any, root: Mapping[str, Any], key: str, value: Any = None) -> Any:
     """The schema a value follows: `node`, or the branch of its `anyOf` that has `key`
     (`properties` for an object, `items` for an array); of several objects, the one whose
     properties hold most of the value's names (the first on a tie)."""
-    node = _deref(node, root)
+    node = deref(node, root)
     if not isinstance(node, Mapping) or key in node:
         return node
     best, best_fit = node, -1
     for branch in node.get("anyOf") or node.get("oneOf") or ():
-        branch = _deref(branch, root)
+        branch = deref(branch, root)
         if not isinstance(branch, Mapping) or key not in branch:
             continue
         fit = 0
@@ -150,7 +139,7 @@ def _without_nulls(
             where = f"{at}/{str(name).replace('~', '~0').replace('/', '~1')}"
             if sub is None:
                 out[name] = item
-            elif item is None and name not in required and not is_nullable(_deref(sub, root)):
+            elif item is None and name not in required and not is_nullable(deref(sub, root)):
                 dropped.append(where)
             else:
                 out[name] = _without_nulls(item, sub, root, where, dropped, depth + 1)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..schema.losses import Action, Converted, Loss, prefixed
-from ..schema.walker import SchemaWalker, resolve_pointer
+from ..schema.walker import SchemaWalker, deref
 
 __all__ = [
     "GEMINI_KEYWORDS",
@@ -260,11 +260,7 @@ def _joined(known: Any, sub: Any, join: str, ours: bool) -> Any:
 
 def _object_shape(root: Mapping[str, Any], branch: Any) -> tuple[dict[str, Any], list[str]] | None:
     """The properties and required names of an object alternative (a local `$ref` followed)."""
-    for _ in range(8):
-        ref = branch.get("$ref") if isinstance(branch, Mapping) else None
-        if not isinstance(ref, str):
-            break
-        branch = resolve_pointer(root, ref)
+    branch = deref(branch, root)
     if not isinstance(branch, Mapping):
         return None
     props = branch.get("properties")

@@ -30,6 +30,7 @@ __all__ = [
     "SCHEMA_VALUE_KEYWORDS",
     "VALIDATION_KEYWORDS",
     "SchemaWalker",
+    "deref",
     "resolve_pointer",
 ]
 
@@ -136,6 +137,16 @@ def resolve_pointer(root: Any, ref: str) -> Any:
         else:
             return None
     return target
+
+
+def deref(node: Any, root: Any) -> Any:
+    """The schema `node` stands for: its local `$ref`s followed (a chain of at most 8)."""
+    for _ in range(8):
+        ref = node.get("$ref") if isinstance(node, Mapping) else None
+        if not isinstance(ref, str):
+            break
+        node = resolve_pointer(root, ref)
+    return node
 
 
 def _esc(name: str) -> str:
