@@ -1,13 +1,16 @@
 """Python functions as tools: sync and async callables behind the `Connector` Protocol.
 
 Async functions run on the event loop; sync ones in a worker thread
-(`anyio.to_thread.run_sync`), so a slow sync tool never blocks other calls. The `CallContext`
-is injected into the parameter annotated with it.
+(`anyio.to_thread.run_sync`), so a slow sync tool never blocks other calls. A sync function
+that returns an awaitable (a decorator's plain wrapper of an async function, a lambda calling
+one) has only started its work: it is awaited, under the same timeout. The `CallContext` is
+injected into the parameter annotated with it.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -45,6 +48,8 @@ class FunctionConnector:
             value = await self.func(*args, **kwargs)
         else:
             value = await anyio.to_thread.run_sync(functools.partial(self.func, *args, **kwargs))
+            if inspect.isawaitable(value):
+                value = await value
         # From here on the function has run: a result that cannot be made JSON is not a
         # failure of the call (its effect happened), only of its record.
         try:

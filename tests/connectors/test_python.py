@@ -1,0 +1,51 @@
+"""Python functions run as tools: sync ones in a worker thread, async ones on the loop."""
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from toolkeeper import CallStatus, Keeper, ToolCall
+
+pytestmark = pytest.mark.anyio
+
+
+def _logged(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A decorator written for sync functions: its wrapper is sync, whatever it wraps."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+async def test_an_async_function_behind_a_sync_wrapper_runs_before_its_call_succeeds() -> None:
+    ran: list[str] = []
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="write")
+    @_logged
+    async def ship(order_id: str) -> str:
+        ran.append(order_id)
+        return f"shipped {order_id}"
+
+    async def pack(order_id: str) -> str:
+        ran.append(order_id)
+        return f"packed {order_id}"
+
+    def later(order_id: str) -> Awaitable[str]:
+        return pack(order_id)
+
+    keeper.add_function(later, effect="write")
+    async with keeper:
+        wrapped = await keeper.execute(
+            ToolCall(call_id="c1", name="ship", arguments={"order_id": "A-1"})
+        )
+        returned = await keeper.execute(
+            ToolCall(call_id="c2", name="later", arguments={"order_id": "A-2"})
+        )
+    assert wrapped.status is CallStatus.SUCCEEDED and wrapped.data == "shipped A-1"
+    assert returned.status is CallStatus.SUCCEEDED and returned.data == "packed A-2"
+    assert ran == ["A-1", "A-2"]
