@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from toolkeeper import CallStatus, Keeper, ToolCall
+from toolkeeper import CallContext, CallStatus, Keeper, ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -49,3 +49,17 @@ async def test_an_async_function_behind_a_sync_wrapper_runs_before_its_call_succ
     assert wrapped.status is CallStatus.SUCCEEDED and wrapped.data == "shipped A-1"
     assert returned.status is CallStatus.SUCCEEDED and returned.data == "packed A-2"
     assert ran == ["A-1", "A-2"]
+
+
+async def test_a_positional_only_context_parameter_receives_the_context() -> None:
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="read_only")
+    def whoami(ctx: CallContext, /, greeting: str) -> str:
+        return f"{greeting} {ctx.call_id}"
+
+    async with keeper:
+        result = await keeper.execute(
+            ToolCall(call_id="c1", name="whoami", arguments={"greeting": "hi"})
+        )
+    assert result.status is CallStatus.SUCCEEDED and result.data == "hi c1"

@@ -173,6 +173,15 @@ def test_parameters_pydantic_cannot_take_are_one_line_configuration_errors() -> 
             function_schema(func)
 
 
+def test_two_parameters_taking_the_call_context_are_refused_at_registration() -> None:
+    """Only one received it: the other was missing from the call, which failed every time."""
+
+    def twice(a: int, first: CallContext, second: CallContext) -> None: ...
+
+    with pytest.raises(ConfigurationError):
+        function_schema(twice)
+
+
 def test_a_parameter_that_takes_ints_or_floats_keeps_a_fraction() -> None:
     """`int | float` given 2.5 received 2."""
 

@@ -175,7 +175,8 @@ def function_schema(
     """Derive the tool contract of a Python function.
 
     Raises:
-        ConfigurationError: a parameter has no usable type, or is `*args` / `**kwargs`.
+        ConfigurationError: a parameter has no usable type, or is `*args` / `**kwargs`; two
+            parameters take the `CallContext`.
     """
     try:
         hints = get_type_hints(func, include_extras=True)
@@ -192,14 +193,19 @@ def function_schema(
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ConfigurationError(f"{func.__qualname__}: *args/**kwargs cannot be tool inputs")
         annotation = hints.get(name, Any)
+        if param.kind is param.POSITIONAL_ONLY:
+            positional.append(name)
         if _names(annotation, CallContext):
+            if context_param is not None:
+                raise ConfigurationError(
+                    f"{func.__qualname__}: {context_param!r} and {name!r} both take the "
+                    "CallContext; one parameter receives it"
+                )
             context_param = name
             continue
         plain = plain and _is_plain(annotation)
         if _names(annotation, int) and not _names(annotation, float):  # `int | float`: as given
             integers.append(name)
-        if param.kind is param.POSITIONAL_ONLY:
-            positional.append(name)
         default = ... if param.default is param.empty else param.default
         described = doc.params.get(name) if not _has_description(annotation) else None
         if isinstance(default, FieldInfo):
