@@ -1,12 +1,14 @@
 """Python functions run as tools: sync ones in a worker thread, async ones on the loop."""
 
 import functools
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import pytest
 
-from toolkeeper import CallContext, CallStatus, Keeper, ToolCall
+from toolkeeper import CallContext, CallStatus, ErrorCode, Keeper, ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -63,3 +65,26 @@ async def test_a_positional_only_context_parameter_receives_the_context() -> Non
             ToolCall(call_id="c1", name="whoami", arguments={"greeting": "hi"})
         )
     assert result.status is CallStatus.SUCCEEDED and result.data == "hi c1"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_sync_tool_that_outlives_its_timeout_ends_at_it_on_every_event_loop() -> None:
+    """On trio the call waited for the thread: a write blocked for minutes ended SUCCEEDED."""
+    unblock = threading.Event()
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="write", timeout=0.1)
+    def stuck() -> str:
+        unblock.wait(5)
+        return "late"
+
+    try:
+        async with keeper:
+            with anyio.fail_after(4):
+                result = await keeper.execute(ToolCall(call_id="c1", name="stuck"))
+            record = await keeper.store.get_call("default", "c1")
+    finally:
+        unblock.set()
+    assert result.status is CallStatus.UNKNOWN_OUTCOME
+    assert result.error is not None and result.error.details == {"cause": ErrorCode.TIMEOUT}
+    assert record is not None and record.status is CallStatus.UNKNOWN_OUTCOME

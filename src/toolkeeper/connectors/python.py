@@ -3,8 +3,10 @@
 Async functions run on the event loop; sync ones in a worker thread
 (`anyio.to_thread.run_sync`), so a slow sync tool never blocks other calls. A sync function
 that returns an awaitable (a decorator's plain wrapper of an async function, a lambda calling
-one) has only started its work: it is awaited, under the same timeout. The `CallContext` is
-injected into the parameter annotated with it.
+one) has only started its work: it is awaited, under the same timeout. A sync function that
+outlives its timeout (or a cancelled call) is left to finish in its thread, since Python cannot
+stop one: the call ends at its timeout on every event loop, as an async tool's does (a write's
+outcome is then unknown). The `CallContext` is injected into the parameter annotated with it.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ class FunctionConnector:
         if self.schema.is_async:
             value = await self.func(*args, **kwargs)
         else:
-            value = await anyio.to_thread.run_sync(functools.partial(self.func, *args, **kwargs))
+            value = await anyio.to_thread.run_sync(
+                functools.partial(self.func, *args, **kwargs), abandon_on_cancel=True
+            )
             if inspect.isawaitable(value):
                 value = await value
         # From here on the function has run: a result that cannot be made JSON is not a
