@@ -173,6 +173,8 @@ class Keeper:
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._portal_lock = threading.Lock()
         self._open_lock: anyio.Lock | None = None
+        self._calls = 0  # `execute`s and batches in flight: `aclose` waits for them
+        self._idle: anyio.Event | None = None
         self._selector: Selector | None = None
         self._selector_lock = threading.Lock()
 
@@ -338,14 +340,31 @@ class Keeper:
             waiting.cancel()
 
     async def aclose(self) -> None:
-        """Close the ledger, the audit sink and the selector, if one was made. Idempotent."""
+        """Close the ledger, the audit sink and the selector, if one was made. Idempotent.
+
+        New calls are refused from then on (`ConfigurationError`); calls in flight end first,
+        after their current attempt (as `drain` ends them), and are recorded as they ended.
+        """
         if self.state is KeeperState.CLOSED:
             return
         self.state = KeeperState.CLOSED
-        if self._selector is not None:
-            self._selector.close()
-        await self.store.aclose()
-        self.audit.close()
+        try:
+            if self._calls:
+                self.drain()
+                self._idle = anyio.Event()
+                await self._idle.wait()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if self._selector is not None:
+                    self._selector.close()
+                await self.store.aclose()
+                self.audit.close()
+
+    def _ended(self) -> None:
+        """One `execute` or batch is done: the last one lets a waiting `aclose` go on."""
+        self._calls -= 1
+        if not self._calls and self._idle is not None:
+            self._idle.set()
 
     async def __aenter__(self) -> Keeper:
         await self.open()
@@ -452,20 +471,28 @@ class Keeper:
         """Check, run and record one proposed call. Never raises for bad input."""
         if self.state is not KeeperState.OPEN:
             await self.open()
-        if self._call_tool is None:
-            return await self.executor.execute(call)
-        inner = self._unwrap(call)
-        return _as_called(call, inner, await self.executor.execute(inner))
+        self._calls += 1
+        try:
+            if self._call_tool is None:
+                return await self.executor.execute(call)
+            inner = self._unwrap(call)
+            return _as_called(call, inner, await self.executor.execute(inner))
+        finally:
+            self._ended()
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
         if self.state is not KeeperState.OPEN:
             await self.open()
-        if self._call_tool is None:
-            return await self.executor.execute_many(calls)
-        inner = [self._unwrap(c) for c in calls]
-        results = await self.executor.execute_many(inner)
-        return [_as_called(c, i, r) for c, i, r in zip(calls, inner, results, strict=True)]
+        self._calls += 1
+        try:
+            if self._call_tool is None:
+                return await self.executor.execute_many(calls)
+            inner = [self._unwrap(c) for c in calls]
+            results = await self.executor.execute_many(inner)
+            return [_as_called(c, i, r) for c, i, r in zip(calls, inner, results, strict=True)]
+        finally:
+            self._ended()
 
     def execute_sync(self, call: ToolCall) -> ToolResult:
         """`execute` for scripts without an event loop. Call `close_sync()` when done.
