@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import pytest
 from pydantic import Field
 
-from toolkeeper import CallStatus, Effect, Keeper, ToolCall, ToolSpec
+from toolkeeper import CallStatus, Effect, ErrorCode, Keeper, ToolCall, ToolSpec
 from toolkeeper.catalog.registry import Tool
 from toolkeeper.core.signals import ToolFailed
 from toolkeeper.core.values import CallContext
@@ -160,3 +160,20 @@ async def test_a_write_whose_result_cannot_be_stored_is_recorded_as_it_ended(
     assert made == [50, 600] and upstream.runs == 1
     for record in records.values():
         assert record is not None and record.status is CallStatus.SUCCEEDED
+
+
+async def test_a_tool_that_raises_is_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The model is told only the exception's type; the developer had nothing else at all."""
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="write")
+    def lookup(key: str) -> str:
+        return {"a": "1"}[key]
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c1", name="lookup", arguments={"key": "b"}))
+    assert result.error is not None and result.error.code is ErrorCode.TOOL_ERROR
+    [logged] = [r for r in caplog.records if r.name == "toolkeeper" and r.exc_info]
+    assert logged.exc_info is not None and logged.exc_info[0] is KeyError

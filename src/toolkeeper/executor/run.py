@@ -111,6 +111,8 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
             return _Outcome(status=CallStatus.FAILED, error=error)
         return _Outcome(status=CallStatus.AWAITING_APPROVAL, approval_reason=exc.reason)
     except Exception as exc:
+        # The model is told only the exception's type: its traceback is for the developer.
+        _log.exception("%s raised (call %s, attempt %d)", spec.name, ctx.call_id, ctx.attempt)
         error = ToolError.of(
             ErrorCode.TOOL_ERROR,
             f"{spec.name} failed with an internal error",
