@@ -173,3 +173,31 @@ def test_a_result_holding_nan_or_infinity_is_sent_as_json() -> None:
     assert json.loads(text) == {
         "output": {"ratio": None, "top": [None, 1.5], "label": "NaN BaNaNa"}
     }
+
+
+def test_import_follows_references_of_the_openapi_schema_into_its_defs() -> None:
+    from google.genai import types as genai_types
+
+    from toolkeeper.schema.validate import compile_validator
+
+    declaration = genai_types.FunctionDeclaration(
+        name="adopt",
+        parameters=genai_types.Schema(
+            type=genai_types.Type.OBJECT,
+            properties={"pet": genai_types.Schema(ref="#/defs/Pet")},
+            defs={
+                "Pet": genai_types.Schema(
+                    type=genai_types.Type.OBJECT,
+                    properties={"name": genai_types.Schema(type=genai_types.Type.STRING)},
+                    required=["name"],
+                )
+            },
+            required=["pet"],
+        ),
+    )
+    converted = Gemini().import_tool(declaration)
+    validator = compile_validator(converted.value.input_schema)
+    assert converted.lossless
+    assert validator.is_valid({"pet": {"name": "Rex"}})
+    assert not validator.is_valid({"pet": {}})
+    assert not validator.is_valid({"pet": "Rex"})

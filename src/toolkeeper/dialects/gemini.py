@@ -38,7 +38,8 @@ _MODES: dict[str, str] = {"auto": "AUTO", "required": "ANY", "none": "NONE", "to
 
 
 def from_openapi_schema(schema: Any) -> Any:
-    """JSON Schema from Gemini's OpenAPI-style `Schema` (upper-case types, `nullable`)."""
+    """JSON Schema from Gemini's OpenAPI-style `Schema` (upper-case types, `nullable`, `ref`
+    into the root `defs`)."""
     if isinstance(schema, list):
         return [from_openapi_schema(item) for item in schema]
     if not isinstance(schema, Mapping):
@@ -47,6 +48,11 @@ def from_openapi_schema(schema: Any) -> Any:
     for key, value in schema.items():
         if key == "type" and isinstance(value, str):
             out["type"] = value.lower()
+        elif key == "ref" and isinstance(value, str):
+            # Gemini's `ref` points into the root `defs` (`#/defs/Pet`), which become `$defs`.
+            out["$ref"] = (
+                "#/$defs/" + value[len("#/defs/") :] if value.startswith("#/defs/") else value
+            )
         elif key == "nullable":
             continue
         elif key == "example":
