@@ -201,3 +201,20 @@ def test_import_follows_references_of_the_openapi_schema_into_its_defs() -> None
     assert validator.is_valid({"pet": {"name": "Rex"}})
     assert not validator.is_valid({"pet": {}})
     assert not validator.is_valid({"pet": "Rex"})
+
+
+def test_an_unspecified_openapi_type_is_imported_as_any_value() -> None:
+    from google.genai import types as genai_types
+
+    from toolkeeper.schema.validate import compile_validator
+
+    declaration = genai_types.FunctionDeclaration(
+        name="store",
+        parameters=genai_types.Schema(
+            type=genai_types.Type.OBJECT,
+            properties={"value": genai_types.Schema(type=genai_types.Type.TYPE_UNSPECIFIED)},
+        ),
+    )
+    spec = Gemini().import_tool(declaration).value
+    validator = compile_validator(spec.input_schema)  # (it raised SchemaError)
+    assert validator.is_valid({"value": [1, "two"]})

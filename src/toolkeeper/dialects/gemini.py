@@ -47,7 +47,8 @@ def from_openapi_schema(schema: Any) -> Any:
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "type" and isinstance(value, str):
-            out["type"] = value.lower()
+            if value.upper() != "TYPE_UNSPECIFIED":  # (no type: any value)
+                out["type"] = value.lower()
         elif key == "ref" and isinstance(value, str):
             # Gemini's `ref` points into the root `defs` (`#/defs/Pet`), which become `$defs`.
             out["$ref"] = (
