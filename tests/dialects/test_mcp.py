@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import mcp.types as mcp_types
+
 from toolkeeper.core.states import CallStatus
 from toolkeeper.core.values import Effect, ToolResult, ToolSpec
 from toolkeeper.dialects import MCP, ToolChoice
@@ -94,3 +96,27 @@ def test_an_untyped_object_output_schema_is_sent_with_type_object() -> None:
     spec = ToolSpec(name="get", output_schema={"properties": {"id": {"type": "string"}}})
     exported = MCP().export_tool(spec).value["outputSchema"]
     assert exported == {"type": "object", "properties": {"id": {"type": "string"}}}
+
+
+def test_a_draft_07_tuple_from_a_typescript_server_is_still_checked_after_import() -> None:
+    from toolkeeper.schema.validate import compile_validator
+
+    tool = mcp_types.Tool(
+        name="move",
+        input_schema={  # as zod-to-json-schema writes a tuple
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": {
+                "point": {
+                    "type": "array",
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "items": [{"type": "number"}, {"type": "number"}],
+                }
+            },
+            "required": ["point"],
+        },
+    )
+    validator = compile_validator(MCP().import_tool(tool).value.input_schema)
+    assert validator.is_valid({"point": [1, 2]})
+    assert not validator.is_valid({"point": ["a", "b"]})

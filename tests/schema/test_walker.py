@@ -97,3 +97,17 @@ def test_resolve_pointer_unescapes_and_misses_cleanly() -> None:
     assert resolve_pointer(root, "#/list/1") == 2
     assert resolve_pointer(root, "#/nope") is None
     assert resolve_pointer(root, "other.json#/x") is None
+
+
+def test_an_older_drafts_tuple_is_checked_as_one_after_normalization() -> None:
+    from toolkeeper.schema.validate import compile_validator
+
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"point": {"$ref": "#/definitions/Point"}},
+        "definitions": {"Point": {"type": "array", "items": [{"type": "number"}] * 2}},
+    }
+    validator = compile_validator(SchemaWalker(schema).walk().value)
+    assert validator.is_valid({"point": [1, 2]})
+    assert not validator.is_valid({"point": ["a", "b"]})

@@ -2,12 +2,12 @@
 
 `SchemaWalker` visits a schema once, depth first: it resolves local `$ref`s (inlining them or
 keeping them in one root `$defs`), detects recursion, normalizes older spellings that mean the
-same (`definitions` → `$defs`, array-form `items` → `prefixItems`), and asks two hooks what to
-do: `allows(keyword)` per keyword (a keyword a target cannot carry is moved into the
-description or dropped, and reported), and `transform(node)` per node for rewrites a target
-needs (OpenAI strict mode, Gemini's subset). A format says only what it changes; everything
-else — pointers, recursion, the loss report — lives here. (Pattern: pydantic-ai
-`_json_schema.py::JsonSchemaTransformer`.)
+same (`definitions` → `$defs`, array-form `items` → `prefixItems`, and then an older draft's
+`$schema` → 2020-12), and asks two hooks what to do: `allows(keyword)` per keyword (a
+keyword a target cannot carry is moved into the description or dropped, and reported), and
+`transform(node)` per node for rewrites a target needs (OpenAI strict mode, Gemini's
+subset). A format says only what it changes; everything else — pointers, recursion, the loss
+report — lives here. (Pattern: pydantic-ai `_json_schema.py::JsonSchemaTransformer`.)
 
 This module is pure: no I/O, and the input schema is never modified.
 """
@@ -117,6 +117,8 @@ KNOWN_KEYWORDS = (
 )
 """Every JSON Schema 2020-12 keyword the walker knows (after normalization)."""
 
+_DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+
 _DESCRIBABLE = (VALIDATION_KEYWORDS | ANNOTATION_KEYWORDS) - {"description", "title", "type"}
 _MAX_DEPTH = 64
 
@@ -177,6 +179,7 @@ class SchemaWalker:
         self._defs: dict[str, Any] = {}
         self._def_pointers: dict[str, str] = {}
         self._used_defs: list[str] = []
+        self._tuples = False
         self._collect_defs()
 
     # --- hooks -----------------------------------------------------------------------------
@@ -217,6 +220,7 @@ class SchemaWalker:
         """The rebuilt schema and the losses, in the order they happened."""
         self.losses = []
         self._used_defs = []
+        self._tuples = False
         out = self._node(self.root, "", (), 0)
         if not isinstance(out, dict):
             out = {} if out is True else {"not": {}}
@@ -232,6 +236,10 @@ class SchemaWalker:
                 defs[name] = self._node(self._defs[name], self._def_pointers[name], (name,), 1)
                 pending.extend(n for n in self._used_defs if n not in done)
             out["$defs"] = defs
+        if self._tuples and out.get("$schema") not in (None, _DRAFT_2020_12):
+            # An older draft's tuple (`items: [...]`) is now `prefixItems`, which a validator
+            # reading the schema as that draft ignores: any item would pass.
+            out["$schema"] = _DRAFT_2020_12
         return Converted(value=out, losses=tuple(self.losses))
 
     def _collect_defs(self) -> None:
@@ -332,6 +340,7 @@ class SchemaWalker:
                 continue  # re-emitted once at the root (or inlined)
             if keyword == "items" and isinstance(value, list):
                 keyword = "prefixItems"
+                self._tuples = True
                 if isinstance(node.get("additionalItems"), Mapping | bool):
                     out["items"] = self._node(
                         node["additionalItems"], pointer + "/additionalItems", stack, depth + 1
