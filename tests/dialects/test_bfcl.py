@@ -59,3 +59,28 @@ def test_a_consistent_optional_list_is_dropped_silently() -> None:
         "properties": {"x": {"type": "integer"}},
         "required": ["x"],
     }
+
+
+def test_a_default_its_own_parameter_refuses_is_dropped_and_reported() -> None:
+    doc = {
+        "name": "cell.info",
+        "parameters": {
+            "type": "dict",
+            "properties": {
+                "detailed": {"type": "boolean", "default": "false"},
+                "limit": {"type": "integer", "default": None},
+                "unit": {"type": "string", "default": "km"},
+            },
+        },
+    }
+    converted = import_tool(doc)
+    props = converted.value.input_schema["properties"]
+    assert props == {
+        "detailed": {"type": "boolean"},
+        "limit": {"type": "integer"},
+        "unit": {"type": "string", "default": "km"},
+    }
+    assert [(loss.pointer, loss.action) for loss in converted.losses] == [
+        ("/parameters/properties/detailed/default", Action.DROPPED),
+        ("/parameters/properties/limit/default", Action.DROPPED),
+    ]

@@ -4,8 +4,9 @@ BFCL writes parameters almost as JSON Schema, with its own type names (`dict`, `
 `tuple`, `any`, Java's `String`, `HashMap`, `long`, ...) and a non-standard `optional` key (a
 flag on a property, or a list of names on an object). The importer maps them onto JSON Schema
 2020-12; a mapping that widens or guesses (`tuple` read as an array, `char` as a string, an
-unknown or empty type) is reported. `optional` may be a bool or a yes/no string.
-Import only: nothing is ever exported to BFCL.
+unknown or empty type) is reported, and so is a `default` its own parameter refuses (BFCL's
+`None`, or `"false"` for a boolean), which is dropped. `optional` may be a bool or a yes/no
+string. Import only: nothing is ever exported to BFCL.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from ..core.values import ToolSpec
 from ..schema.losses import Action, Converted, Loss
+from ..schema.validate import SchemaError, compile_validator
 from ..schema.walker import SchemaWalker
 from .base import Importer, plain
 
@@ -49,6 +51,16 @@ _WIDENED: Mapping[str, tuple[str | None, str]] = {
 
 
 _FLAGS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def _accepts(node: Mapping[str, Any], value: Any) -> bool:
+    """Whether `node`, its default aside, accepts `value` (the executor fills defaults in
+    after validation: a `"false"` for a boolean would reach the tool as a true string)."""
+    try:
+        validator = compile_validator({k: v for k, v in node.items() if k != "default"})
+    except SchemaError:
+        return True  # (a broken schema is refused when the tool is checked)
+    return validator.is_valid(value)
 
 
 class _BFCLSchema(SchemaWalker):
@@ -86,6 +98,15 @@ class _BFCLSchema(SchemaWalker):
                 and _FLAGS[str(sub.pop("optional")).lower()]
             ]
             self._unrequire(node, flagged, pointer)
+        if "default" in node and not _accepts(node, node["default"]):
+            value = node.pop("default")
+            self.loss(
+                pointer + "/default",
+                "default",
+                Action.DROPPED,
+                f"BFCL default {value!r} is not a value of this parameter; a call that leaves "
+                "it out gets no value rather than this one",
+            )
         for key in ("items", "additionalProperties"):
             child = node.get(key)
             if isinstance(child, dict) and "optional" in child:
