@@ -120,3 +120,14 @@ def test_a_draft_07_tuple_from_a_typescript_server_is_still_checked_after_import
     validator = compile_validator(MCP().import_tool(tool).value.input_schema)
     assert validator.is_valid({"point": [1, 2]})
     assert not validator.is_valid({"point": ["a", "b"]})
+
+
+def test_a_tool_hinted_both_read_only_and_destructive_is_read_as_destructive() -> None:
+    tool = mcp_types.Tool(
+        name="purge",
+        input_schema={"type": "object"},
+        annotations=mcp_types.ToolAnnotations(read_only_hint=True, destructive_hint=True),
+    )
+    converted = MCP().import_tool(tool)
+    assert converted.value.effect is Effect.DESTRUCTIVE
+    assert [loss.keyword for loss in converted.losses] == ["readOnlyHint"]

@@ -2,8 +2,9 @@
 
 Effect and idempotency go out as annotations (`readOnlyHint`, `destructiveHint`,
 `idempotentHint`) and come back in as *hints*: an imported spec's effect is what the server
-claims (absent hints mean what the MCP spec says: may be destructive), the annotations as
-received are kept in `metadata["annotations"]`, and local configuration overrides them with
+claims (absent hints mean what the MCP spec says: may be destructive; hinted both read-only
+and destructive, it is read as destructive, and reported), the annotations as received are
+kept in `metadata["annotations"]`, and local configuration overrides them with
 `dataclasses.replace(spec, effect=..., idempotent=...)`. MCP has no tool_choice of its own;
 `export_tool_choice` maps onto the sampling request's `toolChoice`.
 """
@@ -92,7 +93,19 @@ class MCP(Dialect):
         if isinstance(output, Mapping):
             output = full_schema(output, "/outputSchema", losses)
         hints = dict(data.get("annotations") or {})
-        if hints.get("readOnlyHint") is True:
+        if hints.get("readOnlyHint") is True and hints.get("destructiveHint") is True:
+            # The MCP spec ignores destructiveHint beside readOnlyHint; a server that says
+            # both may be wrong about either, and only one reading asks before it runs.
+            effect = Effect.DESTRUCTIVE
+            losses.append(
+                Loss(
+                    pointer="/annotations/readOnlyHint",
+                    keyword="readOnlyHint",
+                    action=Action.DROPPED,
+                    reason="the tool is hinted both read-only and destructive; read as destructive",
+                )
+            )
+        elif hints.get("readOnlyHint") is True:
             effect = Effect.READ_ONLY
         elif hints.get("destructiveHint") is False:
             effect = Effect.WRITE
