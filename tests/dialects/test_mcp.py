@@ -131,3 +131,10 @@ def test_a_tool_hinted_both_read_only_and_destructive_is_read_as_destructive() -
     converted = MCP().import_tool(tool)
     assert converted.value.effect is Effect.DESTRUCTIVE
     assert [loss.keyword for loss in converted.losses] == ["readOnlyHint"]
+
+
+def test_annotations_that_are_not_an_object_are_reported_and_read_as_none() -> None:
+    tool = {"name": "purge", "inputSchema": {"type": "object"}, "annotations": ["readOnlyHint"]}
+    converted = MCP().import_tool(tool)  # (it raised a bare ValueError, the CLI said no more)
+    assert converted.value.effect is Effect.DESTRUCTIVE
+    assert [loss.keyword for loss in converted.losses] == ["annotations"]

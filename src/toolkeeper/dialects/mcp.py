@@ -92,7 +92,17 @@ class MCP(Dialect):
         output = data.get("outputSchema")
         if isinstance(output, Mapping):
             output = full_schema(output, "/outputSchema", losses)
-        hints = dict(data.get("annotations") or {})
+        annotations = data.get("annotations")
+        hints = dict(annotations) if isinstance(annotations, Mapping) else {}
+        if annotations is not None and not isinstance(annotations, Mapping):
+            losses.append(
+                Loss(
+                    pointer="/annotations",
+                    keyword="annotations",
+                    action=Action.DROPPED,
+                    reason="annotations must be an object; read as none (may be destructive)",
+                )
+            )
         if hints.get("readOnlyHint") is True and hints.get("destructiveHint") is True:
             # The MCP spec ignores destructiveHint beside readOnlyHint; a server that says
             # both may be wrong about either, and only one reading asks before it runs.
