@@ -102,6 +102,18 @@ async def test_concurrent_calls_cannot_all_pass_the_budget(
     assert held == {}  # every place was given back
 
 
+async def test_a_clock_stepping_back_does_not_lock_a_principal_out() -> None:
+    """Time that ran backwards drained the bucket: an hour back, a full bucket said to wait
+    an hour (a `Keeper(clock=...)` wall clock drives this limiter, and wall clocks step)."""
+    clock = FakeClock()
+    limiter = MemoryRateLimiter(clock=clock)
+    assert await limiter.acquire("ann", per_minute=6, burst=2) is None
+    clock.advance(-3600)
+    assert await limiter.acquire("ann", per_minute=6, burst=2) is None
+    wait = await limiter.acquire("ann", per_minute=6, burst=2)
+    assert wait == pytest.approx(10.0)
+
+
 async def test_tenants_have_budgets_and_rate_limits_of_their_own() -> None:
     """Calls name no task by default ("default"): another tenant's calls used up this one's
     task budget, and a principal id shared across tenants one token bucket."""

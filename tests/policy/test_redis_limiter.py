@@ -11,18 +11,34 @@ REDIS_URL = os.environ.get("TOOLKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
 
 @pytest.fixture
-async def limiters() -> object:
+def server() -> object:
+    """A client of the real Redis server (the test is skipped, or fails on CI, without one)."""
     import redis
 
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
     try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+        client.ping()
     except redis.exceptions.ConnectionError:
         if os.environ.get("CI") == "true":
             pytest.fail(f"Redis is not reachable at {REDIS_URL}")
         pytest.skip(f"Redis is not reachable at {REDIS_URL}")
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def prefix(server: object) -> object:
+    """A key prefix of this test's own; its keys are deleted afterwards."""
+    prefix = f"tk-test:{uuid.uuid4().hex}:"
+    yield prefix
+    for key in server.scan_iter(prefix + "*"):  # type: ignore[attr-defined]
+        server.delete(key)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+async def limiters(prefix: str) -> object:
     from toolkeeper.policy.redis_limiter import RedisRateLimiter
 
-    prefix = f"tk-test:{uuid.uuid4().hex}:"
     pair = (RedisRateLimiter(REDIS_URL, prefix=prefix), RedisRateLimiter(REDIS_URL, prefix=prefix))
     yield pair
     for limiter in pair:
@@ -36,6 +52,23 @@ async def test_two_processes_share_one_bucket(limiters: object) -> None:
     wait = await a.acquire("ann", per_minute=6, burst=2)
     assert wait is not None and 9.0 < wait <= 10.0
     assert await b.acquire("bob", per_minute=6, burst=2) is None
+
+
+async def test_a_clock_stepping_back_does_not_lock_a_principal_out(
+    limiters: object, server: object, prefix: str
+) -> None:
+    """Redis' clock is the only clock, but it can step back (a failover to a replica whose
+    clock is behind, an NTP step): the bucket was then last touched "in the future". The
+    negative elapsed time drained the bucket, and the principal was told to wait an hour."""
+    a, _ = limiters  # type: ignore[misc]
+    seconds, micros = server.time()  # type: ignore[attr-defined]
+    server.hset(  # type: ignore[attr-defined]
+        prefix + "ann", mapping={"tokens": 2, "at": seconds + micros / 1e6 + 3600}
+    )
+    assert await a.acquire("ann", per_minute=6, burst=2) is None
+    assert await a.acquire("ann", per_minute=6, burst=2) is None
+    wait = await a.acquire("ann", per_minute=6, burst=2)
+    assert wait is not None and 9.0 < wait <= 10.0
 
 
 async def test_an_unreachable_limiter_refuses_the_call_and_records_it() -> None:

@@ -94,7 +94,8 @@ class MemoryRateLimiter:
         rate = per_minute / 60.0
         now = self._clock()
         tokens, last = self._buckets.get(key, (float(burst), now))
-        tokens = min(float(burst), tokens + (now - last) * rate)
+        # A clock that stepped back refills nothing: it must not take tokens either.
+        tokens = min(float(burst), tokens + max(0.0, now - last) * rate)
         if tokens >= 1.0:
             self._buckets[key] = (tokens - 1.0, now)
             return None

@@ -27,7 +27,8 @@ local burst = tonumber(ARGV[2])
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
 local tokens = tonumber(b[1]) or burst
 local at = tonumber(b[2]) or now
-tokens = math.min(burst, tokens + (now - at) * rate)
+-- a clock that stepped back (a failover to a host behind) refills nothing, takes nothing
+tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
 local wait = -1
 if tokens >= 1 then
   tokens = tokens - 1
