@@ -71,6 +71,36 @@ async def test_a_clock_stepping_back_does_not_lock_a_principal_out(
     assert wait is not None and 9.0 < wait <= 10.0
 
 
+async def test_a_connection_the_server_closed_is_reopened_not_refused(
+    server: object, prefix: str
+) -> None:
+    """Redis closes idle clients (its `timeout`, a proxy's, a restart): the next call on
+    that pooled connection was refused as RATE_LIMITED, 'could not be reached', while the
+    server was up."""
+    from toolkeeper import Keeper, ToolCall
+    from toolkeeper.policy.budgets import Budgets
+    from toolkeeper.policy.redis_limiter import RedisRateLimiter
+
+    name = prefix.replace(":", "-").rstrip("-")
+    url = f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}client_name={name}"
+    limiter = RedisRateLimiter(url, prefix=prefix)
+    keeper = Keeper(ledger="memory://", budgets=Budgets(calls_per_minute=60), rate_limiter=limiter)
+
+    @keeper.tool(effect="read_only")
+    async def ping() -> str:
+        return "pong"
+
+    async with keeper:
+        assert (await keeper.execute(ToolCall(call_id="c1", name="ping"))).ok
+        ours = [c["id"] for c in server.client_list() if c["name"] == name]  # type: ignore[attr-defined]
+        assert ours
+        for client_id in ours:
+            server.client_kill_filter(_id=client_id)  # type: ignore[attr-defined]
+        second = await keeper.execute(ToolCall(call_id="c2", name="ping"))
+    await limiter.aclose()
+    assert second.ok, second.error
+
+
 async def test_an_unreachable_limiter_refuses_the_call_and_records_it() -> None:
     pytest.importorskip("redis")
     from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall

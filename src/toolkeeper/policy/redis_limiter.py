@@ -11,6 +11,9 @@ from typing import Any
 
 try:
     import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
         'the Redis rate limiter needs redis-py: pip install "toolkeeper[redis]"'
@@ -50,7 +53,14 @@ class RedisRateLimiter:
     """
 
     def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str = "tk:rl:") -> None:
-        self._client: Any = aioredis.from_url(url)
+        # A pooled connection the server closed (its idle `timeout`, a proxy's, a restart or
+        # failover) fails the next command sent on it: that one is sent again on a new
+        # connection. A timeout is not: a server that does not answer is not waited for twice.
+        # (Sent again after a reply was lost, a script takes a second token: it errs towards
+        # refusing, never towards running unlimited.)
+        self._client: Any = aioredis.from_url(
+            url, retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
+        )
         self._script: Any = self._client.register_script(_TAKE)
         self._prefix = prefix
 
