@@ -106,9 +106,10 @@ class Approvals:
 
         Raises:
             KeyError: no such request.
-            ValueError: it is not pending any more, or has expired.
+            ValueError: `by` names no one, or the request is not pending any more, or has
+                expired.
         """
-        return await self._decide(approval_id, ApprovalStatus.APPROVED, by, note)
+        return await self._decide(approval_id, ApprovalStatus.APPROVED, _named(by, "by"), note)
 
     async def withdraw(self, approval_id: str, *, reason: str) -> ApprovalRecord | None:
         """Take back a pending request nothing waits for any more; None when it was decided
@@ -123,8 +124,10 @@ class Approvals:
 
         Raises:
             KeyError: no such request.
-            ValueError: it is not pending any more.
+            ValueError: `by` names no one or `reason` is empty (the model is told it), or
+                the request is not pending any more.
         """
+        by, reason = _named(by, "by"), _named(reason, "reason")
         return await self._decide(approval_id, ApprovalStatus.DENIED, by, reason)
 
     async def _decide(
@@ -163,3 +166,11 @@ class Approvals:
         if record.status is ApprovalStatus.APPROVED:
             return ApprovalCheck.GRANTED
         return ApprovalCheck.PENDING
+
+
+def _named(value: str, what: str) -> str:
+    """`value`, when it is text with something in it: a decision says who made it, and a
+    denial why (what the audit trail and the model are shown)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"a decision on an approval needs a non-empty {what}=")
+    return value
