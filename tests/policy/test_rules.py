@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -92,6 +93,32 @@ async def test_a_broken_rule_or_one_answering_no_decision_fails_closed(rule: obj
         record = await keeper.store.get_call("default", "1")
     assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
     assert "secret" not in result.error.message
+    assert record is not None and record.status is CallStatus.REJECTED
+    assert ran == []
+
+
+async def test_a_rule_that_never_answers_fails_closed_within_the_tools_timeout() -> None:
+    """An async rule waiting on a service that never answered held the call (and every
+    proposal of its id, and an `execute_many` batch) for ever, with nothing recorded."""
+    ran: list[str] = []
+    never = anyio.Event()
+
+    async def ask_policy_service(inp: object) -> object:
+        await never.wait()
+        return None
+
+    keeper = Keeper(ledger=MemoryStore())
+
+    @keeper.tool(effect="write", timeout=0.05, rules=[ask_policy_service])
+    async def send() -> str:
+        ran.append("send")
+        return "sent"
+
+    async with keeper:
+        with anyio.fail_after(5):
+            result = await keeper.execute(ToolCall(call_id="1", name="send"))
+        record = await keeper.store.get_call("default", "1")
+    assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
     assert record is not None and record.status is CallStatus.REJECTED
     assert ran == []
 

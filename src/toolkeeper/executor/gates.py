@@ -349,7 +349,10 @@ async def _rules(rt: Runtime, st: CallState) -> Any:
             try:
                 decision: Decision | None = rule(inp)
                 if inspect.isawaitable(decision):
-                    decision = await decision
+                    # A rule that asks a service which never answers would hold the call,
+                    # and every proposal of its id, for ever: it has the tool's time.
+                    with anyio.fail_after(st.tool.spec.timeout):
+                        decision = await decision
             except ParameterMissing:
                 if index >= own:
                     continue  # a keeper-wide rule about a parameter this tool does not have

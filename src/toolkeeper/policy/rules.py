@@ -4,6 +4,8 @@ A rule takes a `RuleInput` and returns a `Decision` (or None, meaning no objecti
 awaitable of one. Rules run after validation, in order: tool rules first, then the keeper's
 global rules. The first denial wins; any `require_approval` makes the call need approval;
 `allow(skip_approval=True)` from a rule waives the default approval of a destructive tool.
+A rule that raises, answers something other than a Decision, or (awaited) does not answer
+within the tool's `timeout` refuses the call: rules fail closed.
 
 Ready-made rules for the common cases: `path_inside`, `domain_in`, `at_most`.
 """
