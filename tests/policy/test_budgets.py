@@ -114,6 +114,22 @@ async def test_a_clock_stepping_back_does_not_lock_a_principal_out() -> None:
     assert wait == pytest.approx(10.0)
 
 
+async def test_the_memory_limiter_forgets_buckets_that_filled_up_again() -> None:
+    """It kept a bucket for every principal it had ever seen, for ever (100,000 principals:
+    100,000 buckets an hour later), where Redis lets its keys expire."""
+    clock = FakeClock()
+    limiter = MemoryRateLimiter(clock=clock)
+    for n in range(3000):
+        assert await limiter.acquire(f"old-{n}", per_minute=60, burst=10) is None
+    clock.advance(10)  # the old buckets are full again: as good as none
+    for _ in range(10):
+        assert await limiter.acquire("busy", per_minute=60, burst=10) is None
+    for n in range(3000):
+        assert await limiter.acquire(f"new-{n}", per_minute=60, burst=10) is None
+    assert len(limiter._buckets) == 3001  # the new ones and "busy"
+    assert await limiter.acquire("busy", per_minute=60, burst=10) == pytest.approx(1.0)
+
+
 async def test_tenants_have_budgets_and_rate_limits_of_their_own() -> None:
     """Calls name no task by default ("default"): another tenant's calls used up this one's
     task budget, and a principal id shared across tenants one token bucket."""

@@ -83,21 +83,33 @@ class RateLimiter(Protocol):
         ...
 
 
+_SWEEP_AT = 1024
+"""Buckets the in-process limiter holds before it first forgets the full ones."""
+
+
 class MemoryRateLimiter:
-    """Token buckets in this process."""
+    """Token buckets in this process. A bucket that has filled up again is forgotten (a full
+    bucket and none are the same), as Redis lets its keys expire: one bucket per principal
+    ever seen would grow without end."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}
+        self._buckets: dict[str, tuple[float, float, float]] = {}
+        """Tokens, when they were counted, and when the bucket is full again, by key."""
+        self._sweep_at = _SWEEP_AT
 
     async def acquire(self, key: str, *, per_minute: float, burst: int) -> float | None:
         rate = per_minute / 60.0
         now = self._clock()
-        tokens, last = self._buckets.get(key, (float(burst), now))
+        tokens, last, _ = self._buckets.get(key, (float(burst), now, now))
         # A clock that stepped back refills nothing: it must not take tokens either.
         tokens = min(float(burst), tokens + max(0.0, now - last) * rate)
-        if tokens >= 1.0:
-            self._buckets[key] = (tokens - 1.0, now)
-            return None
-        self._buckets[key] = (tokens, now)
-        return (1.0 - tokens) / rate if rate > 0 else float("inf")
+        wait = None if tokens >= 1.0 else (1.0 - tokens) / rate
+        if wait is None:
+            tokens -= 1.0
+        self._buckets[key] = (tokens, now, now + (burst - tokens) / rate)
+        if len(self._buckets) >= self._sweep_at:
+            # Sweeps are rare: each waits until the buckets kept have doubled.
+            self._buckets = {k: b for k, b in self._buckets.items() if b[2] > now}
+            self._sweep_at = max(_SWEEP_AT, 2 * len(self._buckets))
+        return wait
