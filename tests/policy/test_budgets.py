@@ -1,3 +1,5 @@
+import math
+
 import anyio.lowlevel
 import pytest
 
@@ -128,6 +130,14 @@ async def test_the_memory_limiter_forgets_buckets_that_filled_up_again() -> None
         assert await limiter.acquire(f"new-{n}", per_minute=60, burst=10) is None
     assert len(limiter._buckets) == 3001  # the new ones and "busy"
     assert await limiter.acquire("busy", per_minute=60, burst=10) == pytest.approx(1.0)
+
+
+async def test_a_bucket_with_no_refill_grants_its_burst_then_says_never() -> None:
+    """The limiter is a public Protocol: a rate of 0 per minute grants the burst, then waits
+    for ever (it divided by the rate and raised ZeroDivisionError)."""
+    limiter = MemoryRateLimiter(clock=FakeClock())
+    assert await limiter.acquire("ann", per_minute=0, burst=1) is None
+    assert await limiter.acquire("ann", per_minute=0, burst=1) == math.inf
 
 
 async def test_tenants_have_budgets_and_rate_limits_of_their_own() -> None:

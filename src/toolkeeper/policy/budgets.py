@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -87,6 +88,11 @@ _SWEEP_AT = 1024
 """Buckets the in-process limiter holds before it first forgets the full ones."""
 
 
+def _seconds(tokens: float, rate: float) -> float:
+    """How long `tokens` take to come back at `rate` per second (never, at a rate of 0)."""
+    return tokens / rate if rate > 0 else math.inf
+
+
 class MemoryRateLimiter:
     """Token buckets in this process. A bucket that has filled up again is forgotten (a full
     bucket and none are the same), as Redis lets its keys expire: one bucket per principal
@@ -104,10 +110,10 @@ class MemoryRateLimiter:
         tokens, last, _ = self._buckets.get(key, (float(burst), now, now))
         # A clock that stepped back refills nothing: it must not take tokens either.
         tokens = min(float(burst), tokens + max(0.0, now - last) * rate)
-        wait = None if tokens >= 1.0 else (1.0 - tokens) / rate
+        wait = None if tokens >= 1.0 else _seconds(1.0 - tokens, rate)
         if wait is None:
             tokens -= 1.0
-        self._buckets[key] = (tokens, now, now + (burst - tokens) / rate)
+        self._buckets[key] = (tokens, now, now + _seconds(burst - tokens, rate))
         if len(self._buckets) >= self._sweep_at:
             # Sweeps are rare: each waits until the buckets kept have doubled.
             self._buckets = {k: b for k, b in self._buckets.items() if b[2] > now}
