@@ -51,6 +51,28 @@ async def test_lone_surrogates_in_a_result_become_replacement_characters(tmp_pat
     assert stored.error["message"] == "bad \ufffd input"
 
 
+@pytest.mark.parametrize("ledger", ["memory", "sqlite"])
+async def test_nan_and_infinities_in_a_result_are_recorded_as_null(
+    ledger: str, tmp_path: Path
+) -> None:
+    """JSON holds no NaN: the SQLite ledger refused the result (the call was recorded with a
+    note in place of all its data) where the in-memory ledger kept it; every ledger now
+    records null there, as a model is shown it, and keeps the rest."""
+    keeper = Keeper(ledger="memory://" if ledger == "memory" else f"sqlite:///{tmp_path / 'n.db'}")
+
+    @keeper.tool(effect="read_only")
+    async def stats() -> dict[str, object]:
+        return {"mean": float("nan"), "range": [float("-inf"), 1.5], "n": 0}
+
+    call = ToolCall(call_id="c1", name="stats", arguments={})
+    async with keeper:
+        result = await keeper.execute(call)
+        replayed = await keeper.execute(call)
+    assert result.status is CallStatus.SUCCEEDED
+    assert result.data == {"mean": None, "range": [None, 1.5], "n": 0}
+    assert replayed.replayed and replayed.data == result.data
+
+
 async def test_a_tool_that_changes_a_default_changes_it_for_itself_only() -> None:
     keeper = Keeper(ledger="memory://")
     seen: list[list[int]] = []

@@ -172,15 +172,21 @@ def safe_text(text: str) -> str:
 
 
 def json_safe(value: Any, depth: int = 0) -> Any:
-    """`value` with every lone UTF-16 surrogate in its strings and keys replaced by U+FFFD.
+    """`value` with every lone UTF-16 surrogate in its strings and keys replaced by U+FFFD,
+    and every NaN or infinity replaced by None.
 
     JSON text may escape a surrogate without its pair (`"\\ud800"`), and Python decodes it to
-    a string that no UTF-8 encoder, ledger or vendor API accepts. Tool results pass through
-    here before they are recorded; what holds no such string comes back as the same object.
+    a string that no UTF-8 encoder, ledger or vendor API accepts. A float may be NaN or
+    infinite, which JSON cannot hold: the SQLite and PostgreSQL ledgers refused it (the whole
+    result became a note) while the in-memory one kept it, and a model is shown null. Tool
+    results pass through here before they are recorded; what holds neither comes back as the
+    same object.
     """
     if isinstance(value, str):
         return safe_text(value)
     if depth > 256 or isinstance(value, _SCALARS):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
         return value
     if isinstance(value, dict):
         items = [
