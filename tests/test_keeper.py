@@ -48,3 +48,32 @@ async def test_closing_a_keeper_waits_for_its_calls_in_flight_to_be_recorded(
     async with Keeper(ledger=db) as again:
         record = await again.store.get_call("default", "c1")
     assert record is not None and record.status is CallStatus.SUCCEEDED
+
+
+async def test_approvals_open_the_keeper_as_calls_do(tmp_path: Path) -> None:
+    """An approvals dashboard made its own Keeper on the ledger and asked for the pending
+    requests: `StoreError: the ledger store is new, not open`, where `execute` opens itself."""
+    db = f"sqlite:///{tmp_path / 'a.db'}"
+    agent = Keeper(ledger=db)
+
+    @agent.tool(effect="destructive")
+    async def wipe(disk: str) -> str:
+        return f"wiped {disk}"
+
+    call = ToolCall(call_id="c1", name="wipe", arguments={"disk": "d1"})
+    async with agent:
+        asked = await agent.execute(call)
+    assert asked.status is CallStatus.AWAITING_APPROVAL
+
+    dashboard = Keeper(ledger=db)
+    [pending] = await dashboard.approvals.pending()
+    assert await dashboard.approvals.get(pending.id) == pending
+    await dashboard.approvals.approve(pending.id, by="alice")
+    await dashboard.aclose()
+    with pytest.raises(ConfigurationError):  # closed means closed: it is not opened again
+        await dashboard.approvals.pending()
+
+    async with Keeper(ledger=db) as again:
+        again.add_function(wipe, effect="destructive")
+        ran = await again.execute(call)
+    assert ran.status is CallStatus.SUCCEEDED

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -59,10 +59,19 @@ class Approvals:
         *,
         ttl: float | None = 24 * 3600.0,
         clock: Callable[[], float] = time.time,
+        ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._ttl = ttl
         self._clock = clock
+        self._ready = ready
+        """Awaited before a person's request (`get`, `pending`, a decision): `Keeper` opens
+        itself there, as it does for a call."""
+
+    async def _opened(self) -> LedgerStore:
+        if self._ready is not None:
+            await self._ready()
+        return self._store()
 
     async def request(
         self, binding: Binding, *, arguments: Mapping[str, Any], reason: str
@@ -86,13 +95,13 @@ class Approvals:
 
     async def get(self, approval_id: str) -> ApprovalRecord | None:
         """One request, or None."""
-        return await self._store().get_approval(approval_id)
+        return await (await self._opened()).get_approval(approval_id)
 
     async def pending(self) -> list[ApprovalRecord]:
         """Requests waiting for a decision (expired ones are marked expired and left out)."""
         now = self._clock()
         out = []
-        for record in await self._store().list_approvals(status=ApprovalStatus.PENDING):
+        for record in await (await self._opened()).list_approvals(status=ApprovalStatus.PENDING):
             if record.expired(now):
                 await self._decide(record.id, ApprovalStatus.EXPIRED, None, "expired")
             else:
@@ -133,7 +142,7 @@ class Approvals:
     async def _decide(
         self, approval_id: str, status: ApprovalStatus, by: str | None, note: str | None
     ) -> ApprovalRecord:
-        store = self._store()
+        store = await self._opened()
         record = await store.get_approval(approval_id)
         if record is None:
             raise KeyError(approval_id)
