@@ -1,3 +1,4 @@
+import functools
 import math
 import sys
 import typing
@@ -190,3 +191,21 @@ def test_a_parameter_that_takes_ints_or_floats_keeps_a_fraction() -> None:
 
     fs = function_schema(scale)
     assert fs.python_arguments({"x": 2.5, "n": 3.0}) == {"x": 2.5, "n": 3}
+
+
+def test_a_partial_or_a_callable_object_is_refused_with_what_to_register_instead() -> None:
+    """Both hide their signature from type hints: registration failed with Python's own
+    "is not a module, class, method, or function", which said nothing of what would work."""
+
+    async def charge(amount: int, account: str) -> str:
+        return f"{account}: {amount}"
+
+    class Charger:
+        async def __call__(self, amount: int) -> str:
+            return str(amount)
+
+    with pytest.raises(ConfigurationError, match="register a function"):
+        function_schema(functools.partial(charge, account="acme"))
+    with pytest.raises(ConfigurationError, match="__call__"):
+        function_schema(Charger())
+    assert function_schema(Charger().__call__).is_async  # what the message says works

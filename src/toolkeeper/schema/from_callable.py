@@ -10,6 +10,7 @@ closed (`additionalProperties: false`) unless asked otherwise. A parameter annot
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import types
 import typing
@@ -169,6 +170,20 @@ def _drop_unwritable_defaults(node: Any) -> None:
             _drop_unwritable_defaults(value)
 
 
+def _register_instead(func: Callable[..., Any]) -> str:
+    """What to register in place of a callable whose hints cannot be read, if it is one of
+    the two kinds that hide their signature."""
+    if isinstance(func, functools.partial):
+        # (Read as parameters with defaults, the bound values would be the model's to change.)
+        return (
+            "; register a function (def or async def) that takes the parameters the model may "
+            "set and calls the partial's function with the values bound here"
+        )
+    if not inspect.isroutine(func) and not inspect.isclass(func) and callable(func):
+        return "; register its bound __call__ method instead (obj.__call__)"
+    return ""
+
+
 def function_schema(
     func: Callable[..., Any], *, additional_properties: bool = False
 ) -> FunctionSchema:
@@ -181,7 +196,9 @@ def function_schema(
     try:
         hints = get_type_hints(func, include_extras=True)
     except Exception as exc:
-        raise ConfigurationError(f"cannot resolve type hints of {func!r}: {exc}") from exc
+        raise ConfigurationError(
+            f"cannot resolve type hints of {func!r}: {exc}{_register_instead(func)}"
+        ) from exc
     doc = parse_docstring(func.__doc__)
     signature = inspect.signature(func)
     fields: dict[str, Any] = {}
