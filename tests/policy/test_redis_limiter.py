@@ -127,3 +127,28 @@ async def test_an_unreachable_limiter_refuses_the_call_and_records_it() -> None:
     assert "127.0.0.1" not in result.error.message  # nothing about the deployment leaks
     assert record.status is CallStatus.REJECTED
     assert ran == []
+
+
+async def test_a_redis_that_does_not_answer_is_waited_for_only_the_timeout() -> None:
+    """A server that takes the connection and never answers (a stalled Redis, a proxy that
+    lost its other side) held the call for ever with redis-py releases before 8.0, whose
+    default was no timeout: the limiter sets its own."""
+    import anyio
+    import redis.exceptions
+
+    from toolkeeper.policy.redis_limiter import RedisRateLimiter
+
+    async def silent(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            while await stream.receive():
+                pass  # never a reply
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, silent)
+        limiter = RedisRateLimiter(f"redis://127.0.0.1:{port}/0", timeout=0.2)
+        with anyio.fail_after(3), pytest.raises(redis.exceptions.TimeoutError):
+            await limiter.acquire("ann", per_minute=6, burst=2)
+        await limiter.aclose()
+        tg.cancel_scope.cancel()

@@ -48,18 +48,32 @@ class RedisRateLimiter:
     """Token buckets in Redis, keyed `{prefix}{principal}`; Redis' clock is the only clock.
 
     Args:
-        url: Redis URL, e.g. `redis://127.0.0.1:6379/0`.
+        url: Redis URL, e.g. `redis://127.0.0.1:6379/0`. Its own `socket_timeout` and
+            `socket_connect_timeout` query parameters take precedence over `timeout`.
         prefix: Key prefix, so that several deployments can share one Redis.
+        timeout: Seconds to wait for Redis to connect, then to answer: a Redis that does
+            not answer refuses the call (`RATE_LIMITED`, retryable) instead of holding it.
+            Set here, not left to redis-py, whose default was no timeout before its 8.0
+            release (the extra takes `redis>=5`).
     """
 
-    def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str = "tk:rl:") -> None:
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        prefix: str = "tk:rl:",
+        timeout: float = 5.0,
+    ) -> None:
         # A pooled connection the server closed (its idle `timeout`, a proxy's, a restart or
         # failover) fails the next command sent on it: that one is sent again on a new
         # connection. A timeout is not: a server that does not answer is not waited for twice.
         # (Sent again after a reply was lost, a script takes a second token: it errs towards
         # refusing, never towards running unlimited.)
         self._client: Any = aioredis.from_url(
-            url, retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
+            url,
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
         )
         self._script: Any = self._client.register_script(_TAKE)
         self._prefix = prefix
