@@ -7,6 +7,9 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import anthropic.types as anthropic_types
+import openai.types.chat as chat_types
+import openai.types.responses as responses_types
 import pytest
 
 from toolkeeper.core.errors import ErrorCode, ToolError
@@ -217,3 +220,88 @@ def test_a_tool_choice_forcing_a_tool_not_offered_is_refused(name: str) -> None:
         get_dialect(name).export_tool_choice(choice, tools=offered)
     forced = get_dialect(name).export_tool_choice(replace(choice, name="orders.get"), tools=offered)
     assert "orders" in json.dumps(forced.value) or name == "mcp"  # (MCP cannot name one)
+
+
+STREAM_PIECES = {
+    "openai_chat": lambda: chat_types.ChatCompletionChunk.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": None,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "get_weather", "arguments": '{"city": "Par'},
+                            }
+                        ]
+                    },
+                }
+            ],
+        }
+    ),
+    "openai_responses": lambda: responses_types.ResponseOutputItemDoneEvent.model_validate(
+        {
+            "type": "response.output_item.done",
+            "output_index": 0,
+            "sequence_number": 3,
+            "item": {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "call_1",
+                "name": "get_weather",
+                "arguments": '{"city": "Paris"}',
+                "status": "completed",
+            },
+        }
+    ),
+    "anthropic": lambda: anthropic_types.RawContentBlockStartEvent.model_validate(
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {
+                "type": "tool_use",
+                "id": "toolu_1",
+                "name": "get_weather",
+                "input": {},
+            },
+        }
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(STREAM_PIECES))
+def test_a_piece_of_a_stream_is_refused_instead_of_read_as_no_calls(name: str) -> None:
+    """A chunk holding a tool call's first half parsed to no calls at all: an agent loop
+    fed the stream's events thought the model had called nothing."""
+    piece = STREAM_PIECES[name]()
+    dialect = get_dialect(name)
+    with pytest.raises(ValueError, match="piece of a stream"):
+        dialect.parse(piece)
+    with pytest.raises(ValueError, match="piece of a stream"):
+        dialect.parse(piece.model_dump_json())
+
+
+CALLS_OF = {
+    "openai_chat": lambda sdk: sdk.choices[0].message.tool_calls,
+    "openai_responses": lambda sdk: [i for i in sdk.output if i.type == "function_call"],
+    "anthropic": lambda sdk: [b for b in sdk.content if b.type == "tool_use"],
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS_OF))
+def test_one_call_on_its_own_is_read_as_a_response_holding_it(name: str) -> None:
+    """An SDK's tool call, output item or tool_use block parsed to no calls."""
+    raw = _fixture(PARALLEL[name])
+    dialect = get_dialect(name)
+    whole = dialect.parse(raw)
+    one_by_one = [c for item in CALLS_OF[name](RESPONSE[name](raw)) for c in dialect.parse(item)]
+    assert len(whole) >= 2
+    assert one_by_one == whole

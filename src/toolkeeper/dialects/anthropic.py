@@ -30,6 +30,19 @@ from .schemas import FullSchema, merged_root, object_root
 __all__ = ["Anthropic"]
 
 
+_STREAM_EVENTS = frozenset(
+    {
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+    }
+)
+"""The events of a streamed message that `parse` refuses (a ping carries nothing at all)."""
+
+
 class Anthropic(Dialect):
     """Anthropic Messages API."""
 
@@ -74,6 +87,8 @@ class Anthropic(Dialect):
         data = self.response_data(response)
         if isinstance(data, Mapping) and "content" in data:
             turn = turn or self.response_turn(data.get("id"))  # the message's id names the turn
+        if isinstance(data, Mapping) and data.get("type") == "tool_use":
+            data = [data]  # one block of a message's content
         blocks = items_of(data.get("content") if isinstance(data, Mapping) else data)
         calls = []
         for position, block in enumerate(blocks):
@@ -90,6 +105,10 @@ class Anthropic(Dialect):
                 )
             )
         return calls
+
+    def stream_piece(self, data: Mapping[str, Any]) -> str | None:
+        kind = data.get("type")
+        return kind if isinstance(kind, str) and kind in _STREAM_EVENTS else None
 
     def format_result(
         self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()

@@ -327,16 +327,25 @@ class Dialect(Importer):
         Without it, such calls get new ids on every parse: a later turn's identical call is
         another call, never a replay of the first.
 
+        One call on its own (an OpenAI tool call, a Responses `function_call` item, an
+        Anthropic `tool_use` block) is read as a response holding just that call.
+
         Raises:
-            ValueError: `response` is text that is not JSON.
+            ValueError: `response` is text that is not JSON, or a piece of a streamed
+                response (which holds part of a call at most).
             TypeError: `response` is no response at all (a number, a bool).
         """
+
+    def stream_piece(self, data: Mapping[str, Any]) -> str | None:
+        """The kind of stream event `data` is, or None when it is not one (a whole response
+        or a part of one). Parsed alone, a piece would seem to hold no calls."""
+        return None
 
     def response_data(self, response: Any) -> Mapping[str, Any] | list[Any]:
         """What `parse` reads: `response` as plain JSON, decoded when it is text.
 
         Raises:
-            ValueError: `response` is text that is not JSON.
+            ValueError: `response` is text that is not JSON, or a piece of a stream.
             TypeError: `response` is neither a JSON object or array nor an SDK object.
         """
         if isinstance(response, str | bytes | bytearray):
@@ -352,6 +361,14 @@ class Dialect(Importer):
             raise TypeError(
                 f"the {self.name} response must be a JSON object or array (or the SDK's "
                 f"object), not {type(data).__name__}"
+            )
+        piece = self.stream_piece(data) if isinstance(data, Mapping) else None
+        if piece is not None:
+            raise ValueError(
+                f"the {self.name} response is a piece of a stream ({piece}), which holds part "
+                "of a call at most: parse the whole response once the stream has ended (the "
+                "SDKs' stream helpers give it: get_final_completion(), get_final_response(), "
+                "get_final_message())"
             )
         return data
 

@@ -209,7 +209,9 @@ class OpenAIChat(Dialect):
         if isinstance(data, Mapping) and "choices" in data:
             turn = turn or self.response_turn(data.get("id"))  # the completion's id names the turn
             data = mapping(first(data["choices"]).get("message"))
-        if isinstance(data, Mapping):
+        if isinstance(data, Mapping) and data.get("type") == "function" and "function" in data:
+            raw_calls = [data]  # one tool call of a message
+        elif isinstance(data, Mapping):
             raw_calls = items_of(data.get("tool_calls"))
             legacy = data.get("function_call")
             if not raw_calls and isinstance(legacy, Mapping):
@@ -231,6 +233,9 @@ class OpenAIChat(Dialect):
             )
             calls.append(drop_absent_nulls(call, tools))
         return calls
+
+    def stream_piece(self, data: Mapping[str, Any]) -> str | None:
+        return "a chat.completion.chunk" if data.get("object") == "chat.completion.chunk" else None
 
     def format_result(
         self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()

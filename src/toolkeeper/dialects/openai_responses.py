@@ -69,6 +69,8 @@ class OpenAIResponses(Dialect):
         data = self.response_data(response)
         if isinstance(data, Mapping) and "output" in data:
             turn = turn or self.response_turn(data.get("id"))  # the response's id names the turn
+        if isinstance(data, Mapping) and data.get("type") == "function_call":
+            data = [data]  # one item of a response's output
         items = items_of(data.get("output") if isinstance(data, Mapping) else data)
         calls = []
         for position, item in enumerate(items):
@@ -89,6 +91,10 @@ class OpenAIResponses(Dialect):
             )
             calls.append(drop_absent_nulls(call, tools))
         return calls
+
+    def stream_piece(self, data: Mapping[str, Any]) -> str | None:
+        kind = data.get("type")
+        return kind if isinstance(kind, str) and kind.startswith("response.") else None
 
     def format_result(
         self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
