@@ -42,3 +42,9 @@ def test_free_form_keys_move_into_the_description() -> None:
     assert [(loss.keyword, loss.action) for loss in converted.losses] == [
         ("unit", Action.MOVED_TO_DESCRIPTION)
     ]
+
+
+def test_a_required_name_written_as_text_is_required() -> None:
+    """`"required": "place"` became the letters p, l, a, c, e: the parameter was optional."""
+    doc = DOC | {"parameters": DOC["parameters"] | {"required": "place"}}  # type: ignore[operator]
+    assert import_tool(doc).value.input_schema["required"] == ["place"]

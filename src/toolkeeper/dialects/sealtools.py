@@ -87,8 +87,11 @@ def _object(raw: Mapping[str, Any], pointer: str, losses: list[Loss]) -> dict[st
             for name, sub in props.items()
         },
     }
-    if raw.get("required"):
-        schema["required"] = list(raw["required"])
+    required = raw.get("required")
+    if isinstance(required, str):
+        required = [required]  # one name (its letters were read as names)
+    if required:
+        schema["required"] = list(required)
     return schema
 
 
