@@ -68,14 +68,8 @@ class MCP(Dialect):
                 tool["outputSchema"] = {"type": "object", **output}
             else:
                 # MCP's output schemas describe `structuredContent`, which is an object.
-                losses.append(
-                    Loss(
-                        pointer="/output_schema",
-                        keyword="outputSchema",
-                        action=Action.DROPPED,
-                        reason="MCP output schemas must be objects; the result is sent as text",
-                    )
-                )
+                reason = "MCP output schemas must be objects; the result is sent as text"
+                losses.append(_drop("/output_schema", "outputSchema", reason))
         tool["annotations"] = {
             "readOnlyHint": spec.effect is Effect.READ_ONLY,
             "destructiveHint": spec.effect is Effect.DESTRUCTIVE,
@@ -94,33 +88,7 @@ class MCP(Dialect):
             output = full_schema(output, "/outputSchema", losses)
         annotations = data.get("annotations")
         hints = dict(annotations) if isinstance(annotations, Mapping) else {}
-        if annotations is not None and not isinstance(annotations, Mapping):
-            losses.append(
-                Loss(
-                    pointer="/annotations",
-                    keyword="annotations",
-                    action=Action.DROPPED,
-                    reason="annotations must be an object; read as none (may be destructive)",
-                )
-            )
-        if hints.get("readOnlyHint") is True and hints.get("destructiveHint") is True:
-            # The MCP spec ignores destructiveHint beside readOnlyHint; a server that says
-            # both may be wrong about either, and only one reading asks before it runs.
-            effect = Effect.DESTRUCTIVE
-            losses.append(
-                Loss(
-                    pointer="/annotations/readOnlyHint",
-                    keyword="readOnlyHint",
-                    action=Action.DROPPED,
-                    reason="the tool is hinted both read-only and destructive; read as destructive",
-                )
-            )
-        elif hints.get("readOnlyHint") is True:
-            effect = Effect.READ_ONLY
-        elif hints.get("destructiveHint") is False:
-            effect = Effect.WRITE
-        else:
-            effect = Effect.DESTRUCTIVE
+        effect = _effect(annotations, hints, losses)
         title = data.get("title") or hints.get("title")
         spec = ToolSpec(
             name=str(data["name"]),
@@ -211,3 +179,26 @@ class MCP(Dialect):
         value = fields.get("toolChoice", fields.get("tool_choice")) or {}
         modes: dict[str, ChoiceMode] = {"auto": "auto", "required": "required", "none": "none"}
         return ToolChoice(mode=modes.get(str(value.get("mode") or "auto"), "auto"))
+
+
+def _drop(pointer: str, keyword: str, reason: str) -> Loss:
+    return Loss(pointer=pointer, keyword=keyword, action=Action.DROPPED, reason=reason)
+
+
+def _effect(annotations: Any, hints: Mapping[str, Any], losses: list[Loss]) -> Effect:
+    """What a tool's hints claim it changes; where they are unclear, the reading that asks a
+    person before it runs (the MCP default: may be destructive)."""
+    if annotations is not None and not isinstance(annotations, Mapping):
+        reason = "annotations must be an object; read as none (may be destructive)"
+        losses.append(_drop("/annotations", "annotations", reason))
+    if hints.get("readOnlyHint") is True and hints.get("destructiveHint") is True:
+        # The MCP spec ignores destructiveHint beside readOnlyHint; a server that says
+        # both may be wrong about either, and only one reading asks before it runs.
+        reason = "the tool is hinted both read-only and destructive; read as destructive"
+        losses.append(_drop("/annotations/readOnlyHint", "readOnlyHint", reason))
+        return Effect.DESTRUCTIVE
+    if hints.get("readOnlyHint") is True:
+        return Effect.READ_ONLY
+    if hints.get("destructiveHint") is False:
+        return Effect.WRITE
+    return Effect.DESTRUCTIVE
