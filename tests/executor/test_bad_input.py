@@ -1,13 +1,17 @@
 """Bad input never crashes a turn and never leaves a call RUNNING."""
 
+import dataclasses
 import datetime
 import json
 from pathlib import Path
+from typing import Annotated
 
 import pytest
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall
+from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall, ToolSpec
+from toolkeeper.catalog.registry import Tool
+from toolkeeper.testing import MemoryAuditSink
 
 pytestmark = pytest.mark.anyio
 
@@ -321,3 +325,61 @@ async def test_arguments_that_are_not_an_object_are_named_in_jsons_words(
     result = await orders.execute(ToolCall(call_id="c1", name="create_order", arguments=arguments))
     assert result.error is not None
     assert result.error.message == f"arguments must be a JSON object, not {kind}"
+
+
+async def test_a_refusal_never_quotes_an_object_or_array_that_holds_a_sensitive_argument(
+    keeper: Keeper, audit: MemoryAuditSink
+) -> None:
+    """`maxItems`, `uniqueItems`, a `oneOf` over an object and a model's own validator quote
+    the whole value they refused: the sensitive argument inside it reached the model, the
+    ledger and the audit log."""
+    secret = "sk-SECRET-123"
+    sensitive = {"type": "string", "x-sensitive": True}
+
+    class Login(BaseModel):
+        user: str
+        password: Annotated[str, Field(json_schema_extra={"x-sensitive": True})]
+
+        @model_validator(mode="after")
+        def differ(self) -> "Login":
+            if self.password.startswith("sk-"):
+                raise ValueError(f"{self.password} is an API key, not a password")
+            return self
+
+    @keeper.tool(effect="read_only")
+    async def sign_in(login: Login) -> str:
+        return "signed in"
+
+    keeper.add(
+        Tool(
+            spec=ToolSpec(
+                name="store_keys",
+                description="Store API keys.",
+                input_schema={
+                    "type": "object",
+                    "properties": {
+                        "keys": {"type": "array", "items": sensitive, "maxItems": 1},
+                        "pair": {
+                            "type": "object",
+                            "properties": {"key": sensitive},
+                            "oneOf": [{"required": ["id"]}, {"required": ["name"]}],
+                        },
+                    },
+                },
+                effect="read_only",
+            ),
+            connector=keeper.catalog.get("sign_in").connector,  # (never reached)
+        )
+    )
+    calls = {
+        "sign_in": ({"login": {"user": "ann", "password": secret}}, ["/login"]),
+        "store_keys": ({"keys": [secret, "k2"], "pair": {"key": secret}}, ["/keys", "/pair"]),
+    }
+    for name, (arguments, pointers) in calls.items():
+        result = await keeper.execute(ToolCall(call_id=name, name=name, arguments=arguments))
+        assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
+        assert [v["pointer"] for v in result.error.details["violations"]] == pointers
+        assert secret not in json.dumps(result.error.to_dict())
+    stored = json.dumps([dataclasses.asdict(r) for r in await keeper.store.list_calls()])
+    stored += json.dumps([dataclasses.asdict(e) for e in audit.events], default=str)
+    assert secret not in stored

@@ -26,7 +26,7 @@ from ..core.errors import CallRefused, ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Effect
 from ..ledger.base import ApprovalStatus, CallRecord, is_abandoned
-from ..observe.redact import covers, redact
+from ..observe.redact import covers, holds, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
 from ..policy.grants import exists_for, may_use, missing_permissions
@@ -314,10 +314,12 @@ def validate(rt: Runtime, st: CallState) -> Any:
 
 def _invalid(prepared: Prepared, violations: list[Violation]) -> CallRefused:
     if prepared.sensitive:
-        # A validator quotes the value it refused: never a sensitive one.
+        # A validator quotes the value it refused: never a sensitive one, nor an object or
+        # array holding one (`oneOf`, `maxItems`, a model's own validator quote them whole).
         violations = [
             replace(v, message=f"the value does not satisfy {v.keyword!r} (not shown)")
-            if v.keyword != "required" and covers(prepared.sensitive, v.pointer)
+            if v.keyword != "required"
+            and (covers(prepared.sensitive, v.pointer) or holds(prepared.sensitive, v.pointer))
             else v
             for v in violations
         ]

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..schema.canonical import canonical_json
 
-__all__ = ["ANY", "REDACTED", "covers", "redact", "sensitive_pointers"]
+__all__ = ["ANY", "REDACTED", "covers", "holds", "redact", "sensitive_pointers"]
 
 REDACTED = "[REDACTED]"
 
@@ -115,6 +115,19 @@ def covers(pointers: Iterable[str], pointer: str) -> bool:
         want = [_unescape(p) for p in sensitive.split("/")[1:]]
         if len(want) <= len(parts) and all(
             w in (ANY, p) for w, p in zip(want, parts[: len(want)], strict=True)
+        ):
+            return True
+    return False
+
+
+def holds(pointers: Iterable[str], pointer: str) -> bool:
+    """Whether the value at `pointer` (of an argument) holds a sensitive one below it: an
+    object or array quoted whole would show it."""
+    parts = [_unescape(p) for p in pointer.split("/")[1:]]
+    for sensitive in pointers:
+        want = [_unescape(p) for p in sensitive.split("/")[1:]]
+        if len(want) > len(parts) and all(
+            w in (ANY, p) for w, p in zip(want[: len(parts)], parts, strict=True)
         ):
             return True
     return False
