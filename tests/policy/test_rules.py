@@ -1,8 +1,11 @@
+import dataclasses
+import json
 from pathlib import Path
+from typing import Annotated
 
 import anyio
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from toolkeeper import (
     CallStatus,
@@ -15,7 +18,7 @@ from toolkeeper import (
     path_inside,
 )
 from toolkeeper.policy.rules import Decision
-from toolkeeper.testing import MemoryStore
+from toolkeeper.testing import MemoryAuditSink, MemoryStore
 
 pytestmark = pytest.mark.anyio
 
@@ -50,6 +53,30 @@ async def test_business_rules_guard_arguments(tmp_path: Path) -> None:
     assert link.error.code is ErrorCode.PERMISSION_DENIED  # type: ignore[attr-defined]
     assert big.status is CallStatus.AWAITING_APPROVAL  # type: ignore[attr-defined]
     assert done == ["a.txt"]
+
+
+async def test_an_amount_above_the_cap_asks_for_approval_without_quoting_it() -> None:
+    """The reason said `salary=987654.25 is above 1000`: a sensitive amount, redacted in the
+    request's arguments, reached the model, the request and the audit log in its reason."""
+    audit = MemoryAuditSink()
+    keeper = Keeper(ledger=MemoryStore(), audit=audit)
+
+    @keeper.tool(
+        effect="write", permissions=[], rules=[at_most("salary", 1000, approve_above=True)]
+    )
+    async def pay(salary: Annotated[float, Field(json_schema_extra={"x-sensitive": True})]) -> str:
+        return "paid"
+
+    async with keeper:
+        result = await keeper.execute(
+            ToolCall(call_id="1", name="pay", arguments={"salary": 987654.25})
+        )
+        [request] = await keeper.approvals.pending()
+    assert result.error is not None and result.error.code is ErrorCode.APPROVAL_REQUIRED
+    assert request.reason == "salary is above 1000"
+    seen = json.dumps(result.error.to_dict()) + json.dumps(dataclasses.asdict(request))
+    seen += json.dumps([dataclasses.asdict(e) for e in audit.events], default=str)
+    assert "987654" not in seen
 
 
 async def test_global_rules_run_after_tool_rules() -> None:

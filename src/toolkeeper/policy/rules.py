@@ -230,7 +230,10 @@ def at_most(param: str, cap: float, *, approve_above: bool = False) -> Rule:
                 return _unchecked(param, "a number")
             if value > cap:
                 if approve_above:
-                    return require_approval(f"{param}={value} is above {cap}")
+                    # Not the value: a reason reaches the model, the request and the audit log
+                    # in clear, and the parameter may be sensitive (the request shows it
+                    # redacted or not, as the tool says).
+                    return require_approval(f"{param} is above {cap}")
                 return deny(f"{param} must be at most {cap}", pointer=_pointer(param))
         return None
 
