@@ -1,18 +1,24 @@
 """Unsafe exposure is 0 by construction: a forbidden tool never shows, on any path."""
 
+import dataclasses
+import json
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import Field
 
+from toolkeeper.core.errors import ErrorCode
 from toolkeeper.core.values import Principal, ToolCall
 from toolkeeper.keeper import Keeper
+from toolkeeper.observe.redact import REDACTED
 from toolkeeper.retrieval.embed import HashingEmbedder
 from toolkeeper.retrieval.fusion import FusionConfig
 from toolkeeper.retrieval.meta import meta_specs, meta_tools, summary
 from toolkeeper.retrieval.selector import Selector
+from toolkeeper.testing import MemoryAuditSink, MemoryStore
 
 pytest.importorskip("tantivy")
 
@@ -350,3 +356,30 @@ async def test_call_tool_refuses_a_forbidden_tool_as_one_that_does_not_exist() -
     for result in (hidden, missing):
         assert result.error is not None and result.error.code.value == "UNKNOWN_TOOL"
     assert hidden.error.message.replace("salaries", "nope") == missing.error.message  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_call_tool_records_no_inner_argument_of_its_own_in_the_clear() -> None:
+    """A `call_tool` that does not become its inner call (a tool the principal may not use)
+    is recorded as `call_tool`: its record and audit event held the inner tool's arguments,
+    a password its schema marks sensitive included, in clear."""
+    audit = MemoryAuditSink()
+    keeper = Keeper(ledger=MemoryStore(), audit=audit)
+
+    @keeper.tool(effect="write", permissions=["vault:write"])
+    def rotate(password: Annotated[str, Field(json_schema_extra={"x-sensitive": True})]) -> str:
+        return "rotated"
+
+    keeper.enable_discovery()
+    bot = Principal(id="bot", grants=frozenset({"tools:call"}))
+    arguments = {"name": "rotate", "arguments": {"password": "sk-SECRET-123"}}
+    async with keeper:
+        result = await keeper.execute(
+            ToolCall(call_id="c1", name="call_tool", arguments=arguments, principal=bot)
+        )
+        [record] = await keeper.store.list_calls()
+    assert result.error is not None and result.error.code is ErrorCode.UNKNOWN_TOOL
+    assert record.arguments == {"name": "rotate", "arguments": REDACTED}
+    stored = json.dumps(dataclasses.asdict(record), default=str)
+    stored += json.dumps([dataclasses.asdict(e) for e in audit.events], default=str)
+    assert "sk-SECRET-123" not in stored

@@ -225,9 +225,15 @@ def meta_tools(
     }
     tools: list[Tool] = []
     for name, spec in _SPECS.items():
+        sensitive: frozenset[str] = frozenset()
         if name == CALL_TOOL:
             spec = replace(spec, permissions=(call_permission,) if call_permission else ())
-        tools.append(Tool(spec=spec, connector=_MetaConnector(run=handlers[name])))
+            # The inner tool's arguments, whose schema says what is secret: its own call
+            # records them redacted; `call_tool`'s record cannot tell, so it keeps none.
+            sensitive = frozenset({"/arguments"})
+        tools.append(
+            Tool(spec=spec, connector=_MetaConnector(run=handlers[name]), sensitive=sensitive)
+        )
     return tools
 
 
