@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
+from pydantic import Field
 
 from toolkeeper.config import parse_config
 from toolkeeper.core import CallStatus
@@ -123,6 +124,29 @@ async def test_a_dismissed_elicitation_leaves_the_approval_pending(
     assert [a.status for a in await deployment.keeper.store.list_approvals()] == [
         ApprovalStatus.PENDING
     ]
+
+
+async def test_the_user_is_asked_with_sensitive_arguments_redacted_as_every_approver_sees_them(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    """The question quoted the arguments as the call gave them: a password the tool marks
+    sensitive, redacted in the approval request, went to the client in clear."""
+
+    @deployment.keeper.tool(name="demo.set_password", effect="destructive", permissions=["notes:*"])
+    def set_password(
+        user: str, password: Annotated[str, Field(json_schema_extra={"x-sensitive": True})]
+    ) -> str:
+        return "set"
+
+    asked: list[str] = []
+    async with http_client(TOKENS["alice"], elicitation_callback=answering(None, asked)) as alice:
+        result = await alice.call_tool(
+            "demo.set_password", {"user": "ann", "password": "sk-SECRET-123"}
+        )
+    assert code_of(result) == "APPROVAL_REQUIRED"
+    [question] = asked
+    assert '"user": "ann"' in question and '"password": "[REDACTED]"' in question
+    assert "sk-SECRET-123" not in question
 
 
 async def test_a_principal_barred_from_self_approval_is_not_asked(

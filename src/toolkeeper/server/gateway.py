@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,6 +34,7 @@ from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects.mcp import MCP, object_schema
 from ..keeper import Keeper
+from ..ledger.base import ApprovalRecord
 from ..policy.grants import may_use
 from ..retrieval.meta import CALL_TOOL
 from ..retrieval.selector import Connected
@@ -308,7 +310,10 @@ class Gateway:
             return pending
         approval_id = pending.approval_id
         assert approval_id is not None
-        message = _approval_message(call, pending)
+        asked_for = await self.keeper.approvals.get(approval_id)
+        if asked_for is None:
+            return pending
+        message = _approval_message(asked_for)
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             answer = (params.input_responses or {}).get(APPROVAL_INPUT_KEY)
             if answer is None or params.request_state not in (None, approval_id):
@@ -379,14 +384,11 @@ def _needs_approval(result: ToolResult) -> bool:
     )
 
 
-def _approval_message(call: ToolCall, pending: ToolResult) -> str:
-    reason = (pending.error.details or {}).get("reason", "") if pending.error else ""
-    args = MCP().format_result(
-        ToolResult(
-            call_id=call.call_id, tool=call.name, status=CallStatus.SUCCEEDED, data=call.arguments
-        )
-    )["content"][0]["text"]
+def _approval_message(request: ApprovalRecord) -> str:
+    """The question to the user: the request as the ledger holds it (sensitive arguments
+    redacted, as every approver sees them)."""
+    args = json.dumps(dict(request.arguments), ensure_ascii=False, default=str)
     return (
-        f"Approve {call.name} with arguments {args}? ({reason}) "
-        f"Approval {pending.approval_id}; this approves these exact arguments only."
+        f"Approve {request.tool} with arguments {args}? ({request.reason}) "
+        f"Approval {request.id}; this approves these exact arguments only."
     )
