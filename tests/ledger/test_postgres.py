@@ -8,10 +8,12 @@ import anyio
 import pytest
 
 from toolkeeper.core.errors import ConfigurationError, StoreError
+from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import LedgerStore, PostgresStore
 from toolkeeper.ledger.migrations import LATEST
 
 from ..conftest import postgres_url
+from . import records
 from .contract import Connect, LedgerContract
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
@@ -119,3 +121,23 @@ def test_the_url_of_a_reading_command_opens_a_store_that_does_not_create() -> No
 
     store = open_store(postgres_url(), create=False)
     assert isinstance(store, PostgresStore) and store.create is False
+
+
+async def test_a_connection_the_server_dropped_is_replaced_instead_of_failing_a_write(
+    pg_schema: str,
+) -> None:
+    # A restart, a failover or an idle timeout closes the pooled connection; the next write
+    # (the end of a call whose effect happened) must not be the one that finds out.
+    import psycopg
+
+    async with PostgresStore(postgres_url(), schema=pg_schema, min_size=1, max_size=1) as store:
+        await store.claim_call(records.call(task_id="t", call_id="c"))
+        async with store._conn() as conn:
+            pid = conn.info.backend_pid
+        with psycopg.connect(postgres_url(), autocommit=True) as admin:
+            # Waits (up to 5 s) until that backend, ours alone, has gone.
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        ended = await store.transition(
+            "t", "c", expected=CallStatus.RUNNING, target=CallStatus.SUCCEEDED
+        )
+    assert ended.status is CallStatus.SUCCEEDED

@@ -116,6 +116,10 @@ class PostgresStore:
         self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             url,
             kwargs=self._kwargs,
+            # A connection the server dropped while it sat in the pool (a restart, a
+            # failover, an idle timeout) is replaced when taken, instead of failing the
+            # operation: above all the write of a call's end, after its effect.
+            check=AsyncConnectionPool.check_connection,
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
