@@ -25,7 +25,7 @@ import anyio
 from ..core.errors import CallRefused, ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Effect
-from ..ledger.base import ApprovalStatus, CallRecord, is_abandoned
+from ..ledger.base import ApprovalStatus, CallRecord, current_owner, is_abandoned
 from ..observe.redact import covers, holds, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
@@ -147,12 +147,15 @@ async def _await_outcome(rt: Runtime, st: CallState) -> Any:
     delay = 0.005
     while record is not None and record.status is CallStatus.RUNNING:
         now = rt.clock()
-        if is_abandoned(record, now=now):
-            if record.effect == Effect.READ_ONLY or record.idempotent:
+        unended = _unended_here(rt, record)
+        if unended is not None or is_abandoned(record, now=now):
+            if record.effect == Effect.READ_ONLY or record.idempotent or unended is False:
+                rt.unended.pop((record.task_id, record.call_id), None)
                 st.takeover = True
                 return None
             # The ledger's compare-and-set decides who records the unknown outcome.
             await mark_unknown(store, record)
+            rt.unended.pop((record.task_id, record.call_id), None)
         elif record.deadline is not None and now > record.deadline + 5.0:
             raise _refuse(
                 ErrorCode.CALL_IN_PROGRESS,
@@ -171,6 +174,15 @@ async def _await_outcome(rt: Runtime, st: CallState) -> Any:
         st.record = record
         return None
     return replay(record)
+
+
+def _unended_here(rt: Runtime, record: CallRecord) -> bool | None:
+    """Whether the effect of a RUNNING call may have happened, when this process wrote that
+    record and gave it up, unable to end it (`Runtime.unended`); None when it did not."""
+    key = (record.task_id, record.call_id)
+    if key in rt.unended and record.owner != current_owner():
+        del rt.unended[key]  # another process has taken the call over since
+    return rt.unended.get(key)
 
 
 MAX_ID_CHARS = 512

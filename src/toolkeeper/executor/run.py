@@ -23,7 +23,7 @@ import anyio
 import anyio.lowlevel
 
 from ..connectors.base import ToolOutput, UnrecordableResult, UpstreamUnavailable
-from ..core.errors import ErrorCode, NotJSON, ToolError
+from ..core.errors import ErrorCode, NotJSON, StoreError, ToolError
 from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFailed
 from ..core.states import CallStatus
 from ..core.values import MCP_CONTENT, CallContext, ToolResult
@@ -39,7 +39,7 @@ from .records import (
 from .runtime import Runtime, idempotency_key
 from .state import CallState
 
-__all__ = ["LostRace", "hold_for_approval", "record_refusal", "run_call"]
+__all__ = ["LEDGER_UNAVAILABLE", "LostRace", "hold_for_approval", "record_refusal", "run_call"]
 
 _log = logging.getLogger("toolkeeper")
 
@@ -47,6 +47,14 @@ _NOT_RECORDED = frozenset(
     {ErrorCode.CALL_ID_CONFLICT, ErrorCode.CALL_IN_PROGRESS, ErrorCode.INVALID_CALL_ID}
 )
 """Refusals that leave the ledger alone: the id is another call's, or cannot be a key."""
+
+
+LEDGER_UNAVAILABLE = ToolError.of(
+    ErrorCode.INTERNAL_ERROR,
+    "the ledger failed or cannot be reached, so the call could not be recorded; try it again later",
+    retryable=True,
+)
+"""The refusal of a call the ledger failed to record, when running it again is safe."""
 
 
 class LostRace(Exception):
@@ -338,7 +346,13 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
         # A cancellation must not cut the write short: interrupted, a commit may land all the
         # same (PostgreSQL) with no one left to end the record. It is delivered just after.
         with anyio.CancelScope(shield=True):
-            await _persist_running(rt, st, attempt, deadline, approval_id)
+            try:
+                await _persist_running(rt, st, attempt, deadline, approval_id)
+            except StoreError:
+                # The write may have landed all the same, a RUNNING record that ran nothing.
+                rt.unended[(st.call.task_id, st.call.call_id)] = False
+                raise
+        rt.unended.pop((st.call.task_id, st.call.call_id), None)  # (written now, at last)
         persisted = CallStatus.RUNNING
     deadline_mono = time.monotonic() + spec.timeout
     recorded = attempt  # the attempt the RUNNING record holds
@@ -435,10 +449,42 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
     # The effect may have happened: a cancellation must not stop its record half-way (the
     # call would stay RUNNING); it is delivered once the record is written.
     with anyio.CancelScope(shield=True):
-        result = await _record_end(
-            rt, st, _final(st, outcome), attempt, started_at, persisted, recorded
-        )
+        try:
+            result = await _record_end(
+                rt, st, _final(st, outcome), attempt, started_at, persisted, recorded
+            )
+        except StoreError:
+            _log.exception("the end of %s could not be recorded; it stays RUNNING", spec.name)
+            rt.unended[(st.call.task_id, st.call.call_id)] = sent or attempting
+            return _unrecorded_end(rt, st, sent or attempting, attempt, started_at)
     return result
+
+
+def _unrecorded_end(
+    rt: Runtime, st: CallState, sent: bool, attempt: int, started_at: float
+) -> ToolResult:
+    """The result of a call written RUNNING whose end the ledger failed to record."""
+    assert st.tool is not None
+    spec = st.tool.spec
+    status, error = CallStatus.FAILED, LEDGER_UNAVAILABLE
+    if sent and not spec.retry_safe:  # its effect may have happened: never run it again
+        status = CallStatus.UNKNOWN_OUTCOME
+        error = ToolError.of(
+            ErrorCode.UNKNOWN_OUTCOME,
+            UNKNOWN_OUTCOME_ERROR.message,
+            details={"cause": "the ledger could not record how the call ended"},
+        )
+    return ToolResult(
+        call_id=st.call.call_id,
+        tool=spec.name,
+        status=status,
+        error=error,
+        version=spec.version,
+        source=spec.source,
+        attempt=attempt,
+        started_at=started_at,
+        finished_at=rt.clock(),
+    )
 
 
 async def _persist_running(

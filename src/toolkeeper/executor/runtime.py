@@ -87,6 +87,10 @@ class Runtime:
     current attempt, without retries."""
     waits: set[anyio.CancelScope] = field(default_factory=set)
     """The waits of calls between two attempts (`Keeper.drain` cancels them)."""
+    unended: dict[tuple[str, str], bool] = field(default_factory=dict)
+    """Calls this process wrote RUNNING but could not end, the ledger having failed, by (task,
+    call): whether their effect may have happened. Nothing runs them any more, though their
+    owner lives: proposed again, they are taken for abandoned, as after a restart."""
     _prepared: dict[int, tuple[Tool, Prepared]] = field(default_factory=dict)
     reserved: dict[tuple[str, str, str | None], int] = field(default_factory=dict)
     """Budget places taken by calls of this process that passed the budget gate and are not

@@ -1,0 +1,85 @@
+"""Steps 8-11: a call written RUNNING whose end the ledger then fails to record."""
+
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import pytest
+
+from toolkeeper import CallContext, CallStatus, ErrorCode, Keeper, ToolCall
+from toolkeeper.core.errors import StoreError
+from toolkeeper.ledger import CallRecord
+from toolkeeper.testing import FakeClock, MemoryStore
+
+pytestmark = pytest.mark.anyio
+
+
+class FlakyStore(MemoryStore):
+    """A ledger whose transitions fail while `down` (its database unreachable)."""
+
+    down = False
+
+    async def transition(
+        self,
+        task_id: str,
+        call_id: str,
+        *,
+        expected: CallStatus,
+        target: CallStatus,
+        changes: Mapping[str, Any] | None = None,
+        expected_attempt: int | None = None,
+    ) -> CallRecord:
+        if self.down:
+            raise StoreError("the ledger's database cannot be reached")
+        return await super().transition(
+            task_id,
+            call_id,
+            expected=expected,
+            target=target,
+            changes=changes,
+            expected_attempt=expected_attempt,
+        )
+
+
+def _keeper(store: FlakyStore, effects: list[str], *, idempotent: bool) -> Keeper:
+    keeper = Keeper(ledger=store, audit=None, clock=FakeClock())
+
+    @keeper.tool(effect="write", idempotent=idempotent)
+    async def transfer(amount: int, ctx: CallContext) -> dict[str, str]:
+        """Move money."""
+        effects.append(ctx.idempotency_key)
+        store.down = len(effects) == 1  # the database goes away after the first effect
+        return {"transfer": "tx-1"}
+
+    return keeper
+
+
+CALL = ToolCall(call_id="c1", name="transfer", arguments={"amount": 5})
+
+
+async def test_an_effect_whose_end_cannot_be_recorded_is_an_unknown_outcome_never_run_again() -> (
+    None
+):
+    store, effects = FlakyStore(), []
+    async with _keeper(store, effects, idempotent=False) as keeper:
+        result = await keeper.execute(CALL)
+        assert result.error is not None and result.error.code is ErrorCode.UNKNOWN_OUTCOME
+        store.down = False  # the database is back; the record still says RUNNING
+        with anyio.fail_after(5):
+            again = await keeper.execute(CALL)
+        assert again.error is not None and again.error.code is ErrorCode.UNKNOWN_OUTCOME
+        assert [c.call_id for c in await keeper.unknown()] == ["c1"]
+    assert len(effects) == 1
+
+
+async def test_an_idempotent_call_whose_end_cannot_be_recorded_runs_again_when_proposed() -> None:
+    store, effects = FlakyStore(), []
+    async with _keeper(store, effects, idempotent=True) as keeper:
+        result = await keeper.execute(CALL)
+        assert result.error is not None and result.error.code is ErrorCode.INTERNAL_ERROR
+        assert result.error.retryable
+        store.down = False
+        with anyio.fail_after(5):
+            again = await keeper.execute(CALL)
+        assert again.ok and again.data == {"transfer": "tx-1"}
+    assert len(effects) == 2
