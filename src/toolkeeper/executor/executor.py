@@ -17,12 +17,12 @@ from typing import Any
 
 import anyio
 
-from ..core.errors import CallRefused, ErrorCode, ToolError
+from ..core.errors import CallRefused, ErrorCode, StoreError, ToolError
 from ..core.states import CallStatus
 from ..core.values import ToolCall, ToolResult
 from . import gates
 from .gates import Gate
-from .run import LostRace, record_refusal, run_call
+from .run import LEDGER_UNAVAILABLE, LostRace, record_refusal, run_call
 from .runtime import Runtime
 from .state import CallState
 
@@ -92,6 +92,14 @@ class Executor:
                     except Exception:
                         _log.exception("recording a refusal failed")
                         return _refused(call, refused.error)
+                except StoreError as exc:  # (after an effect, `run_call` answers itself)
+                    _log.error("the ledger failed on a call of %s: %s", call.name, exc)
+                    return ToolResult(
+                        call_id=call.call_id,
+                        tool=call.name,
+                        status=CallStatus.FAILED,
+                        error=LEDGER_UNAVAILABLE,
+                    )
                 except Exception:
                     _log.exception("internal error executing %s", call.name)
                     return _internal(call, "an internal error stopped the call")
