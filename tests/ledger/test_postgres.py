@@ -130,7 +130,9 @@ async def test_a_connection_the_server_dropped_is_replaced_instead_of_failing_a_
     # (the end of a call whose effect happened) must not be the one that finds out.
     import psycopg
 
-    async with PostgresStore(postgres_url(), schema=pg_schema, min_size=1, max_size=1) as store:
+    async with PostgresStore(
+        postgres_url(), schema=pg_schema, min_size=1, max_size=1, check_after=0.0
+    ) as store:
         await store.claim_call(records.call(task_id="t", call_id="c"))
         async with store._conn() as conn:
             pid = conn.info.backend_pid

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -85,6 +86,9 @@ class PostgresStore:
         create: When False, `open` refuses a database (or schema) that holds no ledger
             (`StoreError`) instead of creating its tables: what a command that only inspects
             a ledger wants, where a mistyped database name would otherwise read as empty.
+        check_after: Seconds a pooled connection may sit idle before it is checked (an empty
+            query) when taken: a connection the server dropped meanwhile is replaced rather
+            than failing an operation. 0 checks every time (one more round trip each).
 
     Raises:
         ConfigurationError: `schema` is not a plain lower-case SQL identifier.
@@ -100,6 +104,7 @@ class PostgresStore:
         timeout: float = 10.0,
         synchronous_commit: bool = True,
         create: bool = True,
+        check_after: float = 1.0,
     ) -> None:
         if schema is not None and not _IDENTIFIER.fullmatch(schema):
             raise ConfigurationError(f"not a plain SQL schema name: {schema!r}")
@@ -116,17 +121,26 @@ class PostgresStore:
         self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             url,
             kwargs=self._kwargs,
-            # A connection the server dropped while it sat in the pool (a restart, a
-            # failover, an idle timeout) is replaced when taken, instead of failing the
-            # operation: above all the write of a call's end, after its effect.
-            check=AsyncConnectionPool.check_connection,
+            check=self._check,
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
             open=False,
         )
+        self._check_after = check_after
+        self._idle_since: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
         self._state = q.Lifecycle.NEW
         self._open_lock: anyio.Lock | None = None
+
+    async def _check(self, conn: Conn) -> None:
+        """Before a pooled connection is used: one that sat idle `check_after` seconds or more
+        is asked whether it still works (an empty query), and replaced if not. The server may
+        have dropped it meanwhile (a restart, a failover, an idle timeout), and the operation
+        it failed could be the write of a call's end, after its effect. One just returned is
+        not asked: the round trip cost a third of a write call (1.3 ms to 1.7 ms here)."""
+        since = self._idle_since.pop(conn, None)
+        if since is None or time.monotonic() - since >= self._check_after:
+            await AsyncConnectionPool.check_connection(conn)
 
     def __repr__(self) -> str:
         # Never the URL itself: it may hold a password.
@@ -220,7 +234,10 @@ class PostgresStore:
             raise StoreError(f"the ledger store is {self._state}, not open")
         try:
             async with self._pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    self._idle_since[conn] = time.monotonic()  # (see `_check`)
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL ledger error: {exc}") from exc
 
