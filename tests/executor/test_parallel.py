@@ -141,3 +141,39 @@ async def test_tasks_using_a_keeper_nobody_opened_open_it_once(
         await keeper.aclose()
     assert runs == [1]
     assert all(r is not None and r.ok for r in results)
+
+
+async def test_a_cancelled_batch_gives_back_the_resources_its_calls_hold(keeper: Keeper) -> None:
+    started = anyio.Event()
+
+    @keeper.tool(effect="write", idempotent=True, writes=lambda args: args["keys"])
+    async def put(keys: list[str], hold: bool) -> str:
+        if hold:
+            started.set()
+            await anyio.Event().wait()  # until the batch is cancelled
+        return "done"
+
+    for round_ in range(20):
+        started = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            holder = ToolCall(
+                call_id=f"h{round_}", name="put", arguments={"keys": ["b"], "hold": True}
+            )
+            tg.start_soon(keeper.execute_many, [holder])
+            await started.wait()
+            # holds "a{round_}", then waits for "b" when the batch is cancelled
+            waiter = ToolCall(
+                call_id=f"w{round_}",
+                name="put",
+                arguments={"keys": [f"a{round_}", "b"], "hold": False},
+            )
+            tg.start_soon(keeper.execute_many, [waiter])
+            await anyio.wait_all_tasks_blocked()
+            tg.cancel_scope.cancel()
+
+    assert keeper.executor._locks == {}
+    with anyio.fail_after(5):
+        [later] = await keeper.execute_many(
+            [ToolCall(call_id="later", name="put", arguments={"keys": ["a0", "b"], "hold": False})]
+        )
+    assert later.data == "done"

@@ -143,16 +143,28 @@ class Executor:
 
         async def one(index: int, call: ToolCall) -> None:
             keys = self._resources(call)
-            locks = [self._locks.setdefault(k, anyio.Lock()) for k in keys]
-            for lock in locks:
-                await lock.acquire()
+            held: list[anyio.Lock] = []
             try:
+                for key in keys:
+                    # (looked up when its turn comes: one looked up sooner may be dropped
+                    # and made anew meanwhile, and two calls would hold the same resource)
+                    lock = self._locks.setdefault(key, anyio.Lock())
+                    await lock.acquire()
+                    held.append(lock)
                 results[index] = await self.execute(call)
             finally:
-                for key, lock in zip(reversed(keys), reversed(locks), strict=True):
+                # Cancelled while waiting for a later resource, a call still gives back those
+                # it holds: kept, they would block every later write to them.
+                for lock in reversed(held):
                     lock.release()
-                    if not lock.locked() and not lock.statistics().tasks_waiting:
-                        self._locks.pop(key, None)
+                for key in keys:
+                    left = self._locks.get(key)
+                    if (
+                        left is not None
+                        and not left.locked()
+                        and not left.statistics().tasks_waiting
+                    ):
+                        del self._locks[key]
 
         async with anyio.create_task_group() as tg:
             for index, call in enumerate(calls):
