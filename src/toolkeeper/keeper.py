@@ -517,6 +517,7 @@ class Keeper:
             _no_running_loop("close_sync", "await keeper.aclose()")
             portal, stop = self._portal, self._portal_stop
             self._portal = self._portal_stop = None
+            _sync_keepers.pop(id(self), None)
             try:
                 portal.call(self.aclose)
             finally:
@@ -711,21 +712,34 @@ def _daemon_portal() -> tuple[anyio.from_thread.BlockingPortal, Callable[[], Non
     return portal, stop
 
 
+_sync_keepers: weakref.WeakValueDictionary[int, Keeper] = weakref.WeakValueDictionary()
+"""Keepers `execute_sync` opened and `close_sync` has not closed, in the order they opened."""
+_sync_exit = threading.Lock()
+_sync_exit_registered = False
+
+
 def _close_at_exit(keeper: Keeper) -> None:
     """Close a keeper that `execute_sync` opened when the program ends without `close_sync()`
     (its ledger is then flushed and closed). Exit handlers run once every other thread of the
-    program has ended, so no call is cut short."""
-    ref = weakref.ref(keeper)
+    program has ended, so no call is cut short.
 
-    def close() -> None:
-        alive = ref()
-        if alive is not None:
-            try:
-                alive.close_sync()
-            except Exception:  # the program is ending: say why, do not stop it
-                _log.exception("closing the keeper at exit failed")
+    One exit handler serves every keeper: a handler each stayed registered after its keeper
+    closed (an exit handler can be unregistered, but its slot is never given back).
+    """
+    global _sync_exit_registered
+    with _sync_exit:
+        if not _sync_exit_registered:
+            atexit.register(_close_sync_keepers)
+            _sync_exit_registered = True
+        _sync_keepers[id(keeper)] = keeper
 
-    atexit.register(close)
+
+def _close_sync_keepers() -> None:
+    for keeper in reversed(list(_sync_keepers.values())):
+        try:
+            keeper.close_sync()
+        except Exception:  # the program is ending: say why, do not stop it
+            _log.exception("closing the keeper at exit failed")
 
 
 def _no_running_loop(method: str, instead: str) -> None:

@@ -1,5 +1,6 @@
 """Scripts without an event loop use the sync facade."""
 
+import atexit
 import sqlite3
 import subprocess
 import sys
@@ -116,3 +117,19 @@ def test_threads_calling_execute_sync_at_once_share_one_loop(tmp_path: Path) -> 
         keeper.close_sync()
     assert len(results) == 8 and runs == [1]
     assert all(getattr(r, "ok", False) for r in results)
+
+
+def test_keepers_closed_by_close_sync_leave_no_exit_handler_behind(
+    tmp_path: Path,
+) -> None:
+    def use_one(call_id: str) -> None:
+        keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+        keeper.add_function(lambda text: text, name="echo", effect="read_only")
+        keeper.execute_sync(ToolCall(call_id=call_id, name="echo", arguments={"text": "a"}))
+        keeper.close_sync()
+
+    use_one("first")  # (the first keeper of a process may register the one exit handler)
+    handlers = atexit._ncallbacks()
+    for i in range(30):
+        use_one(f"c{i}")
+    assert atexit._ncallbacks() == handlers
