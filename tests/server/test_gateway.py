@@ -13,10 +13,12 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
+from toolkeeper import Keeper
 from toolkeeper.config import parse_config
-from toolkeeper.core import CallStatus
+from toolkeeper.core import CallStatus, Principal
 from toolkeeper.ledger.base import ApprovalStatus
 from toolkeeper.server import Deployment, build
+from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 
 from .conftest import TOKENS, UPSTREAM, ClientFactory, config_text
 
@@ -333,3 +335,25 @@ async def test_an_upstreams_image_reaches_the_client_as_an_image(
     assert kinds == ["TextContent", "ImageContent"]
     image = result.content[1]
     assert image.mime_type == "image/png" and image.data.startswith("iVBOR")  # type: ignore[union-attr]
+
+
+async def test_a_tool_changed_many_times_leaves_one_export_behind() -> None:
+    keeper = Keeper(ledger="memory://")
+    gateway = Gateway(
+        keeper,
+        [
+            GatewayPrincipal(
+                principal=Principal(id="a", grants=frozenset({"*"})), token=None, exposure="direct"
+            )
+        ],
+    )
+    who = gateway.principals["a"]
+    for version in range(200):
+        keeper.add_function(
+            lambda text: text, name="echo", effect="read_only", version=str(version)
+        )
+        [tool] = gateway.list_tools(who).tools
+        assert tool.name == "echo"
+    keeper.catalog.remove("echo")
+    assert gateway.list_tools(who).tools == []
+    assert gateway._exported == {}

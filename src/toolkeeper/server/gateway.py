@@ -28,7 +28,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..catalog.registry import Tool
+from ..catalog.registry import CatalogEvent, Tool
 from ..core.errors import ErrorCode
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
@@ -133,6 +133,7 @@ class Gateway:
         self._call_ids = CallIds(keeper.store)
         self._dialect = MCP()
         self._exported: dict[int, tuple[ToolSpec, mcp_types.Tool]] = {}
+        keeper.catalog.subscribe(self._forget)
         # Discovery never offers a tool of an upstream that is down (`connected`).
         self._meta_tools = MetaTools(keeper, self._run_inner, connected=connected)
 
@@ -164,6 +165,13 @@ class Gateway:
         return mcp_types.ListToolsResult(
             tools=[self._export(s, name) for s, name in zip(specs, names, strict=True)]
         )
+
+    def _forget(self, event: CatalogEvent) -> None:
+        """Drop the export of a tool version that left the catalog (kept, every change of a
+        tool left one behind for as long as the gateway ran)."""
+        for tool in (event.tool, event.previous):
+            if tool is not None:
+                self._exported.pop(id(tool.spec), None)
 
     def _export(self, spec: ToolSpec, name: str) -> mcp_types.Tool:
         hit = self._exported.get(id(spec))
