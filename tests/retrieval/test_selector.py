@@ -1,4 +1,7 @@
+import contextlib
+import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -266,3 +269,25 @@ def test_a_selections_calls_map_back_to_the_tools_it_exported_for_its_principal(
     }
     [call] = selection.parse("openai_chat", message, task_id="t1")
     assert (call.name, call.principal, call.task_id) == ("orders.get", READER, "t1")
+
+
+def _open_files() -> set[str]:
+    fds = Path("/proc/self/fd")
+    out = set()
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):
+            out.add(os.readlink(fd))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_the_default_selector_closes_the_embedding_cache_it_opened(tmp_path: Path) -> None:
+    """`Keeper.aclose` closes its selector, whose vector cache (a SQLite file) stayed open
+    until the garbage collector found it: a process making keepers held their files."""
+    pytest.importorskip("onnxruntime")
+    cache = tmp_path / "vectors.sqlite"
+    selector = Selector.default(_catalog(), cache=cache)
+    assert str(cache) in _open_files()
+    selector.close()
+    selector.close()  # (idempotent)
+    assert str(cache) not in _open_files()

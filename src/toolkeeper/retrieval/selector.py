@@ -99,6 +99,7 @@ class Selector:
         self._dense = VectorIndex(embedder.dimension) if embedder is not None else None
         self._allowed: dict[tuple[Any, ...], _Allowed] = {}
         self._unsubscribe: Callable[[], None] | None = None
+        self._owns_cache = False
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         # One change or one turn at a time: the indexes are not safe to change while another
@@ -123,21 +124,27 @@ class Selector:
         Raises:
             ImportError: the `[retrieval]` extra is not installed.
         """
-        return cls.for_catalog(
+        selector = cls.for_catalog(
             catalog,
             embedder=MiniLMEmbedder(),
             cache=EmbeddingCache(cache or default_cache_path()),
             **kwargs,
         )
+        selector._owns_cache = True  # made here: `close` closes it
+        return selector
 
     def close(self) -> None:
-        """Stop following the catalog and the embedding thread; idempotent."""
+        """Stop following the catalog and the embedding thread, and close the embedding
+        cache if `default` opened it (one given to the selector is the giver's); idempotent."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
+        if self._owns_cache and self._cache is not None:
+            with self._lock:  # (not while a change is embedding into it)
+                self._cache.close()
 
     def _embedding_pool(self) -> ThreadPoolExecutor:
         with self._pool_lock:
