@@ -83,3 +83,50 @@ async def test_an_idempotent_call_whose_end_cannot_be_recorded_runs_again_when_p
             again = await keeper.execute(CALL)
         assert again.ok and again.data == {"transfer": "tx-1"}
     assert len(effects) == 2
+
+
+async def test_a_call_given_up_is_listed_unknown_once_the_ledger_is_back() -> None:
+    """Told UNKNOWN_OUTCOME, a model does not propose the call again: `unknown()` (and
+    `toolkeeper ledger unknown`) must find it, where its live owner kept it RUNNING."""
+    store, effects = FlakyStore(), []
+    async with _keeper(store, effects, idempotent=False) as keeper:
+        await keeper.execute(CALL)
+        store.down = False
+        assert [c.call_id for c in await keeper.unknown()] == ["c1"]
+        assert keeper.runtime.unended == {}
+        again = await keeper.execute(CALL)
+    assert again.replayed and again.status is CallStatus.UNKNOWN_OUTCOME
+    assert len(effects) == 1
+
+
+async def test_a_cancelled_write_whose_end_cannot_be_recorded_is_still_cancelled() -> None:
+    """The ledger failing while the cancellation was recorded replaced the cancellation with a
+    retryable INTERNAL_ERROR ("try it again later") for a write that had taken effect, and the
+    record stayed RUNNING under its live owner."""
+    store, effects = FlakyStore(), []
+    keeper = Keeper(ledger=store, audit=None, clock=FakeClock())
+    started = anyio.Event()
+
+    @keeper.tool(effect="write")
+    async def transfer(amount: int, ctx: CallContext) -> str:
+        effects.append(ctx.idempotency_key)
+        store.down = True
+        started.set()
+        await anyio.Event().wait()  # until cancelled
+        return "tx-1"
+
+    got: list[object] = []
+    async with keeper:
+
+        async def run() -> None:
+            got.append(await keeper.execute(CALL))
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run)
+                await started.wait()
+                tg.cancel_scope.cancel()
+        assert got == []  # the caller was cancelled, not handed a result
+        store.down = False
+        assert [c.call_id for c in await keeper.unknown()] == ["c1"]
+    assert len(effects) == 1

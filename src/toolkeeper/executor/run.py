@@ -429,9 +429,17 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 ),
                 unknown=persisted is not None and (sent or attempting),
             )
-            await _record_end(
-                rt, st, _final(st, cancelled), attempt, started_at, persisted, recorded
-            )
+            try:
+                await _record_end(
+                    rt, st, _final(st, cancelled), attempt, started_at, persisted, recorded
+                )
+            except StoreError:
+                # The cancellation is what the caller must get; the record stays RUNNING,
+                # given up as below.
+                if persisted is None:
+                    raise
+                _log.exception("the end of %s could not be recorded; it stays RUNNING", spec.name)
+                rt.unended[(st.call.task_id, st.call.call_id)] = sent or attempting
         raise
     except LostRace:
         raise  # another process recorded the call first: the pipeline starts over

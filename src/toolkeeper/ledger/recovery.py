@@ -15,9 +15,9 @@ from typing import Any
 
 from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
-from .base import CallRecord, LedgerStore, StaleState, is_abandoned
+from .base import CallRecord, LedgerStore, StaleState, current_owner, is_abandoned
 
-__all__ = ["UNKNOWN_OUTCOME_ERROR", "recover_abandoned", "settle"]
+__all__ = ["UNKNOWN_OUTCOME_ERROR", "recover_abandoned", "recover_given_up", "settle"]
 
 UNKNOWN_OUTCOME_ERROR = ToolError.of(
     ErrorCode.UNKNOWN_OUTCOME,
@@ -48,18 +48,53 @@ async def recover_abandoned(store: LedgerStore, *, now: float | None = None) -> 
     for record in await store.list_calls(statuses=[CallStatus.RUNNING], limit=_SCAN_LIMIT):
         if record.idempotent or not is_abandoned(record, now=now):
             continue
-        try:
-            changed.append(
-                await store.transition(
-                    record.task_id,
-                    record.call_id,
-                    expected=CallStatus.RUNNING,
-                    target=CallStatus.UNKNOWN_OUTCOME,
-                    changes={"error": UNKNOWN_OUTCOME_ERROR.to_dict()},
-                )
-            )
-        except StaleState:
+        marked = await _mark_unknown(store, record)
+        if marked is not None:
+            changed.append(marked)
+    return changed
+
+
+async def _mark_unknown(store: LedgerStore, record: CallRecord) -> CallRecord | None:
+    """RUNNING -> UNKNOWN_OUTCOME, unless another process moved the call first (None)."""
+    try:
+        return await store.transition(
+            record.task_id,
+            record.call_id,
+            expected=CallStatus.RUNNING,
+            target=CallStatus.UNKNOWN_OUTCOME,
+            changes={"error": UNKNOWN_OUTCOME_ERROR.to_dict()},
+        )
+    except StaleState:
+        return None
+
+
+async def recover_given_up(
+    store: LedgerStore, given_up: dict[tuple[str, str], bool]
+) -> list[CallRecord]:
+    """`recover_abandoned` for the calls this process gave up: written RUNNING, they could
+    not be ended because the ledger failed (`Runtime.unended`, by (task, call): whether the
+    effect may have happened). Their owner is alive, so nothing else would ever find them.
+
+    A call whose effect may have happened, of a tool that is neither read-only nor
+    idempotent, becomes UNKNOWN_OUTCOME and is forgotten here; the others stay RUNNING, to
+    be taken over when proposed again. An entry whose record moved on is forgotten.
+
+    Returns:
+        The records this call changed, as stored.
+    """
+    changed: list[CallRecord] = []
+    owner = current_owner()
+    for key, may_have_run in list(given_up.items()):
+        record = await store.get_call(*key)
+        if record is None or record.status is not CallStatus.RUNNING or record.owner != owner:
+            given_up.pop(key, None)
             continue
+        if not may_have_run or record.idempotent or record.effect == "read_only":
+            continue
+        marked = await _mark_unknown(store, record)
+        if marked is not None:
+            changed.append(marked)
+        given_up.pop(key, None)
     return changed
 
 
