@@ -247,20 +247,16 @@ STREAM_PIECES = {
             ],
         }
     ),
-    "openai_responses": lambda: responses_types.ResponseOutputItemDoneEvent.model_validate(
-        {
-            "type": "response.output_item.done",
-            "output_index": 0,
-            "sequence_number": 3,
-            "item": {
-                "type": "function_call",
-                "id": "fc_1",
-                "call_id": "call_1",
-                "name": "get_weather",
-                "arguments": '{"city": "Paris"}',
-                "status": "completed",
-            },
-        }
+    "openai_responses": lambda: (
+        responses_types.ResponseFunctionCallArgumentsDeltaEvent.model_validate(
+            {
+                "type": "response.function_call_arguments.delta",
+                "item_id": "fc_1",
+                "output_index": 0,
+                "sequence_number": 3,
+                "delta": '{"city": "Par',
+            }
+        )
     ),
     "anthropic": lambda: anthropic_types.RawContentBlockStartEvent.model_validate(
         {
@@ -305,3 +301,23 @@ def test_one_call_on_its_own_is_read_as_a_response_holding_it(name: str) -> None
     one_by_one = [c for item in CALLS_OF[name](RESPONSE[name](raw)) for c in dialect.parse(item)]
     assert len(whole) >= 2
     assert one_by_one == whole
+
+
+def test_responses_stream_events_holding_a_whole_response_or_item_parse_as_it() -> None:
+    """`response.completed` holds the final response and `response.output_item.done` a whole
+    item: an agent loop reading the stream takes its calls from them."""
+    raw = _fixture(PARALLEL["openai_responses"])
+    dialect = get_dialect("openai_responses")
+    whole = dialect.parse(raw)
+    response = RESPONSE["openai_responses"](raw)
+    completed = responses_types.ResponseCompletedEvent(
+        type="response.completed", response=response, sequence_number=9
+    )
+    assert dialect.parse(completed) == whole
+    done = [
+        responses_types.ResponseOutputItemDoneEvent(
+            type="response.output_item.done", item=item, output_index=i, sequence_number=i
+        )
+        for i, item in enumerate(response.output)
+    ]
+    assert [c for event in done for c in dialect.parse(event)] == whole

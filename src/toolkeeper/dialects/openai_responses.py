@@ -11,11 +11,20 @@ from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Converted, Loss, prefixed
-from .base import Dialect, ToolChoice, function_fields, items_of, plain, result_text
+from .base import Dialect, ToolChoice, function_fields, items_of, mapping, plain, result_text
 from .openai_chat import drop_absent_nulls, openai_parameters
 from .schemas import FullSchema, full_schema, object_root
 
 __all__ = ["OpenAIResponses"]
+
+
+_WHOLE = frozenset({"response.completed", "response.output_item.done"})
+"""Stream events that hold a whole response or a whole output item: parsed as what they hold."""
+
+
+def _whole(data: Mapping[str, Any]) -> bool:
+    kind = data.get("type")
+    return isinstance(kind, str) and kind in _WHOLE
 
 
 class OpenAIResponses(Dialect):
@@ -67,6 +76,9 @@ class OpenAIResponses(Dialect):
         self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
     ) -> list[ToolCall]:
         data = self.response_data(response)
+        if isinstance(data, Mapping) and _whole(data):
+            # Stream events holding a whole response (at the end) or a whole output item.
+            data = mapping(data.get("response")) if "response" in data else [data.get("item")]
         if isinstance(data, Mapping) and "output" in data:
             turn = turn or self.response_turn(data.get("id"))  # the response's id names the turn
         if isinstance(data, Mapping) and data.get("type") == "function_call":
@@ -94,7 +106,9 @@ class OpenAIResponses(Dialect):
 
     def stream_piece(self, data: Mapping[str, Any]) -> str | None:
         kind = data.get("type")
-        return kind if isinstance(kind, str) and kind.startswith("response.") else None
+        if isinstance(kind, str) and kind.startswith("response.") and not _whole(data):
+            return kind
+        return None
 
     def format_result(
         self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
