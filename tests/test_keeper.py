@@ -77,3 +77,47 @@ async def test_approvals_open_the_keeper_as_calls_do(tmp_path: Path) -> None:
         again.add_function(wipe, effect="destructive")
         ran = await again.execute(call)
     assert ran.status is CallStatus.SUCCEEDED
+
+
+async def test_a_call_opening_the_keeper_while_it_closes_is_refused() -> None:
+    """`aclose` did not count a call still opening the keeper: it returned at once, then the
+    call set the keeper OPEN again and ran on a closed keeper."""
+    from toolkeeper.testing import MemoryStore
+
+    class SlowToOpen(MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.opening, self.go = anyio.Event(), anyio.Event()
+
+        async def open(self) -> None:
+            self.opening.set()
+            await self.go.wait()
+            await super().open()
+
+    store = SlowToOpen()
+    keeper = Keeper(ledger=store)
+    ran: list[str] = []
+
+    @keeper.tool(effect="read_only")
+    async def look() -> str:
+        ran.append("look")
+        return "seen"
+
+    outcome: list[object] = []
+
+    async def call() -> None:
+        try:
+            outcome.append(await keeper.execute(ToolCall(call_id="c1", name="look", arguments={})))
+        except ConfigurationError as exc:
+            outcome.append(exc)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await store.opening.wait()
+            tg.start_soon(keeper.aclose)
+            await anyio.wait_all_tasks_blocked()
+            store.go.set()
+    assert ran == []
+    assert len(outcome) == 1 and isinstance(outcome[0], ConfigurationError)
+    assert keeper.state.value == "closed"

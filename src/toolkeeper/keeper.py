@@ -313,6 +313,9 @@ class Keeper:
     def _is_open(self) -> bool:
         return self.state is KeeperState.OPEN
 
+    def _is_closed(self) -> bool:
+        return self.state is KeeperState.CLOSED
+
     async def _open(self) -> None:
         if self.state is KeeperState.CLOSED:
             raise ConfigurationError("this Keeper is closed")
@@ -320,6 +323,8 @@ class Keeper:
         self.runtime.cancel_scope = type(anyio.CancelScope())
         self.runtime.native_asyncio = sniffio.current_async_library() == "asyncio"
         await self._recover()
+        if self._is_closed():  # closed while it was opening
+            raise ConfigurationError("this Keeper is closed")
         self.state = KeeperState.OPEN
 
     async def _open_and_recover(self) -> None:
@@ -480,10 +485,10 @@ class Keeper:
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Check, run and record one proposed call. Never raises for bad input."""
-        if self.state is not KeeperState.OPEN:
-            await self.open()
-        self._calls += 1
+        self._calls += 1  # (counted while it opens the keeper too: `aclose` waits for it)
         try:
+            if self.state is not KeeperState.OPEN:
+                await self.open()
             if self._call_tool is None:
                 return await self.executor.execute(call)
             inner = self._unwrap(call)
@@ -493,10 +498,10 @@ class Keeper:
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
-        if self.state is not KeeperState.OPEN:
-            await self.open()
         self._calls += 1
         try:
+            if self.state is not KeeperState.OPEN:
+                await self.open()
             if self._call_tool is None:
                 return await self.executor.execute_many(calls)
             inner = [self._unwrap(c) for c in calls]
