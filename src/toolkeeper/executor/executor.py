@@ -94,12 +94,7 @@ class Executor:
                         return _refused(call, refused.error)
                 except StoreError as exc:  # (after an effect, `run_call` answers itself)
                     _log.error("the ledger failed on a call of %s: %s", call.name, exc)
-                    return ToolResult(
-                        call_id=call.call_id,
-                        tool=call.name,
-                        status=CallStatus.FAILED,
-                        error=LEDGER_UNAVAILABLE,
-                    )
+                    return _failed(call, LEDGER_UNAVAILABLE)
                 except Exception:
                     _log.exception("internal error executing %s", call.name)
                     return _internal(call, "an internal error stopped the call")
@@ -204,9 +199,8 @@ def _refused(call: ToolCall, error: ToolError) -> ToolResult:
 
 
 def _internal(call: ToolCall, message: str) -> ToolResult:
-    return ToolResult(
-        call_id=call.call_id,
-        tool=call.name,
-        status=CallStatus.FAILED,
-        error=ToolError.of(ErrorCode.INTERNAL_ERROR, message),
-    )
+    return _failed(call, ToolError.of(ErrorCode.INTERNAL_ERROR, message))
+
+
+def _failed(call: ToolCall, error: ToolError) -> ToolResult:
+    return ToolResult(call_id=call.call_id, tool=call.name, status=CallStatus.FAILED, error=error)

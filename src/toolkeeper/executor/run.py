@@ -474,14 +474,10 @@ def _unrecorded_end(
     """The result of a call written RUNNING whose end the ledger failed to record."""
     assert st.tool is not None
     spec = st.tool.spec
-    status, error = CallStatus.FAILED, LEDGER_UNAVAILABLE
-    if sent and not spec.retry_safe:  # its effect may have happened: never run it again
-        status = CallStatus.UNKNOWN_OUTCOME
-        error = ToolError.of(
-            ErrorCode.UNKNOWN_OUTCOME,
-            UNKNOWN_OUTCOME_ERROR.message,
-            details={"cause": "the ledger could not record how the call ended"},
-        )
+    # Its effect may have happened: UNKNOWN_OUTCOME, never run again (see `_final`).
+    failed = _Outcome(status=CallStatus.FAILED, error=LEDGER_UNAVAILABLE, unknown=sent)
+    outcome = _final(st, failed)
+    status, error = outcome.status, outcome.error
     return ToolResult(
         call_id=st.call.call_id,
         tool=spec.name,
