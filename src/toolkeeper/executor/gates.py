@@ -26,6 +26,7 @@ from ..core.errors import CallRefused, ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Effect
 from ..ledger.base import ApprovalStatus, CallRecord, current_owner, is_abandoned
+from ..ledger.recovery import mark_unknown
 from ..observe.redact import covers, holds, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
@@ -33,7 +34,7 @@ from ..policy.grants import exists_for, may_use, missing_permissions
 from ..policy.rules import Decision, ParameterMissing, RuleInput, Verdict
 from ..schema.canonical import canonical_json, parse_canonical
 from ..schema.validate import SchemaError, Violation, apply_defaults, violations_text
-from .records import approval_pending_result, binding, mark_unknown, replay
+from .records import approval_pending_result, binding, replay
 from .runtime import Runtime
 from .state import CallState, Prepared
 

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.errors import ErrorCode, StoreError, ToolError
+from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Effect, ToolResult
-from ..ledger.base import (
-    ApprovalRecord,
-    CallRecord,
-    LedgerStore,
-    StaleState,
-    current_owner,
-)
+from ..ledger.base import ApprovalRecord, CallRecord, current_owner
 from ..observe.audit import AuditEvent
 from ..policy.approvals import Binding
 from ..schema.canonical import digest
@@ -25,7 +19,6 @@ __all__ = [
     "approval_pending_result",
     "audit",
     "binding",
-    "mark_unknown",
     "new_record",
     "replay",
 ]
@@ -131,22 +124,6 @@ def audit(
             extra=extra,
         )
     )
-
-
-async def mark_unknown(store: LedgerStore, record: CallRecord) -> None:
-    """Record that an abandoned call's outcome is unknown, unless another process did."""
-    try:
-        await store.transition(
-            record.task_id,
-            record.call_id,
-            expected=CallStatus.RUNNING,
-            target=CallStatus.UNKNOWN_OUTCOME,
-            changes={"error": UNKNOWN_OUTCOME_ERROR.to_dict()},
-        )
-    except StaleState:
-        pass
-    except KeyError as exc:  # pragma: no cover - records are never deleted
-        raise StoreError("call record vanished") from exc
 
 
 def binding(st: CallState) -> Binding:

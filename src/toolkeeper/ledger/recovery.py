@@ -17,7 +17,13 @@ from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
 from .base import CallRecord, LedgerStore, StaleState, current_owner, is_abandoned
 
-__all__ = ["UNKNOWN_OUTCOME_ERROR", "recover_abandoned", "recover_given_up", "settle"]
+__all__ = [
+    "UNKNOWN_OUTCOME_ERROR",
+    "mark_unknown",
+    "recover_abandoned",
+    "recover_given_up",
+    "settle",
+]
 
 UNKNOWN_OUTCOME_ERROR = ToolError.of(
     ErrorCode.UNKNOWN_OUTCOME,
@@ -48,14 +54,15 @@ async def recover_abandoned(store: LedgerStore, *, now: float | None = None) -> 
     for record in await store.list_calls(statuses=[CallStatus.RUNNING], limit=_SCAN_LIMIT):
         if record.idempotent or not is_abandoned(record, now=now):
             continue
-        marked = await _mark_unknown(store, record)
+        marked = await mark_unknown(store, record)
         if marked is not None:
             changed.append(marked)
     return changed
 
 
-async def _mark_unknown(store: LedgerStore, record: CallRecord) -> CallRecord | None:
-    """RUNNING -> UNKNOWN_OUTCOME, unless another process moved the call first (None)."""
+async def mark_unknown(store: LedgerStore, record: CallRecord) -> CallRecord | None:
+    """An abandoned call's RUNNING -> UNKNOWN_OUTCOME, unless another process moved it first
+    (None)."""
     try:
         return await store.transition(
             record.task_id,
@@ -91,7 +98,7 @@ async def recover_given_up(
             continue
         if not may_have_run or record.idempotent or record.effect == "read_only":
             continue
-        marked = await _mark_unknown(store, record)
+        marked = await mark_unknown(store, record)
         if marked is not None:
             changed.append(marked)
         given_up.pop(key, None)
