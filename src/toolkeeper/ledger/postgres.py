@@ -14,13 +14,14 @@ Needs the `postgres` extra: `pip install "toolkeeper[postgres]"`.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import anyio
 
@@ -44,6 +45,9 @@ from .migrations import INSERT_VERSION, SCHEMA_VERSION_DDL, SELECT_VERSIONS, mis
 
 __all__ = ["PostgresStore"]
 
+_log = logging.getLogger("toolkeeper")
+_T = TypeVar("_T")
+
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _SELECT_CALL = q.for_psycopg(q.SELECT_CALL)
@@ -62,6 +66,11 @@ Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 def _lock_key(schema: str) -> int:
     digest = hashlib.sha256(f"toolkeeper.ledger:{schema}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class _Lost(StoreError):
+    """The connection handed out had been closed by the server (a restart, a failover): what
+    was sent did not run, unless the server went away while running it."""
 
 
 class PostgresStore:
@@ -128,6 +137,7 @@ class PostgresStore:
             open=False,
         )
         self._check_after = check_after
+        self._max_size = max_size
         self._idle_since: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
         self._state = q.Lifecycle.NEW
         self._open_lock: anyio.Lock | None = None
@@ -236,10 +246,26 @@ class PostgresStore:
             async with self._pool.connection() as conn:
                 try:
                     yield conn
+                except psycopg.Error as exc:
+                    if conn.broken:
+                        raise _Lost(f"PostgreSQL ledger error: {exc}") from exc
+                    raise
                 finally:
                     self._idle_since[conn] = time.monotonic()  # (see `_check`)
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL ledger error: {exc}") from exc
+
+    async def _again(self, operation: Callable[[], Awaitable[_T]]) -> _T:
+        """`operation`, run again on another connection when the server had closed the one
+        it was given (a restart or failover under steady traffic: connections used within
+        `check_after` are not checked first). Each pooled connection can be dead at most
+        once, so `max_size` tries reach a live one; the pool drops the broken ones."""
+        for _ in range(self._max_size):
+            try:
+                return await operation()
+            except _Lost as exc:
+                _log.warning("a pooled ledger connection was closed by the server: %s", exc)
+        return await operation()
 
     async def _fetch_call(self, conn: Conn, key: tuple[str, str]) -> CallRecord | None:
         cur = await conn.execute(_SELECT_CALL, key)
@@ -249,10 +275,16 @@ class PostgresStore:
     # -- calls -----------------------------------------------------------------------------
 
     async def get_call(self, task_id: str, call_id: str) -> CallRecord | None:
+        return await self._again(lambda: self._get_call(task_id, call_id))
+
+    async def _get_call(self, task_id: str, call_id: str) -> CallRecord | None:
         async with self._conn() as conn:
             return await self._fetch_call(conn, (task_id, call_id))
 
     async def claim_call(self, record: CallRecord) -> tuple[CallRecord, bool]:
+        return await self._again(lambda: self._claim_call(record))
+
+    async def _claim_call(self, record: CallRecord) -> tuple[CallRecord, bool]:
         new = codec.call_row(stamp_new(record, time.time()))
         key = (record.task_id, record.call_id)
         async with self._conn() as conn:
@@ -267,6 +299,29 @@ class PostgresStore:
         return existing, False
 
     async def transition(
+        self,
+        task_id: str,
+        call_id: str,
+        *,
+        expected: CallStatus,
+        target: CallStatus,
+        changes: Mapping[str, Any] | None = None,
+        expected_attempt: int | None = None,
+    ) -> CallRecord:
+        # (Run again after a lost connection, a compare-and-set that did land is StaleState:
+        # the pipeline then replays the record it wrote.)
+        return await self._again(
+            lambda: self._transition(
+                task_id,
+                call_id,
+                expected=expected,
+                target=target,
+                changes=changes,
+                expected_attempt=expected_attempt,
+            )
+        )
+
+    async def _transition(
         self,
         task_id: str,
         call_id: str,
