@@ -308,29 +308,6 @@ class PostgresStore:
         changes: Mapping[str, Any] | None = None,
         expected_attempt: int | None = None,
     ) -> CallRecord:
-        # (Run again after a lost connection, a compare-and-set that did land is StaleState:
-        # the pipeline then replays the record it wrote.)
-        return await self._again(
-            lambda: self._transition(
-                task_id,
-                call_id,
-                expected=expected,
-                target=target,
-                changes=changes,
-                expected_attempt=expected_attempt,
-            )
-        )
-
-    async def _transition(
-        self,
-        task_id: str,
-        call_id: str,
-        *,
-        expected: CallStatus,
-        target: CallStatus,
-        changes: Mapping[str, Any] | None = None,
-        expected_attempt: int | None = None,
-    ) -> CallRecord:
         key = (task_id, call_id)
         update = q.transition_update(
             key,
@@ -340,6 +317,13 @@ class PostgresStore:
             now=time.time(),
             expected_attempt=expected_attempt,
         )
+        # (Run again after a lost connection, a compare-and-set that did land is StaleState:
+        # the pipeline then replays the record it wrote.)
+        return await self._again(lambda: self._update(key, update, expected))
+
+    async def _update(
+        self, key: tuple[str, str], update: q.Transition, expected: CallStatus
+    ) -> CallRecord:
         async with self._conn() as conn:
             if update.apart is not None:
                 await conn.execute(_INSERT_RESULT, q.result_params(update.apart))
