@@ -37,13 +37,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("dialects", help="convert tool definitions between formats")
     sub = parser.add_subparsers(dest="dialects_command", metavar="SUBCOMMAND", required=True)
     conv = sub.add_parser("convert", help="convert tool definitions, reporting every loss")
-    conv.add_argument(
-        "--from",
-        dest="source",
-        required=True,
-        choices=sorted(IMPORTERS),
-        help="the format of the definitions read",
-    )
+    _add_source(conv, "the format of the definitions read")
     conv.add_argument(
         "--to",
         dest="targets",
@@ -59,17 +53,17 @@ def register(subparsers: Any) -> None:
     check = sub.add_parser(
         "check-args", help="validate labelled arguments (args.dev.jsonl) against imported tools"
     )
-    check.add_argument(
-        "--from",
-        dest="source",
-        required=True,
-        choices=sorted(IMPORTERS),
-        help="the format of the tool definitions",
-    )
+    _add_source(check, "the format of the tool definitions")
     check.add_argument("tools", help="tool definitions, JSON lines with an `id` each")
     check.add_argument("args", help="labelled arguments, JSON lines")
     check.add_argument("--coerce", action="store_true", help="run the opt-in coercion first")
     check.set_defaults(func=_check_args)
+
+
+def _add_source(parser: Any, help_text: str) -> None:
+    parser.add_argument(
+        "--from", dest="source", required=True, choices=sorted(IMPORTERS), help=help_text
+    )
 
 
 def _targets(text: str) -> list[str]:
