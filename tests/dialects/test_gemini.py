@@ -159,7 +159,7 @@ def test_names_gemini_accepts_are_kept_up_to_128_characters_dots_and_colons_incl
 
 
 def test_a_result_holding_nan_or_infinity_is_sent_as_json() -> None:
-    # The in-memory ledger keeps a tool's float('nan') as it is; JSON has no NaN.
+    # A result built by hand may hold a float('nan'); JSON has no NaN.
     import json
 
     result = ToolResult(

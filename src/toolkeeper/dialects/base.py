@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import uuid
 from abc import ABC, abstractmethod
@@ -150,22 +149,6 @@ def result_text(result: ToolResult) -> str:
     if isinstance(result.data, str):
         return result.data
     return json.dumps(result.data, ensure_ascii=False, default=str)
-
-
-def wire_data(value: Any, depth: int = 0) -> Any:
-    """`value` as JSON can carry it: NaN and infinities (which a tool may return, and the
-    in-memory ledger keeps) become null, as JSON encoders that take them write them. What
-    holds none comes back as the same object."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if depth > 256 or not isinstance(value, dict | list | tuple):
-        return value
-    if isinstance(value, dict):
-        items = [(k, wire_data(v, depth + 1)) for k, v in value.items()]
-        changed = any(new is not old for (_, new), old in zip(items, value.values(), strict=True))
-        return dict(items) if changed else value
-    seq = [wire_data(v, depth + 1) for v in value]
-    return seq if any(new is not old for new, old in zip(seq, value, strict=True)) else value
 
 
 def _hash(text: str, size: int = 8) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
+from ..schema.canonical import json_safe
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .base import (
     ChoiceMode,
@@ -25,7 +26,6 @@ from .base import (
     items_of,
     mapping,
     plain,
-    wire_data,
 )
 from .schemas import FullSchema, GeminiSchema, full_schema, nullable, object_root
 
@@ -158,7 +158,7 @@ class Gemini(Dialect):
         if result.error is not None:
             body: dict[str, Any] = {"error": result.error.to_dict()}
         else:
-            body = {"output": wire_data(result.data)}
+            body = {"output": json_safe(result.data)}
         # The name the model called: Gemini pairs an id-less response with its call by name.
         response: dict[str, Any] = {
             "name": self.exported_name(result.tool, tools),

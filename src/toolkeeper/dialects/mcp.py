@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.values import MCP_CONTENT, Effect, ToolCall, ToolResult, ToolSpec
+from ..schema.canonical import json_safe
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .base import (
     ChoiceMode,
@@ -25,7 +26,6 @@ from .base import (
     mapping,
     plain,
     result_text,
-    wire_data,
 )
 from .schemas import FullSchema, full_schema, object_root, types_of
 
@@ -144,7 +144,7 @@ class MCP(Dialect):
             else [{"type": "text", "text": result_text(result)}]
         }
         if result.error is None and isinstance(result.data, Mapping):
-            out["structuredContent"] = wire_data(dict(result.data))
+            out["structuredContent"] = json_safe(dict(result.data))
         out["isError"] = result.error is not None
         return out
 
