@@ -336,13 +336,13 @@ class Keeper:
             await self.open()
 
     async def _recover(self) -> None:
-        """Mark the calls of dead processes UNKNOWN_OUTCOME (see `recover_abandoned`), and
-        those of this process whose end the ledger failed to record (`recover_given_up`)."""
-        from .ledger.recovery import recover_abandoned, recover_given_up
+        """Mark the calls of dead processes UNKNOWN_OUTCOME, and those of this process whose
+        end the ledger failed to record (see `recover_abandoned`)."""
+        from .ledger.recovery import recover_abandoned
 
-        found = await recover_abandoned(self.store, now=self.runtime.clock())
-        if self.runtime.unended:
-            found += await recover_given_up(self.store, self.runtime.unended)
+        found = await recover_abandoned(
+            self.store, now=self.runtime.clock(), given_up=self.runtime.unended
+        )
         for record in found:
             self._audit_change(record, previous=CallStatus.RUNNING, by="recovery")
 

@@ -155,8 +155,11 @@ async def _await_outcome(rt: Runtime, st: CallState) -> Any:
                 st.takeover = True
                 return None
             # The ledger's compare-and-set decides who records the unknown outcome.
-            await mark_unknown(store, record)
+            marked = await mark_unknown(store, record)
             rt.unended.pop((record.task_id, record.call_id), None)
+            if marked is not None:
+                record = marked  # (what reading it again would find)
+                continue
         elif record.deadline is not None and now > record.deadline + 5.0:
             raise _refuse(
                 ErrorCode.CALL_IN_PROGRESS,

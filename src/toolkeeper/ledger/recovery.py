@@ -21,7 +21,6 @@ __all__ = [
     "UNKNOWN_OUTCOME_ERROR",
     "mark_unknown",
     "recover_abandoned",
-    "recover_given_up",
     "settle",
 ]
 
@@ -36,7 +35,12 @@ UNKNOWN_OUTCOME_ERROR = ToolError.of(
 _SCAN_LIMIT = 1_000_000
 
 
-async def recover_abandoned(store: LedgerStore, *, now: float | None = None) -> list[CallRecord]:
+async def recover_abandoned(
+    store: LedgerStore,
+    *,
+    now: float | None = None,
+    given_up: dict[tuple[str, str], bool] | None = None,
+) -> list[CallRecord]:
     """Mark the abandoned RUNNING calls of non-idempotent tools UNKNOWN_OUTCOME.
 
     Safe to run in several processes at once: each change is a compare-and-set, and a call
@@ -45,18 +49,31 @@ async def recover_abandoned(store: LedgerStore, *, now: float | None = None) -> 
     Args:
         store: An open ledger store.
         now: The current wall-clock time (epoch seconds); `time.time()` when None.
+        given_up: The calls this process gave up (`Runtime.unended`: written RUNNING, they
+            could not be ended because the ledger failed), by (task, call): whether the
+            effect may have happened. Their owner is alive, so they would never count as
+            abandoned: one whose effect may have happened is marked too. Entries marked, or
+            whose record moved on, are removed.
 
     Returns:
         The records this call changed, as stored.
     """
     now = time.time() if now is None else now
+    mine = given_up if given_up is not None else {}
+    owner = current_owner()
     changed: list[CallRecord] = []
-    for record in await store.list_calls(statuses=[CallStatus.RUNNING], limit=_SCAN_LIMIT):
-        if record.idempotent or not is_abandoned(record, now=now):
+    running = await store.list_calls(statuses=[CallStatus.RUNNING], limit=_SCAN_LIMIT)
+    for key in mine.keys() - {(r.task_id, r.call_id) for r in running if r.owner == owner}:
+        del mine[key]  # its record moved on
+    for record in running:
+        key = (record.task_id, record.call_id)
+        may_have_run = record.owner == owner and mine.get(key, False)
+        if record.idempotent or not (may_have_run or is_abandoned(record, now=now)):
             continue
         marked = await mark_unknown(store, record)
         if marked is not None:
             changed.append(marked)
+        mine.pop(key, None)
     return changed
 
 
@@ -73,36 +90,6 @@ async def mark_unknown(store: LedgerStore, record: CallRecord) -> CallRecord | N
         )
     except StaleState:
         return None
-
-
-async def recover_given_up(
-    store: LedgerStore, given_up: dict[tuple[str, str], bool]
-) -> list[CallRecord]:
-    """`recover_abandoned` for the calls this process gave up: written RUNNING, they could
-    not be ended because the ledger failed (`Runtime.unended`, by (task, call): whether the
-    effect may have happened). Their owner is alive, so nothing else would ever find them.
-
-    A call whose effect may have happened, of a tool that is neither read-only nor
-    idempotent, becomes UNKNOWN_OUTCOME and is forgotten here; the others stay RUNNING, to
-    be taken over when proposed again. An entry whose record moved on is forgotten.
-
-    Returns:
-        The records this call changed, as stored.
-    """
-    changed: list[CallRecord] = []
-    owner = current_owner()
-    for key, may_have_run in list(given_up.items()):
-        record = await store.get_call(*key)
-        if record is None or record.status is not CallStatus.RUNNING or record.owner != owner:
-            given_up.pop(key, None)
-            continue
-        if not may_have_run or record.idempotent or record.effect == "read_only":
-            continue
-        marked = await mark_unknown(store, record)
-        if marked is not None:
-            changed.append(marked)
-        given_up.pop(key, None)
-    return changed
 
 
 async def settle(
