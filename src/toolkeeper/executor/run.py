@@ -352,7 +352,8 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 # The write may have landed all the same, a RUNNING record that ran nothing.
                 rt.unended[(st.call.task_id, st.call.call_id)] = False
                 raise
-        rt.unended.pop((st.call.task_id, st.call.call_id), None)  # (written now, at last)
+        if rt.unended:
+            rt.unended.pop((st.call.task_id, st.call.call_id), None)  # (written now, at last)
         persisted = CallStatus.RUNNING
     deadline_mono = time.monotonic() + spec.timeout
     recorded = attempt  # the attempt the RUNNING record holds
@@ -438,8 +439,7 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 # given up as below.
                 if persisted is None:
                     raise
-                _log.exception("the end of %s could not be recorded; it stays RUNNING", spec.name)
-                rt.unended[(st.call.task_id, st.call.call_id)] = sent or attempting
+                _give_up(rt, st, sent or attempting)
         raise
     except LostRace:
         raise  # another process recorded the call first: the pipeline starts over
@@ -462,33 +462,20 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 rt, st, _final(st, outcome), attempt, started_at, persisted, recorded
             )
         except StoreError:
-            _log.exception("the end of %s could not be recorded; it stays RUNNING", spec.name)
-            rt.unended[(st.call.task_id, st.call.call_id)] = sent or attempting
-            return _unrecorded_end(rt, st, sent or attempting, attempt, started_at)
+            lost = sent or attempting
+            _give_up(rt, st, lost)
+            failed = _Outcome(status=CallStatus.FAILED, error=LEDGER_UNAVAILABLE, unknown=lost)
+            # Its effect may have happened: UNKNOWN_OUTCOME, never run again (see `_final`).
+            return _result(st, _final(st, failed), attempt, started_at, rt.clock(), approval_id)
     return result
 
 
-def _unrecorded_end(
-    rt: Runtime, st: CallState, sent: bool, attempt: int, started_at: float
-) -> ToolResult:
-    """The result of a call written RUNNING whose end the ledger failed to record."""
+def _give_up(rt: Runtime, st: CallState, may_have_run: bool) -> None:
+    """A call written RUNNING whose end the ledger failed to record: it stays RUNNING, and
+    `Runtime.unended` says so until a new proposal or `recover_abandoned` settles it."""
     assert st.tool is not None
-    spec = st.tool.spec
-    # Its effect may have happened: UNKNOWN_OUTCOME, never run again (see `_final`).
-    failed = _Outcome(status=CallStatus.FAILED, error=LEDGER_UNAVAILABLE, unknown=sent)
-    outcome = _final(st, failed)
-    status, error = outcome.status, outcome.error
-    return ToolResult(
-        call_id=st.call.call_id,
-        tool=spec.name,
-        status=status,
-        error=error,
-        version=spec.version,
-        source=spec.source,
-        attempt=attempt,
-        started_at=started_at,
-        finished_at=rt.clock(),
-    )
+    _log.exception("the end of %s could not be recorded; it stays RUNNING", st.tool.spec.name)
+    rt.unended[(st.call.task_id, st.call.call_id)] = may_have_run
 
 
 async def _persist_running(
@@ -621,14 +608,28 @@ async def _record_end(
         first=previous is None,
         duration=round(finished_at - started_at, 6),
     )
+    return _result(st, outcome, attempt, started_at, finished_at, approval_id)
+
+
+def _result(
+    st: CallState,
+    outcome: _Outcome,
+    attempt: int,
+    started_at: float,
+    finished_at: float,
+    approval_id: str | None,
+) -> ToolResult:
+    """The result of a call that ran, as it ended."""
+    assert st.tool is not None
+    spec = st.tool.spec
     return ToolResult(
         call_id=st.call.call_id,
-        tool=st.tool.spec.name,
+        tool=spec.name,
         status=outcome.status,
         data=outcome.data,
         error=outcome.error,
-        version=st.tool.spec.version,
-        source=st.tool.spec.source,
+        version=spec.version,
+        source=spec.source,
         attempt=attempt,
         started_at=started_at,
         finished_at=finished_at,
