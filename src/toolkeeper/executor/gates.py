@@ -27,7 +27,7 @@ from ..core.states import CallStatus
 from ..core.values import Effect
 from ..ledger.base import ApprovalStatus, CallRecord, current_owner, is_abandoned
 from ..ledger.recovery import mark_unknown
-from ..observe.redact import covers, holds, redact
+from ..observe.redact import overlaps, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
 from ..policy.grants import exists_for, may_use, missing_permissions
@@ -334,8 +334,7 @@ def _invalid(prepared: Prepared, violations: list[Violation]) -> CallRefused:
         # array holding one (`oneOf`, `maxItems`, a model's own validator quote them whole).
         violations = [
             replace(v, message=f"the value does not satisfy {v.keyword!r} (not shown)")
-            if v.keyword != "required"
-            and (covers(prepared.sensitive, v.pointer) or holds(prepared.sensitive, v.pointer))
+            if v.keyword != "required" and overlaps(prepared.sensitive, v.pointer)
             else v
             for v in violations
         ]

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..schema.canonical import canonical_json
 
-__all__ = ["ANY", "REDACTED", "covers", "holds", "redact", "sensitive_pointers"]
+__all__ = ["ANY", "REDACTED", "overlaps", "redact", "sensitive_pointers"]
 
 REDACTED = "[REDACTED]"
 
@@ -108,27 +108,13 @@ def _blank(node: Any, parts: list[str]) -> None:
             node[key] = REDACTED
 
 
-def covers(pointers: Iterable[str], pointer: str) -> bool:
-    """Whether `pointer` (of an argument) is, or is inside, a sensitive one."""
+def overlaps(pointers: Iterable[str], pointer: str) -> bool:
+    """Whether the value at `pointer` (of an argument) is a sensitive one, is inside one, or
+    holds one below it: a message quoting it would show a sensitive value."""
     parts = [_unescape(p) for p in pointer.split("/")[1:]]
     for sensitive in pointers:
         want = [_unescape(p) for p in sensitive.split("/")[1:]]
-        if len(want) <= len(parts) and all(
-            w in (ANY, p) for w, p in zip(want, parts[: len(want)], strict=True)
-        ):
-            return True
-    return False
-
-
-def holds(pointers: Iterable[str], pointer: str) -> bool:
-    """Whether the value at `pointer` (of an argument) holds a sensitive one below it: an
-    object or array quoted whole would show it."""
-    parts = [_unescape(p) for p in pointer.split("/")[1:]]
-    for sensitive in pointers:
-        want = [_unescape(p) for p in sensitive.split("/")[1:]]
-        if len(want) > len(parts) and all(
-            w in (ANY, p) for w, p in zip(want[: len(parts)], parts, strict=True)
-        ):
+        if all(w in (ANY, p) for w, p in zip(want, parts, strict=False)):  # one starts the other
             return True
     return False
 
