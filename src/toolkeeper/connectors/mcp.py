@@ -208,7 +208,6 @@ class McpUpstream:
         """Idempotency keys of calls whose HTTP request could not connect (nothing sent)."""
         self._lost_at: float | None = None
         """When the last connection was lost (monotonic), None before one was made."""
-        self._closing = False
         self._closed = anyio.Event()
         """Set when the upstream is closed on purpose: calls waiting for it stop waiting."""
         self._exit: AsyncExitStack | None = None
@@ -227,7 +226,6 @@ class McpUpstream:
         """Close as `aclose()` does, handing the exception being raised to the session's task
         group: a cancellation of an enclosing scope (another upstream's, closed after this
         one) then reaches that scope instead of escaping."""
-        self._closing = True
         self._closed.set()
         stack, self._exit = self._exit, None
         if stack is None:
@@ -249,7 +247,6 @@ class McpUpstream:
 
     def cancel(self) -> None:
         """Start closing without waiting (then `aclose()` from the task that started it)."""
-        self._closing = True
         self._closed.set()
         if self._scope is not None:
             self._scope.cancel()
@@ -263,7 +260,6 @@ class McpUpstream:
     async def aclose(self) -> None:
         """Close the session (and stop the server process), from the task that called `start`.
         Idempotent."""
-        self._closing = True
         self._closed.set()
         stack, self._exit = self._exit, None
         if stack is not None:
@@ -372,7 +368,7 @@ class McpUpstream:
         (a restarted server is back within a second or two): nothing has been sent yet, so
         waiting is safe. An upstream down for longer fails calls at once."""
         lost = self._lost_at
-        if lost is None or self._closing:  # (closed on purpose: nothing comes back)
+        if lost is None or self._closed.is_set():  # (closed on purpose: nothing comes back)
             return None, None
         budget = min(ctx.remaining(), _RECONNECT_WAIT - (time.monotonic() - lost))
         if budget > 0:
