@@ -153,7 +153,7 @@ class Keeper:
         self.audit: AuditSink = audit if audit is not None else default_audit(ledger, self.store)
         self.state = KeeperState.NEW
         self.approvals = Approvals(
-            lambda: self.store, ttl=approval_ttl, clock=clock, ready=self._opened
+            lambda: self.store, ttl=approval_ttl, clock=clock, ready=self.open
         )
         self.runtime = Runtime(
             catalog=self.catalog,
@@ -304,11 +304,6 @@ class Keeper:
         async with self._open_lock:
             if not self._is_open():  # (read again: another task may have opened it)
                 await self._open()
-
-    async def _opened(self) -> None:
-        """Open, unless open already (a closed keeper refuses: `ConfigurationError`)."""
-        if self.state is not KeeperState.OPEN:
-            await self.open()
 
     def _is_open(self) -> bool:
         return self.state is KeeperState.OPEN
