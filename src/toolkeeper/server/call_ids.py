@@ -101,10 +101,8 @@ class CallIds:
         base = base[:36]
         key = (task_id, base)
         generation, fresh = self._known.get(key, (0, False))
-        if fresh and not probe:
-            self._remember(key, generation, False)
-            return _name(base, generation)
-        generation = await self._first_usable(task_id, base, generation)
+        if probe or not fresh:
+            generation = await self._first_usable(task_id, base, generation)
         self._remember(key, generation, False)
         return _name(base, generation)
 
