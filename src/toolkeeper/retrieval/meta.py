@@ -22,7 +22,7 @@ import anyio.to_thread
 from ..catalog.registry import Tool
 from ..core.errors import ErrorCode
 from ..core.signals import PIPELINE_CODES, ToolFailed
-from ..core.values import CallContext, Effect, ToolCall, ToolResult, ToolSpec
+from ..core.values import CallContext, Effect, Principal, ToolCall, ToolResult, ToolSpec
 from .selector import META_TAG, Selector
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "META_TOOL_NAMES",
     "SEARCH_TOOLS",
     "CallFunction",
+    "call_target",
     "meta_specs",
     "meta_tools",
     "summary",
@@ -126,6 +127,23 @@ class _MetaConnector:
         return await self.run(arguments, ctx)
 
 
+def call_target(selector: Selector, principal: Principal, arguments: Mapping[str, Any]) -> str:
+    """The name of the tool a `call_tool` call may run for `principal`.
+
+    Raises:
+        ToolFailed: it names a discovery tool, or one `principal` may not use (answered as
+            one that does not exist: existence is not disclosed).
+    """
+    name = str(arguments["name"])
+    if name in META_TOOL_NAMES:
+        raise ToolFailed("call_tool cannot call a discovery tool", details={"name": name})
+    if name not in selector.allowed(principal):
+        raise ToolFailed(
+            f"no tool named {name!r}", details={"name": name}, code=ErrorCode.UNKNOWN_TOOL
+        )
+    return name
+
+
 def meta_tools(
     selector: Selector,
     call: CallFunction,
@@ -188,14 +206,7 @@ def meta_tools(
         return {"tools": tools, "unknown": unknown}
 
     async def call_tool(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
-        name = str(arguments["name"])
-        if name in META_TOOL_NAMES:
-            raise ToolFailed("call_tool cannot call a discovery tool", details={"name": name})
-        if name not in selector.allowed(ctx.principal):
-            # Same answer as for a name that does not exist: existence is not disclosed.
-            raise ToolFailed(
-                f"no tool named {name!r}", details={"name": name}, code=ErrorCode.UNKNOWN_TOOL
-            )
+        name = call_target(selector, ctx.principal, arguments)
         inner = ToolCall(
             call_id=f"{ctx.call_id}/{name}",
             name=name,

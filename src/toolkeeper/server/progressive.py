@@ -23,7 +23,7 @@ from ..core.signals import ToolFailed
 from ..core.states import CallStatus
 from ..core.values import CallContext, Principal, ToolCall, ToolResult, ToolSpec
 from ..keeper import Keeper
-from ..retrieval.meta import CALL_TOOL, META_TOOL_NAMES, meta_specs, meta_tools
+from ..retrieval.meta import CALL_TOOL, META_TOOL_NAMES, call_target, meta_specs, meta_tools
 from ..retrieval.selector import Connected, Selector
 from ..schema.validate import compile_validator, violations_text
 
@@ -71,12 +71,12 @@ class MetaTools:
         refused = _invalid(tools[CALL_TOOL], arguments)
         if refused is not None:
             return refused
-        name = str(arguments["name"])
-        if name in META_TOOL_NAMES:
-            return _error(CALL_TOOL, ErrorCode.TOOL_ERROR, "call_tool cannot call a discovery tool")
+        try:
+            name = call_target(selector, principal, arguments)
+        except ToolFailed as exc:
+            return _error(CALL_TOOL, exc.code or ErrorCode.TOOL_ERROR, exc.message)
         tool = self._keeper.catalog.get(name)
-        if tool is None or name not in selector.allowed(principal):
-            # Same answer as for a name that does not exist: existence is not disclosed.
+        if tool is None:  # (removed since the selector last saw it)
             return _error(CALL_TOOL, ErrorCode.UNKNOWN_TOOL, f"no tool named {name!r}")
         return tool, dict(arguments.get("arguments") or {})
 
