@@ -95,33 +95,24 @@ def _read(path: str) -> tuple[list[tuple[str, Any]], bool]:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         lines = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
-        if lines and not _is_json(lines[0][1]):  # a JSON document, broken
-            raise ValueError(
-                f"{name}:{exc.lineno}: not JSON ({exc.msg} at column {exc.colno})"
-            ) from exc
-        return [(f"{name}:{number}", _line(name, number, line)) for number, line in lines], True
+        items: list[tuple[str, Any]] = []
+        for number, line in lines:
+            try:
+                items.append((f"{name}:{number}", json.loads(line)))
+            except json.JSONDecodeError as bad:
+                if not items:  # not even the first line: a JSON document, broken
+                    raise ValueError(
+                        f"{name}:{exc.lineno}: not JSON ({exc.msg} at column {exc.colno})"
+                    ) from exc
+                raise ValueError(
+                    f"{name}:{number}: not a JSON line ({bad.msg} at column {bad.colno})"
+                ) from bad
+        return items, True
     if isinstance(document, dict) and isinstance(document.get("tools"), list):
         document = document["tools"]
     if not isinstance(document, list):
         return [(name, document)], False
     return [(f"{name}: item {index}", item) for index, item in enumerate(document)], False
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except json.JSONDecodeError:
-        return False
-    return True
-
-
-def _line(name: str, number: int, line: str) -> Any:
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"{name}:{number}: not a JSON line ({exc.msg} at column {exc.colno})"
-        ) from exc
 
 
 def _import(importer: Any, where: str, definition: Any, strict: bool) -> Any:
