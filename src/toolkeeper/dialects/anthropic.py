@@ -62,7 +62,7 @@ class Anthropic(Dialect):
             tool["description"] = spec.description
         tool["input_schema"] = self.exported_schema(schema.value, losses)
         if spec.examples:
-            tool["input_examples"] = [self.exported_example(e, spec) for e in spec.examples]
+            tool["input_examples"] = [self.exported_example(e, merged) for e in spec.examples]
         return Converted(
             value=tool, losses=(*losses, *prefixed("/input_schema", schema.losses))
         ).check(strict)

@@ -514,12 +514,14 @@ class Dialect(Importer):
             return schema
         return rename_properties(schema, pattern, self.max_property, self.name, losses)
 
-    def exported_example(self, example: Mapping[str, Any], spec: ToolSpec) -> dict[str, Any]:
-        """An example input of `spec` under the property names it is exported with."""
+    def exported_example(
+        self, example: Mapping[str, Any], schema: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """An example input under the property names it is exported with (`schema`: the
+        tool's input schema, its root choices merged, as `merged_root` gives it)."""
         pattern = self.property_pattern
         if pattern is None:
             return dict(example)
-        schema, _ = merged_root(spec.input_schema, self.name)
         translated: dict[str, Any] = translate(
             example, schema, pattern, self.max_property, exported=True
         )
