@@ -58,6 +58,36 @@ async def test_another_principal_cannot_disturb_an_approved_call(hr: Keeper) -> 
     assert ran.status is CallStatus.SUCCEEDED and ran.approval_id == asked.approval_id
 
 
+async def test_a_call_proposed_again_with_its_defaults_written_out_is_the_same_call(
+    keeper: Keeper,
+) -> None:
+    # A call is its validated arguments with defaults applied (what an approval is bound to):
+    # whether the model leaves a default out or writes it out, it is the same call.
+    sent: list[str] = []
+
+    @keeper.tool(effect="destructive")
+    async def send(to: str, body: str, urgent: bool = False) -> str:
+        sent.append(to)
+        return f"sent to {to}"
+
+    short = ToolCall(call_id="s1", name="send", arguments={"to": "bob", "body": "hi"})
+    spelled = replace(short, arguments={"to": "bob", "body": "hi", "urgent": False})
+    asked = await keeper.execute(short)
+    assert asked.status is CallStatus.AWAITING_APPROVAL and asked.approval_id is not None
+    again = await keeper.execute(spelled)
+    assert again.status is CallStatus.AWAITING_APPROVAL
+    assert again.approval_id == asked.approval_id
+    await keeper.approvals.approve(asked.approval_id, by="boss")
+    ran = await keeper.execute(spelled)
+    assert ran.status is CallStatus.SUCCEEDED and ran.data == "sent to bob"
+    for proposal in (short, spelled):
+        replayed = await keeper.execute(proposal)
+        assert replayed.replayed and replayed.data == "sent to bob"
+    changed = await keeper.execute(replace(short, arguments={**spelled.arguments, "urgent": True}))
+    assert changed.error is not None and changed.error.code is ErrorCode.CALL_ID_CONFLICT
+    assert sent == ["bob"]
+
+
 async def test_concurrent_proposals_of_one_call_id_with_other_arguments_conflict(
     hr: Keeper,
 ) -> None:

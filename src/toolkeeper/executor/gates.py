@@ -247,7 +247,9 @@ async def dedupe(rt: Runtime, st: CallState) -> Any:
         )
     if record.status is CallStatus.REJECTED:
         return None  # a refusal ran nothing: evaluate the proposal afresh
-    if record.digest != st.request_digest or record.tool != st.call.name:
+    if record.tool != st.call.name or (
+        record.digest != st.request_digest and not _same_arguments(rt, st, record)
+    ):
         raise _refuse(
             ErrorCode.CALL_ID_CONFLICT,
             f"call id {st.call.call_id!r} was already used for a different call; use a new call id",
@@ -261,6 +263,30 @@ async def dedupe(rt: Runtime, st: CallState) -> Any:
     if record.status.terminal:
         return replay(record)
     return None
+
+
+def _same_arguments(rt: Runtime, st: CallState, record: CallRecord) -> bool:
+    """Whether the proposal is the recorded call with a default written out or left out.
+
+    A record keeps the digest of the arguments as first proposed, and the validated arguments
+    with defaults applied. Those are compared when they can be: for the tool version that was
+    recorded, and only when no argument is redacted in the record (a secret that differs
+    would go unseen, and another call would get this one's result)."""
+    tool = rt.catalog.get(st.call.name)
+    if tool is None or tool.spec.version != record.version or st.arguments is None:
+        return False
+    try:
+        prepared = rt.prepared(tool)
+    except SchemaError:
+        return False
+    if (
+        not prepared.has_defaults
+        or prepared.sensitive
+        or prepared.validator.violations(st.arguments)
+    ):
+        return False
+    validated = apply_defaults(tool.spec.input_schema, st.arguments)
+    return canonical_json(validated) == canonical_json(record.arguments)
 
 
 def lookup(rt: Runtime, st: CallState) -> Any:
