@@ -6,6 +6,8 @@ import json
 from typing import Annotated
 
 import pytest
+from openai.types.chat import ChatCompletionFunctionTool
+from openai.types.shared import FunctionDefinition
 from pydantic import BaseModel, Field
 
 from toolkeeper import CallStatus, Effect, Keeper, Tool
@@ -14,6 +16,7 @@ from toolkeeper.dialects import Action, LossError, OpenAIChat
 from toolkeeper.schema.validate import compile_validator
 
 from .fixtures import load
+from .sdk import DEFINITION
 
 WEATHER = ToolSpec(
     name="weather.get",
@@ -385,3 +388,46 @@ def test_nesting_deeper_than_strict_mode_takes_is_exported_non_strict() -> None:
     deep = OpenAIChat().export_tool(ToolSpec(name="t", input_schema=nested(11)))
     assert deep.value["function"]["strict"] is False
     assert "nesting" in deep.losses[0].reason
+
+
+OPEN_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+    "required": ["city"],
+}
+STRICT_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "unit": {"type": ["string", "null"]}},
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("strict", "schema"), [(True, STRICT_SCHEMA), (False, OPEN_SCHEMA)], ids=["strict", "not"]
+)
+def test_a_definition_declaring_strict_round_trips_as_it_came(
+    strict: bool, schema: dict[str, object]
+) -> None:
+    definition = ChatCompletionFunctionTool(
+        type="function",
+        function=FunctionDefinition(name="weather", parameters=schema, strict=strict),
+    )
+    spec = OpenAIChat().import_tool(definition).value
+    exported = OpenAIChat().export_tool(spec)
+    assert exported.lossless
+    assert exported.value == definition.model_dump(mode="json", exclude_none=True)
+    DEFINITION["openai_chat"](exported.value)
+
+
+def test_a_declared_strict_the_dialect_turns_off_is_reported() -> None:
+    definition = {
+        "type": "function",
+        "function": {"name": "weather", "parameters": STRICT_SCHEMA, "strict": True},
+    }
+    spec = OpenAIChat().import_tool(definition).value
+    exported = OpenAIChat(strict_schema=False).export_tool(spec)
+    assert exported.value["function"]["strict"] is False
+    assert [(loss.pointer, loss.keyword) for loss in exported.losses] == [
+        ("/metadata/strict", "strict")
+    ]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+from openai.types.responses import FunctionTool
+
 from toolkeeper.core.states import CallStatus
 from toolkeeper.core.values import ToolResult, ToolSpec
 from toolkeeper.dialects import OpenAIResponses, ToolChoice
 
 from .fixtures import load
+from .sdk import DEFINITION
+from .test_openai_chat import OPEN_SCHEMA, STRICT_SCHEMA
 
 
 def test_parse_reads_function_call_items_by_call_id() -> None:
@@ -42,3 +47,17 @@ def test_result_is_a_function_call_output_item() -> None:
 def test_a_named_tool_choice_is_flat() -> None:
     out = OpenAIResponses().export_tool_choice(ToolChoice(mode="tool", name="total"))
     assert out.value == {"tool_choice": {"type": "function", "name": "total"}}
+
+
+@pytest.mark.parametrize(
+    ("strict", "schema"), [(True, STRICT_SCHEMA), (False, OPEN_SCHEMA)], ids=["strict", "not"]
+)
+def test_a_definition_declaring_strict_round_trips_as_it_came(
+    strict: bool, schema: dict[str, object]
+) -> None:
+    definition = FunctionTool(type="function", name="weather", parameters=schema, strict=strict)
+    spec = OpenAIResponses().import_tool(definition).value
+    exported = OpenAIResponses().export_tool(spec)
+    assert exported.lossless
+    assert exported.value == definition.model_dump(mode="json", exclude_none=True)
+    DEFINITION["openai_responses"](exported.value)

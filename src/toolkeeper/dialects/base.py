@@ -37,12 +37,14 @@ __all__ = [
     "NotAFunction",
     "ToolChoice",
     "arguments_of",
+    "declared_strict",
     "first",
     "function_fields",
     "items_of",
     "mapping",
     "plain",
     "result_text",
+    "strict_metadata",
 ]
 
 
@@ -149,6 +151,20 @@ def result_text(result: ToolResult) -> str:
     if isinstance(result.data, str):
         return result.data
     return json.dumps(result.data, ensure_ascii=False, default=str)
+
+
+def declared_strict(spec: ToolSpec) -> bool | None:
+    """Whether the tool's source asked for strict mode (`"strict"` of an OpenAI definition,
+    kept in `metadata["strict"]` on import), or None when it did not say."""
+    value = spec.metadata.get("strict")
+    return value if isinstance(value, bool) else None
+
+
+def strict_metadata(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """The `metadata` of a spec imported from `definition`: its `strict` when it says true or
+    false (null, or no `strict`, leaves the vendor's default)."""
+    value = definition.get("strict")
+    return {"strict": value} if isinstance(value, bool) else {}
 
 
 def _hash(text: str, size: int = 8) -> str:

@@ -4,7 +4,9 @@ Definitions are exported in strict mode when the schema allows it (every propert
 optional ones made nullable, closed objects, the keyword subset strict mode accepts); `parse`
 maps a `null` the model had to send for an optional property back to "absent" when the specs
 are passed in. A schema strict mode cannot express is exported with `strict: false`, and the
-report says why.
+report says why. A tool whose source declared `strict` (`metadata["strict"]`, kept by the
+OpenAI imports) keeps it: `strict: false` goes out as it came in, and a `strict: true` that
+cannot be kept is reported.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from ..schema.walker import deref
 from .base import (
     Dialect,
     ToolChoice,
+    declared_strict,
     first,
     function_fields,
     items_of,
     mapping,
     plain,
     result_text,
+    strict_metadata,
 )
 from .schemas import (
     FullSchema,
@@ -40,16 +44,19 @@ __all__ = ["OpenAIChat", "drop_absent_nulls", "openai_parameters"]
 
 
 def openai_parameters(
-    schema: Mapping[str, Any], *, strict_schema: bool
+    spec: ToolSpec, *, strict_schema: bool
 ) -> tuple[Converted[dict[str, Any]], bool]:
-    """The `parameters` schema for OpenAI, and whether it could be made strict.
+    """The `parameters` schema of `spec` for OpenAI, and whether it goes out strict.
 
-    Loss pointers are relative to the ToolSpec (`/input_schema/...`).
+    Strict when the schema allows it and neither the spec (`declared_strict`) nor the dialect
+    (`strict_schema`) says otherwise. Loss pointers are relative to the ToolSpec
+    (`/input_schema/...`).
     """
-    schema, merged = merged_root(schema, "OpenAI")
+    schema, merged = merged_root(spec.input_schema, "OpenAI")
     losses: list[Loss] = []
     strict = False
-    if strict_schema:
+    declared = declared_strict(spec)
+    if strict_schema and declared is not False:
         try:
             converted = OpenAIStrictSchema(schema).walk()
             too_big = strict_size_problem(converted.value)
@@ -58,16 +65,19 @@ def openai_parameters(
             strict = True
         except NotStrict as exc:
             converted = OpenAISchema(schema).walk()
-            losses.append(
-                Loss(
-                    pointer="/input_schema" + exc.pointer,
-                    keyword="strict",
-                    action=Action.REWRITTEN,
-                    reason=f"exported with strict: false; {exc.reason}",
-                )
-            )
+            losses.append(exc.loss())
     else:
         converted = OpenAISchema(schema).walk()
+        if declared:
+            losses.append(
+                Loss(
+                    pointer="/metadata/strict",
+                    keyword="strict",
+                    action=Action.REWRITTEN,
+                    reason="the tool declares strict: true; exported with strict: false, "
+                    "as the dialect was made with strict_schema=False",
+                )
+            )
     rooted = object_root(converted, "OpenAI")
     losses[:0] = prefixed("/input_schema", (*merged, *rooted.losses))
     return Converted(value=rooted.value, losses=tuple(losses)), strict
@@ -162,13 +172,14 @@ class OpenAIChat(Dialect):
 
     def __init__(self, *, strict_schema: bool = True) -> None:
         self.strict_schema = strict_schema
-        """Export strict-mode definitions when the schema allows it."""
+        """Export strict-mode definitions when the schema allows it (a tool declaring
+        `strict: false` goes out non-strict all the same)."""
 
     def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
         losses: list[Loss] = []
         wire = self.export_name(spec, losses)
         self.report_fields(spec, losses)
-        params, is_strict = openai_parameters(spec.input_schema, strict_schema=self.strict_schema)
+        params, is_strict = openai_parameters(spec, strict_schema=self.strict_schema)
         function: dict[str, Any] = {"name": wire}
         if spec.description:
             function["description"] = spec.description
@@ -198,7 +209,7 @@ class OpenAIChat(Dialect):
             description=str(function.get("description") or ""),
             input_schema=rooted.value,
             source=self.name,
-            metadata={"strict": function["strict"]} if "strict" in function else {},
+            metadata=strict_metadata(function),
         )
         return Converted(value=spec, losses=prefixed("/parameters", rooted.losses)).check(strict)
 

@@ -1,6 +1,7 @@
 """OpenAI Responses: function tools, `function_call` output items, `function_call_output` items.
 
-Schemas are converted exactly as for Chat Completions (strict mode when the schema allows it);
+Schemas are converted exactly as for Chat Completions (strict mode when the schema allows it
+and the tool does not declare `strict: false`);
 the Responses API also carries an `output_schema` for a function's result.
 """
 
@@ -11,7 +12,16 @@ from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Converted, Loss, prefixed
-from .base import Dialect, ToolChoice, function_fields, items_of, mapping, plain, result_text
+from .base import (
+    Dialect,
+    ToolChoice,
+    function_fields,
+    items_of,
+    mapping,
+    plain,
+    result_text,
+    strict_metadata,
+)
 from .openai_chat import drop_absent_nulls, openai_parameters
 from .schemas import FullSchema, full_schema, object_root
 
@@ -34,13 +44,14 @@ class OpenAIResponses(Dialect):
 
     def __init__(self, *, strict_schema: bool = True) -> None:
         self.strict_schema = strict_schema
-        """Export strict-mode definitions when the schema allows it."""
+        """Export strict-mode definitions when the schema allows it (a tool declaring
+        `strict: false` goes out non-strict all the same)."""
 
     def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
         losses: list[Loss] = []
         wire = self.export_name(spec, losses)
         self.report_fields(spec, losses, output_schema=True)
-        params, is_strict = openai_parameters(spec.input_schema, strict_schema=self.strict_schema)
+        params, is_strict = openai_parameters(spec, strict_schema=self.strict_schema)
         tool: dict[str, Any] = {"type": "function", "name": wire}
         if spec.description:
             tool["description"] = spec.description
@@ -68,7 +79,7 @@ class OpenAIResponses(Dialect):
             input_schema=rooted.value,
             output_schema=output,
             source=self.name,
-            metadata={"strict": data["strict"]} if data.get("strict") is not None else {},
+            metadata=strict_metadata(data),
         )
         return Converted(value=spec, losses=tuple(losses)).check(strict)
 

@@ -324,6 +324,16 @@ class NotStrict(Exception):
         self.pointer = pointer
         self.reason = reason
 
+    def loss(self) -> Loss:
+        """The report of a tool exported non-strict for this reason (pointer relative to the
+        `ToolSpec`)."""
+        return Loss(
+            pointer="/input_schema" + self.pointer,
+            keyword="strict",
+            action=Action.REWRITTEN,
+            reason=f"exported with strict: false; {self.reason}",
+        )
+
 
 class OpenAIStrictSchema(SchemaWalker):
     """OpenAI strict mode: required everywhere, closed objects, the accepted keyword subset."""
