@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from anthropic.types import ToolParam
 
 from toolkeeper.core.errors import ErrorCode, ToolError
 from toolkeeper.core.states import CallStatus
 from toolkeeper.core.values import ToolResult, ToolSpec
-from toolkeeper.dialects import Anthropic, ToolChoice
+from toolkeeper.dialects import Action, Anthropic, LossError, OpenAIChat, ToolChoice
 
 from .fixtures import load
+from .sdk import DEFINITION
 
 
 def test_parse_reads_parallel_tool_use_blocks_and_skips_text() -> None:
@@ -195,3 +197,88 @@ def test_allof_parts_read_against_their_siblings_are_not_merged_into_one() -> No
     validator = compile_validator(params)
     assert not validator.is_valid({"x": {"a": 1}})  # the original refuses it: no property allowed
     assert not validator.is_valid({"t": ["s"]})  # and this ("s" is no integer)
+
+
+STRICT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "format": "uri"},
+        "days": {"type": "integer"},
+        "stops": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_strict_tool_use_round_trips(strict: bool) -> None:
+    definition = ToolParam(name="weather", input_schema=STRICT_SCHEMA, strict=strict)
+    spec = Anthropic().import_tool(definition).value
+    assert spec.metadata["strict"] is strict
+    exported = Anthropic().export_tool(spec)
+    assert exported.lossless
+    assert exported.value == definition
+    DEFINITION["anthropic"](exported.value)
+
+
+def test_strict_tool_use_closes_objects_and_describes_what_it_cannot_take() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "days": {"type": "integer", "minimum": 1},
+            "where": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    spec = ToolSpec(name="weather", input_schema=schema, metadata={"strict": True})
+    exported = Anthropic().export_tool(spec)
+    assert exported.value["strict"] is True
+    params = exported.value["input_schema"]
+    assert params["additionalProperties"] is False
+    assert params["properties"]["where"]["additionalProperties"] is False
+    assert "required" not in params  # optional properties stay optional
+    assert "minimum" not in params["properties"]["days"]
+    assert [(loss.pointer, loss.action) for loss in exported.losses] == [
+        ("/input_schema/properties/days/minimum", Action.MOVED_TO_DESCRIPTION)
+    ]
+    DEFINITION["anthropic"](exported.value)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"data": {"type": "object"}}},  # free-form
+        {"type": "object", "properties": {"x": {}}},  # untyped
+        {  # recursive
+            "type": "object",
+            "properties": {"node": {"$ref": "#/$defs/node"}},
+            "$defs": {
+                "node": {
+                    "type": "object",
+                    "properties": {"next": {"$ref": "#/$defs/node"}},
+                    "additionalProperties": False,
+                }
+            },
+        },
+    ],
+    ids=["free_form", "untyped", "recursive"],
+)
+def test_a_declared_strict_the_schema_cannot_take_goes_out_non_strict_and_reported(
+    schema: dict[str, object],
+) -> None:
+    spec = ToolSpec(name="put", input_schema=schema, metadata={"strict": True})
+    exported = Anthropic().export_tool(spec)
+    assert exported.value["strict"] is False
+    assert exported.value["input_schema"] == {**schema}
+    assert [loss.keyword for loss in exported.losses] == ["strict"]
+    with pytest.raises(LossError):
+        Anthropic().export_tool(spec, strict=True)
+
+
+def test_strict_declared_for_openai_goes_out_to_anthropic() -> None:
+    definition = {
+        "type": "function",
+        "function": {"name": "weather", "parameters": STRICT_SCHEMA, "strict": True},
+    }
+    spec = OpenAIChat().import_tool(definition).value
+    assert Anthropic().export_tool(spec).value["strict"] is True

@@ -1,7 +1,11 @@
 """Anthropic Messages: `tools[]` with `input_schema`, `tool_use` blocks, `tool_result` blocks.
 
 Anthropic takes JSON Schema as it is, and carries example inputs (`input_examples`). Tool names
-must match `^[a-zA-Z0-9_-]{1,64}$`; other names are rewritten and reported.
+must match `^[a-zA-Z0-9_-]{1,64}$`; other names are rewritten and reported. A definition's
+`strict` (strict tool use) is kept in `metadata["strict"]` on import; a tool declaring it
+(from Anthropic or OpenAI) is exported with it, `strict: true` only when the schema is within
+what strict tool use takes (objects closed, unsupported keywords moved into descriptions;
+else `strict: false`, reported).
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ from .base import (
     ChoiceMode,
     Dialect,
     ToolChoice,
+    declared_strict,
     function_fields,
     items_of,
     plain,
     result_text,
+    strict_metadata,
 )
 from .keys import exported_pointer
-from .schemas import FullSchema, merged_root, object_root
+from .schemas import AnthropicStrictSchema, FullSchema, NotStrict, merged_root, object_root
 
 __all__ = ["Anthropic"]
 
@@ -56,15 +62,27 @@ class Anthropic(Dialect):
         self.report_fields(spec, losses, examples=True)
         merged, root_losses = merged_root(spec.input_schema, "Anthropic")
         losses.extend(prefixed("/input_schema", root_losses))
-        schema = object_root(FullSchema(merged).walk(), "Anthropic")
+        declared = declared_strict(spec)
+        schema: Converted[dict[str, Any]] | None = None
+        not_strict: tuple[Loss, ...] = ()
+        if declared:
+            try:
+                schema = object_root(AnthropicStrictSchema(merged).walk(), "Anthropic")
+            except NotStrict as exc:
+                not_strict = (exc.loss(),)
+        is_strict = schema is not None
+        if schema is None:
+            schema = object_root(FullSchema(merged).walk(), "Anthropic")
         tool: dict[str, Any] = {"name": wire}
         if spec.description:
             tool["description"] = spec.description
         tool["input_schema"] = self.exported_schema(schema.value, losses)
         if spec.examples:
             tool["input_examples"] = [self.exported_example(e, merged) for e in spec.examples]
+        if declared is not None:
+            tool["strict"] = is_strict
         return Converted(
-            value=tool, losses=(*losses, *prefixed("/input_schema", schema.losses))
+            value=tool, losses=(*losses, *prefixed("/input_schema", schema.losses), *not_strict)
         ).check(strict)
 
     def import_tool(
@@ -78,6 +96,7 @@ class Anthropic(Dialect):
             input_schema=rooted.value,
             examples=tuple(data.get("input_examples") or ()),
             source=self.name,
+            metadata=strict_metadata(data),
         )
         return Converted(value=spec, losses=prefixed("/input_schema", rooted.losses)).check(strict)
 

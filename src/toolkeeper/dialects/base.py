@@ -154,8 +154,8 @@ def result_text(result: ToolResult) -> str:
 
 
 def declared_strict(spec: ToolSpec) -> bool | None:
-    """Whether the tool's source asked for strict mode (`"strict"` of an OpenAI definition,
-    kept in `metadata["strict"]` on import), or None when it did not say."""
+    """Whether the tool's source asked for strict mode (`"strict"` of an OpenAI or Anthropic
+    definition, kept in `metadata["strict"]` on import), or None when it did not say."""
     value = spec.metadata.get("strict")
     return value if isinstance(value, bool) else None
 

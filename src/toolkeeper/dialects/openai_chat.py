@@ -5,8 +5,8 @@ optional ones made nullable, closed objects, the keyword subset strict mode acce
 maps a `null` the model had to send for an optional property back to "absent" when the specs
 are passed in. A schema strict mode cannot express is exported with `strict: false`, and the
 report says why. A tool whose source declared `strict` (`metadata["strict"]`, kept by the
-OpenAI imports) keeps it: `strict: false` goes out as it came in, and a `strict: true` that
-cannot be kept is reported.
+OpenAI and Anthropic imports) keeps it: `strict: false` goes out as it came in, and a
+`strict: true` that cannot be kept is reported.
 """
 
 from __future__ import annotations

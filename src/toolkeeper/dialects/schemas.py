@@ -8,6 +8,8 @@
   the keyword subset strict mode accepts. A schema strict mode cannot express at all (a
   free-form object, an untyped value) raises `NotStrict`; the dialect then exports the tool
   non-strict and reports that.
+- `AnthropicStrictSchema`: Anthropic strict tool use — closed objects and the keyword subset
+  its grammar takes; optional properties stay optional. No recursion. `NotStrict` as above.
 - `GeminiSchema`: Gemini's `parametersJsonSchema` subset.
 """
 
@@ -20,9 +22,12 @@ from ..schema.losses import Action, Converted, Loss, prefixed
 from ..schema.walker import SchemaWalker, deref
 
 __all__ = [
+    "ANTHROPIC_STRICT_FORMATS",
+    "ANTHROPIC_STRICT_KEYWORDS",
     "GEMINI_KEYWORDS",
     "OPENAI_STRICT_FORMATS",
     "OPENAI_STRICT_KEYWORDS",
+    "AnthropicStrictSchema",
     "FullSchema",
     "GeminiSchema",
     "NotStrict",
@@ -66,6 +71,31 @@ OPENAI_STRICT_FORMATS = frozenset(
     {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 )
 """String formats OpenAI strict mode accepts."""
+ANTHROPIC_STRICT_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "minItems",
+        "anyOf",
+        "allOf",
+        "$ref",
+        "$defs",
+        "description",
+        "title",
+        "enum",
+        "const",
+        "default",
+        "pattern",
+        "format",
+    }
+)
+"""Keywords Anthropic strict tool use accepts (`minItems` only 0 or 1, `enum` and `const`
+only of strings, numbers, booleans and null)."""
+ANTHROPIC_STRICT_FORMATS = OPENAI_STRICT_FORMATS | {"uri"}
+"""String formats Anthropic strict tool use accepts."""
 GEMINI_KEYWORDS = frozenset(
     {
         "$id",
@@ -317,7 +347,7 @@ def full_schema(schema: Mapping[str, Any], pointer: str, losses: list[Loss]) -> 
 
 
 class NotStrict(Exception):
-    """The schema is outside what OpenAI strict mode can express."""
+    """The schema is outside what a vendor's strict mode can express."""
 
     def __init__(self, pointer: str, reason: str) -> None:
         super().__init__(f"{pointer or '/'}: {reason}")
@@ -351,9 +381,7 @@ class OpenAIStrictSchema(SchemaWalker):
         return keyword in OPENAI_STRICT_KEYWORDS
 
     def boolean(self, node: bool, pointer: str) -> Any:
-        if node and not pointer.endswith("/additionalProperties"):
-            raise NotStrict(pointer, "a value that may be anything cannot be strict")
-        return node
+        return _strict_boolean(node, pointer)
 
     def transform(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         _one_of_as_any_of(self, node, pointer, "strict mode has no oneOf; rewritten as anyOf")
@@ -366,24 +394,12 @@ class OpenAIStrictSchema(SchemaWalker):
             self._close(node, pointer)
         if "array" in types and "items" not in node:
             raise NotStrict(pointer, "an array without `items` cannot be strict")
-        if not types and not any(k in node for k in ("anyOf", "$ref", "enum", "const")):
-            raise NotStrict(pointer, "a value without a `type` cannot be strict")
+        _typed(node, pointer)
         return node
 
     def _close(self, node: dict[str, Any], pointer: str) -> None:
-        props = node.get("properties")
-        extra = node.get("additionalProperties")
-        if extra not in (None, False):
-            raise NotStrict(pointer, "an object open to additional properties cannot be strict")
-        if not isinstance(props, Mapping) or not props:
-            if node.get("required"):
-                raise NotStrict(pointer, "required names without properties cannot be strict")
-            if extra is None:
-                raise NotStrict(pointer, "a free-form object cannot be strict")
-            props = {}
+        props = _closable(node, pointer)
         required = [r for r in node.get("required", ()) if isinstance(r, str)]
-        if any(r not in props for r in required):
-            raise NotStrict(pointer, "a required name without a property cannot be strict")
         out: dict[str, Any] = {}
         for name, sub in props.items():
             if name in required:
@@ -401,6 +417,84 @@ class OpenAIStrictSchema(SchemaWalker):
         node["properties"] = out
         node["required"] = list(out)
         node["additionalProperties"] = False
+
+
+def _closable(node: dict[str, Any], pointer: str) -> Mapping[str, Any]:
+    """The properties of object `node`, which strict mode may close
+    (`additionalProperties: false`, as every vendor's strict mode wants).
+
+    Raises:
+        NotStrict: closing it would change what it accepts (it is open to additional
+            properties, or free-form), or it requires a name it has no property for.
+    """
+    props = node.get("properties")
+    extra = node.get("additionalProperties")
+    if extra not in (None, False):
+        raise NotStrict(pointer, "an object open to additional properties cannot be strict")
+    if not isinstance(props, Mapping) or not props:
+        if node.get("required"):
+            raise NotStrict(pointer, "required names without properties cannot be strict")
+        if extra is None:
+            raise NotStrict(pointer, "a free-form object cannot be strict")
+        props = {}
+    if any(isinstance(r, str) and r not in props for r in node.get("required", ())):
+        raise NotStrict(pointer, "a required name without a property cannot be strict")
+    return props
+
+
+def _strict_boolean(node: bool, pointer: str) -> bool:
+    if node and not pointer.endswith("/additionalProperties"):
+        raise NotStrict(pointer, "a value that may be anything cannot be strict")
+    return node
+
+
+def _typed(node: Mapping[str, Any], pointer: str) -> None:
+    if not types_of(node) and not any(
+        k in node for k in ("anyOf", "allOf", "$ref", "enum", "const")
+    ):
+        raise NotStrict(pointer, "a value without a `type` cannot be strict")
+
+
+class AnthropicStrictSchema(SchemaWalker):
+    """Anthropic strict tool use: closed objects, the keyword subset it accepts (others move
+    into the description), no recursion; optional properties stay optional."""
+
+    target = "Anthropic strict mode"
+    inline_refs = True  # (a recursive reference, which strict mode cannot take, is not)
+
+    def loss(self, pointer: str, keyword: str, action: Action, reason: str) -> None:
+        if keyword == "$ref" and action is Action.DROPPED:  # recursive, or not resolved
+            raise NotStrict(pointer, reason)
+        super().loss(pointer, keyword, action, reason)
+
+    def allows(self, keyword: str, node: Mapping[str, Any]) -> bool:
+        if keyword == "oneOf":
+            return "anyOf" not in node
+        if keyword == "format":
+            return node.get("format") in ANTHROPIC_STRICT_FORMATS
+        if keyword == "minItems":
+            return node.get("minItems") in (0, 1)
+        if keyword == "enum":
+            values = node.get("enum")
+            return isinstance(values, list) and all(_primitive(v) for v in values)
+        if keyword == "const":
+            return _primitive(node.get("const"))
+        return keyword in ANTHROPIC_STRICT_KEYWORDS
+
+    def boolean(self, node: bool, pointer: str) -> Any:
+        return _strict_boolean(node, pointer)
+
+    def transform(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
+        _one_of_as_any_of(self, node, pointer, "strict mode has no oneOf; rewritten as anyOf")
+        if "object" in types_of(node) or "properties" in node:
+            _closable(node, pointer)
+            node["additionalProperties"] = False
+        _typed(node, pointer)
+        return node
+
+
+def _primitive(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
 
 
 _STRICT_DEPTH = 10
