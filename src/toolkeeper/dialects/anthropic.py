@@ -2,10 +2,10 @@
 
 Anthropic takes JSON Schema as it is, and carries example inputs (`input_examples`). Tool names
 must match `^[a-zA-Z0-9_-]{1,64}$`; other names are rewritten and reported. A definition's
-`strict` (strict tool use) is kept in `metadata["strict"]` on import; a tool declaring it
-(from Anthropic or OpenAI) is exported with it, `strict: true` only when the schema is within
-what strict tool use takes (objects closed, unsupported keywords moved into descriptions;
-else `strict: false`, reported).
+`strict` (strict tool use) is kept in `metadata["strict"]` on import; a tool that declares it
+is exported with it (an OpenAI definition's `strict` is not carried):
+`strict: true` only when the schema is within what strict tool use takes (objects closed,
+unsupported keywords moved into descriptions; else `strict: false`, reported).
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ from .schemas import AnthropicStrictSchema, FullSchema, NotStrict, merged_root, 
 
 __all__ = ["Anthropic"]
 
+_OPENAI_SOURCES = frozenset({"openai_chat", "openai_responses"})
+"""Dialects whose `strict` (OpenAI strict mode) is not a request for strict tool use."""
+
 
 _STREAM_EVENTS = frozenset(
     {
@@ -62,7 +65,10 @@ class Anthropic(Dialect):
         self.report_fields(spec, losses, examples=True)
         merged, root_losses = merged_root(spec.input_schema, "Anthropic")
         losses.extend(prefixed("/input_schema", root_losses))
-        declared = declared_strict(spec)
+        # An OpenAI definition's `strict` is not carried: several SDKs set it on every tool,
+        # and Anthropic compiles every strict schema of a request into one grammar, refusing
+        # the whole request when it grows too large.
+        declared = declared_strict(spec) if spec.source not in _OPENAI_SOURCES else None
         schema: Converted[dict[str, Any]] | None = None
         not_strict: tuple[Loss, ...] = ()
         if declared:
