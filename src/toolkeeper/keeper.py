@@ -53,11 +53,13 @@ from .schema.from_callable import function_schema
 if TYPE_CHECKING:
     from .retrieval import FusionConfig, QueryContext, Selection, Selector
 
-__all__ = ["DEFAULT_LEDGER", "Keeper", "KeeperState", "default_audit"]
+__all__ = ["DEFAULT_LEDGER", "DEFAULT_TOOL_THREADS", "Keeper", "KeeperState", "default_audit"]
 
 _log = logging.getLogger("toolkeeper")
 
 DEFAULT_LEDGER = "sqlite:///./toolkeeper.db"
+DEFAULT_TOOL_THREADS = 40
+"""Sync tool functions that may run at once (as many as anyio's default thread limiter)."""
 LOCAL_PRINCIPAL = Principal(id="local", grants=frozenset({"*"}))
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -129,6 +131,10 @@ class Keeper:
         sleep: Waits between retries (defaults to `anyio.sleep`); tests pass a fake one.
         selection: How `select` ranks and when it abstains (`retrieval.FusionConfig`; the
             default is the one configuration measured on every benchmark).
+        tool_threads: How many sync tool functions may run at once, each in a worker thread
+            of the keeper's own (`thread_limiter`), apart from the threads the rest of the
+            application takes through `anyio.to_thread`. A call that finds none free by its
+            timeout fails as UPSTREAM_UNAVAILABLE, retryable: its function never started.
     """
 
     def __init__(
@@ -146,8 +152,13 @@ class Keeper:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] | None = None,
         selection: FusionConfig | None = None,
+        tool_threads: int = DEFAULT_TOOL_THREADS,
     ) -> None:
+        if tool_threads < 1:
+            raise ConfigurationError("tool_threads must be at least 1")
         self.catalog = Catalog()
+        self.thread_limiter = anyio.CapacityLimiter(tool_threads)
+        """The worker threads sync tools run in (`tool_threads` of them)."""
         self._selection = selection
         self.store: LedgerStore = _open_store(ledger)
         self.audit: AuditSink = audit if audit is not None else default_audit(ledger, self.store)
@@ -274,7 +285,7 @@ class Keeper:
         )
         tool = Tool(
             spec=spec,
-            connector=FunctionConnector(func, schema),
+            connector=FunctionConnector(func, schema, limiter=self.thread_limiter),
             rules=tuple(rules),
             reconcile=reconcile,
             writes=writes,

@@ -6,9 +6,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.to_thread
 import pytest
 
-from toolkeeper import CallContext, CallStatus, ErrorCode, Keeper, ToolCall
+from toolkeeper import CallContext, CallStatus, ErrorCode, Keeper, RetryPolicy, ToolCall
+from toolkeeper.core.errors import ConfigurationError
 
 pytestmark = pytest.mark.anyio
 
@@ -88,3 +91,72 @@ async def test_a_sync_tool_that_outlives_its_timeout_ends_at_it_on_every_event_l
     assert result.status is CallStatus.UNKNOWN_OUTCOME
     assert result.error is not None and result.error.details == {"cause": ErrorCode.TIMEOUT}
     assert record is not None and record.status is CallStatus.UNKNOWN_OUTCOME
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_sync_tool_finding_no_thread_free_by_its_timeout_is_retryable_and_never_runs() -> (
+    None
+):
+    """It waited for a thread and was recorded UNKNOWN_OUTCOME, though its function never ran."""
+    busy, release, ran = anyio.Event(), threading.Event(), threading.Event()
+    keeper = Keeper(ledger="memory://", tool_threads=1)
+
+    @keeper.tool(effect="write", timeout=10)
+    def hold() -> str:
+        anyio.from_thread.run_sync(busy.set)
+        release.wait(5)
+        return "done"
+
+    @keeper.tool(effect="write", timeout=0.1, retry=RetryPolicy(max_attempts=1))
+    def pay() -> str:
+        ran.set()
+        return "paid"
+
+    try:
+        async with keeper, anyio.create_task_group() as tg:
+            tg.start_soon(keeper.execute, ToolCall(call_id="h1", name="hold"))
+            with anyio.fail_after(4):
+                await busy.wait()
+                result = await keeper.execute(ToolCall(call_id="p1", name="pay"))
+            release.set()
+        record = await keeper.store.get_call("default", "p1")
+    finally:
+        release.set()
+    assert result.status is CallStatus.FAILED
+    assert result.error is not None and result.error.code is ErrorCode.UPSTREAM_UNAVAILABLE
+    assert result.error.retryable
+    assert record is not None and record.status is CallStatus.FAILED
+    assert record.error is not None and record.error["code"] == ErrorCode.UPSTREAM_UNAVAILABLE
+    assert not ran.is_set()  # (not then, nor once the thread was free)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_sync_tools_holding_every_thread_leave_the_applications_threads_free() -> None:
+    """They took anyio's default threads: the application's own `to_thread` calls waited."""
+    busy, release = anyio.Event(), threading.Event()
+    keeper = Keeper(ledger="memory://")
+    default = anyio.to_thread.current_default_thread_limiter()
+    tokens = default.total_tokens
+    default.total_tokens = 1  # (the test's run only; given back below)
+
+    @keeper.tool(effect="write", timeout=10)
+    def hold() -> str:
+        anyio.from_thread.run_sync(busy.set)
+        release.wait(5)
+        return "done"
+
+    try:
+        async with keeper, anyio.create_task_group() as tg:
+            tg.start_soon(keeper.execute, ToolCall(call_id="h1", name="hold"))
+            with anyio.fail_after(4):
+                await busy.wait()
+                assert await anyio.to_thread.run_sync(lambda: "ours") == "ours"
+            release.set()
+    finally:
+        release.set()
+        default.total_tokens = tokens
+
+
+def test_a_keeper_refuses_fewer_than_one_tool_thread() -> None:
+    with pytest.raises(ConfigurationError):
+        Keeper(ledger="memory://", tool_threads=0)

@@ -7,12 +7,22 @@ one) has only started its work: it is awaited, under the same timeout. A sync fu
 outlives its timeout (or a cancelled call) is left to finish in its thread, since Python cannot
 stop one: the call ends at its timeout on every event loop, as an async tool's does (a write's
 outcome is then unknown). The `CallContext` is injected into the parameter annotated with it.
+
+Worker threads are taken from a `CapacityLimiter`: a `Keeper`'s own (`Keeper(tool_threads=...)`),
+so tools never take the threads the rest of the application uses. Waiting for one counts
+against the timeout (the ledger's deadline of the call includes it): a call still waiting at
+its deadline fails with `UpstreamUnavailable`, since its function never started and never
+will (nothing ran; retried where the policy allows). On trio a thread left to finish keeps its
+place in the limiter until its function returns; on asyncio anyio gives the place back at once,
+and the thread runs on outside the count.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,17 +31,31 @@ import anyio.to_thread
 from ..core.values import CallContext, ToolSpec
 from ..schema.from_callable import FunctionSchema, function_schema, to_jsonable
 from ..schema.validate import Violation
-from .base import ToolOutput, UnrecordableResult
+from .base import ToolOutput, UnrecordableResult, UpstreamUnavailable
 
 __all__ = ["FunctionConnector"]
 
 
 class FunctionConnector:
-    """Runs a Python function with validated arguments."""
+    """Runs a Python function with validated arguments.
 
-    def __init__(self, func: Callable[..., Any], schema: FunctionSchema | None = None) -> None:
+    Args:
+        func: The function, sync or async.
+        schema: Its schema (default: derived from its signature and docstring).
+        limiter: The worker threads a sync function may take (default: anyio's default
+            limiter, which the rest of the application shares).
+    """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        schema: FunctionSchema | None = None,
+        *,
+        limiter: anyio.CapacityLimiter | None = None,
+    ) -> None:
         self.func = func
         self.schema = schema if schema is not None else function_schema(func)
+        self.limiter = limiter
 
     @property
     def argument_check(self) -> Callable[[Mapping[str, Any]], list[Violation]] | None:
@@ -49,9 +73,7 @@ class FunctionConnector:
         if self.schema.is_async:
             value = await self.func(*args, **kwargs)
         else:
-            value = await anyio.to_thread.run_sync(
-                functools.partial(self.func, *args, **kwargs), abandon_on_cancel=True
-            )
+            value = await self._in_thread(functools.partial(self.func, *args, **kwargs), spec, ctx)
             if inspect.isawaitable(value):
                 value = await value
         # From here on the function has run: a result that cannot be made JSON is not a
@@ -62,3 +84,34 @@ class FunctionConnector:
             return to_jsonable(value)
         except (ValueError, TypeError, RecursionError) as exc:
             raise UnrecordableResult(f"{type(exc).__name__}: {exc}") from exc
+
+    async def _in_thread(self, call: Callable[[], Any], spec: ToolSpec, ctx: CallContext) -> Any:
+        """Run `call` in a worker thread.
+
+        Raises:
+            UpstreamUnavailable: The attempt's deadline passed while it waited for a thread:
+                `call` never runs.
+        """
+        # Whichever side takes it first decides: the thread, to run `call`; the event loop,
+        # when the call ends before, to make sure `call` never starts (a thread may be
+        # picking it up just then).
+        claim = threading.Lock()
+
+        def run() -> Any:
+            if not claim.acquire(blocking=False):
+                return None  # (given up: nobody reads this)
+            return call()
+
+        try:
+            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True, limiter=self.limiter)
+        except anyio.get_cancelled_exc_class():
+            # Cut short at the deadline, by the timeout, before it started: `claim` makes sure
+            # it never will. (A scope of ours with that deadline would not tell: the timeout's,
+            # expired on the same tick, takes the cancellation.)
+            if claim.acquire(blocking=False) and time.monotonic() >= ctx.deadline:
+                limiter = self.limiter or anyio.to_thread.current_default_thread_limiter()
+                raise UpstreamUnavailable(
+                    f"no worker thread was free for {spec.name} within its timeout (all "
+                    f"{limiter.total_tokens:g} were busy); it did not run, so it may be tried again"
+                ) from None
+            raise
