@@ -133,6 +133,16 @@ class Executor:
 
         Results come back in the order of `calls`; a failure of one call never affects
         another's result.
+
+        A call holds its resources until it ends, and a call that outlives its timeout ends
+        there (UNKNOWN_OUTCOME, for a write), though its effect may still be under way: a sync
+        function runs on in its thread, an upstream server goes on with the request. The next
+        write to the resource may then overlap it. Holding the resource until that effect
+        really ends is not done: no one can tell when an upstream's does, a sync function
+        that hangs would block every later write to the resource for as long as the process
+        lives (waiting for a resource has no timeout), and `execute` takes no resources at
+        all. An unknown outcome is settled by reconciling it (`Keeper.reconcile`), not by
+        waiting.
         """
         results: list[ToolResult | None] = [None] * len(calls)
 
