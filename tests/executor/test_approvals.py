@@ -386,3 +386,38 @@ async def test_a_call_cancelled_while_its_request_is_recorded_leaves_no_orphan(
     await keeper.approvals.approve(pending[0].id, by="ops")
     ran = await keeper.execute(call)
     assert ran.ok and published == ["blog:A"]
+
+
+async def test_a_request_whose_call_the_ledger_failed_to_record_is_withdrawn(
+    keeper: Keeper,
+) -> None:
+    """The request was stored, the call's record not (the database failed): the request
+    stayed pending for ever, listed before the one the call made when proposed again, and
+    approving it ran nothing."""
+    from toolkeeper.core.errors import StoreError
+
+    published: list[str] = []
+    _publisher(keeper, published)
+    store = keeper.store
+    claim = store.claim_call
+    failures = [StoreError("the ledger's database cannot be reached")]
+
+    async def failing_claim(record: Any) -> Any:
+        if record.status is CallStatus.AWAITING_APPROVAL and failures:
+            raise failures.pop()
+        return await claim(record)
+
+    store.claim_call = failing_claim  # type: ignore[method-assign]
+    call = ToolCall(call_id="p1", name="publish", arguments={"text": "A"})
+    failed = await keeper.execute(call)
+    assert failed.error is not None and failed.error.code is ErrorCode.INTERNAL_ERROR
+    assert failed.error.retryable
+    assert await keeper.approvals.pending() == []
+    [withdrawn] = await store.list_approvals()
+    assert withdrawn.status is ApprovalStatus.WITHDRAWN
+    again = await keeper.execute(call)
+    assert again.approval_id is not None
+    assert [p.id for p in await keeper.approvals.pending()] == [again.approval_id]
+    await keeper.approvals.approve(again.approval_id, by="ops")
+    ran = await keeper.execute(call)
+    assert ran.ok and published == ["blog:A"]

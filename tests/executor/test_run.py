@@ -130,3 +130,43 @@ async def test_a_cancelled_write_whose_end_cannot_be_recorded_is_still_cancelled
         store.down = False
         assert [c.call_id for c in await keeper.unknown()] == ["c1"]
     assert len(effects) == 1
+
+
+async def test_a_tool_asking_for_approval_while_the_ledger_fails_leaves_no_request_pending() -> (
+    None
+):
+    """The request was stored, the call's record could not be moved to AWAITING_APPROVAL: the
+    request stayed pending for ever, though approving it ran nothing. The call, which ran
+    nothing, runs and asks anew when proposed again."""
+    from toolkeeper import ApprovalRequired
+    from toolkeeper.ledger.base import ApprovalStatus
+
+    store, asked, sent = FlakyStore(), [], []
+    keeper = Keeper(ledger=store, audit=None, clock=FakeClock())
+
+    @keeper.tool(effect="write")
+    async def wire(amount: int, ctx: CallContext) -> str:
+        if ctx.approval_id is None:
+            asked.append(amount)
+            store.down = len(asked) == 1  # the database goes away as the tool first asks
+            raise ApprovalRequired("a large transfer")
+        sent.append(amount)
+        return "sent"
+
+    call = ToolCall(call_id="w1", name="wire", arguments={"amount": 9000})
+    async with keeper:
+        failed = await keeper.execute(call)
+        store.down = False
+        assert failed.error is not None and failed.error.code is ErrorCode.INTERNAL_ERROR
+        assert failed.error.retryable
+        assert await keeper.approvals.pending() == []
+        [withdrawn] = await store.list_approvals()
+        assert withdrawn.status is ApprovalStatus.WITHDRAWN
+        with anyio.fail_after(5):
+            waiting = await keeper.execute(call)
+        assert waiting.error is not None and waiting.error.code is ErrorCode.APPROVAL_REQUIRED
+        assert waiting.approval_id is not None
+        assert [p.id for p in await keeper.approvals.pending()] == [waiting.approval_id]
+        await keeper.approvals.approve(waiting.approval_id, by="alice")
+        ran = await keeper.execute(call)
+    assert ran.ok and sent == [9000]

@@ -251,15 +251,22 @@ def _retry_wait(rt: Runtime, st: CallState, outcome: _Outcome, attempt: int) -> 
 async def hold_for_approval(rt: Runtime, st: CallState, approval: ApprovalRecord) -> ToolResult:
     """Persist the call as AWAITING_APPROVAL and tell the model how to get it approved.
 
-    When another process recorded the call first, `approval` (requested for this attempt) is
-    withdrawn, so no one is asked to approve a request that nothing waits for.
+    When the call's record is not written (another process recorded the call first, or the
+    ledger failed), `approval` (requested for this attempt) is withdrawn, so no one is asked
+    to approve a request that nothing waits for.
     """
     try:
         return await _hold(rt, st, approval)
-    except LostRace:
-        await rt.approvals.withdraw(
-            approval.id, reason="a concurrent proposal of this call was recorded first"
+    except Exception as exc:
+        reason = (
+            "a concurrent proposal of this call was recorded first"
+            if isinstance(exc, LostRace)
+            else "the call could not be recorded as waiting for it"
         )
+        try:
+            await rt.approvals.withdraw(approval.id, reason=reason)
+        except StoreError as failed:  # (the ledger is down: the request stays pending)
+            _log.error("approval request %s could not be withdrawn: %s", approval.id, failed)
         raise
 
 
@@ -383,7 +390,17 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 outcome.nothing_sent or outcome.status is CallStatus.AWAITING_APPROVAL
             )
             if outcome.status is CallStatus.AWAITING_APPROVAL:
-                return await _tool_asked_approval(rt, st, outcome, persisted)
+                try:
+                    return await _tool_asked_approval(rt, st, outcome, persisted)
+                except StoreError as exc:
+                    # The tool ran nothing and its request is withdrawn: proposed again once
+                    # the ledger is back, the call runs (and asks) anew.
+                    if persisted is not None:
+                        _give_up(rt, st, False)
+                    else:
+                        _log.error("the ledger failed on a call of %s: %s", spec.name, exc)
+                    failed = _Outcome(status=CallStatus.FAILED, error=LEDGER_UNAVAILABLE)
+                    return _result(st, failed, attempt, started_at, rt.clock(), approval_id)
             try:
                 if (
                     outcome.status is CallStatus.SUCCEEDED
@@ -524,11 +541,11 @@ async def _tool_asked_approval(
 ) -> ToolResult:
     assert st.tool is not None and st.validated is not None
     with anyio.CancelScope(shield=True):  # a request is only ever made with its record
+        if persisted is not None:
+            st.record = await rt.store().get_call(st.call.task_id, st.call.call_id)
         requested = await rt.approvals.request(
             binding(st), arguments=st.redacted, reason=outcome.approval_reason or "the tool asked"
         )
-        if persisted is not None:
-            st.record = await rt.store().get_call(st.call.task_id, st.call.call_id)
         held = await hold_for_approval(rt, st, requested)
     return held
 
