@@ -173,7 +173,8 @@ class FastCalls:
             except Exception:
                 logger.exception("tools/call %r failed in the gateway", call.name)
                 response = {"error": _INTERNAL}
-        self._inflight.pop(request_id, None)
+        if self._inflight.get(request_id) is scope:  # (cancelled, its id may be in use again)
+            del self._inflight[request_id]
         if response is None:  # cancelled by the client: no response, as the spec asks
             return
         line = _ENCODE({"jsonrpc": "2.0", "id": request_id, **response}) + b"\n"
