@@ -306,3 +306,27 @@ async def test_a_drain_while_the_next_attempt_is_recorded_ends_the_call_without_
         record = await keeper.store.get_call("default", "c1")
     assert result.status is CallStatus.FAILED and result.attempt == 1
     assert record is not None and (record.status, record.attempt) == (CallStatus.FAILED, 1)
+
+
+async def test_a_read_cancelled_again_when_proposed_again_runs_once_more_not_six_times() -> None:
+    """Its CANCELLED record was ended with the attempt of a RUNNING record a read never
+    writes: the ledger found it stale, and the pipeline started over (the read run again,
+    under the cancellation) until it gave up, five times later."""
+    runs: list[int] = []
+    started = [anyio.Event(), anyio.Event()]
+    async with Keeper(ledger=MemoryStore()) as keeper:
+
+        @keeper.tool(effect="read_only")
+        async def look(key: str) -> str:
+            runs.append(len(runs))
+            started[min(len(runs), 2) - 1].set()
+            await anyio.sleep_forever()
+            return key
+
+        call = ToolCall(call_id="r1", name="look", arguments={"key": "k"})
+        with anyio.fail_after(5):
+            await _cancel_once_started(keeper, call, started[0])
+            await _cancel_once_started(keeper, call, started[1])
+        record = await keeper.store.get_call("default", "r1")
+    assert runs == [0, 1]
+    assert record is not None and record.status is CallStatus.CANCELLED and record.attempt == 2

@@ -363,7 +363,7 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
             rt.unended.pop((st.call.task_id, st.call.call_id), None)  # (written now, at last)
         persisted = CallStatus.RUNNING
     deadline_mono = time.monotonic() + spec.timeout
-    recorded = attempt  # the attempt the RUNNING record holds
+    recorded = attempt if persisted is not None else None  # the attempt our RUNNING record holds
     sent = False  # whether an attempt may have sent its request (an effect may have happened)
     attempting = False
     outcome: _Outcome | None = None
