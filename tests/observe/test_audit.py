@@ -6,12 +6,20 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
-from toolkeeper import Keeper, ToolCall
+from toolkeeper import (
+    ApprovalRequired,
+    Keeper,
+    OutcomeUnknown,
+    RetryLater,
+    ToolCall,
+    ToolFailed,
+    UpstreamUnavailable,
+)
 from toolkeeper.observe.audit import AuditEvent, JsonlAuditSink
-from toolkeeper.observe.redact import REDACTED, redact, sensitive_pointers
-from toolkeeper.testing import MemoryAuditSink, MemoryStore
+from toolkeeper.observe.redact import REDACTED, hidden_values, mask, redact, sensitive_pointers
+from toolkeeper.testing import FakeClock, MemoryAuditSink, MemoryStore
 
 pytestmark = pytest.mark.anyio
 
@@ -113,6 +121,78 @@ async def test_secrets_inside_lists_and_maps_and_refused_values_are_never_stored
     stored += (tmp_path / "audit.jsonl").read_text()
     for secret in ("PW-IN-LIST", "PW-IN-MAP", "SHORT-SEC", "long-enough-token"):
         assert secret not in stored, secret
+
+
+def _fail(kind: str, secret: str) -> None:
+    """Raise what a tool raises on purpose, quoting `secret`."""
+    if kind == "failed":
+        raise ToolFailed(f"login failed for {secret}", details={"tried": [f"pw={secret}"]})
+    if kind == "retry":
+        raise RetryLater(f"{secret} is locked")
+    if kind == "unavailable":
+        raise UpstreamUnavailable(f"no route for {secret}")
+    if kind == "unknown":
+        raise OutcomeUnknown(f"the connection dropped sending {secret}")
+    raise ApprovalRequired(f"a person must allow {secret}")
+
+
+@pytest.mark.parametrize("kind", ["failed", "retry", "unavailable", "unknown", "approval"])
+async def test_a_tool_quoting_its_sensitive_arguments_in_a_failure_shows_them_masked(
+    tmp_path: Path, kind: str
+) -> None:
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl")
+    clock = FakeClock()  # (a read is retried: its waits pass at once)
+    keeper = Keeper(
+        ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=sink, clock=clock, sleep=clock.sleep
+    )
+
+    @keeper.tool(effect="read_only")
+    async def login(user: str, password: SecretStr, creds: list[Cred], kind: str) -> str:
+        _fail(kind, f"{password.get_secret_value()} and {creds[0].password}")
+        return "ok"
+
+    arguments = {
+        "user": "ann",
+        "password": "hunter22",
+        "creds": [{"user": "bob", "password": "PW-IN-LIST"}],
+        "kind": kind,
+    }
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c1", name="login", arguments=arguments))
+        records = await keeper.store.list_calls()
+        requests = await keeper.approvals.pending()
+    assert result.error is not None
+    assert f"{REDACTED} and {REDACTED}" in result.error.message
+    shown = json.dumps(result.error.to_dict())
+    stored = json.dumps([dataclasses.asdict(r) for r in records + requests], default=str)
+    stored += (tmp_path / "audit.jsonl").read_text()
+    for secret in ("hunter22", "PW-IN-LIST"):
+        assert secret not in shown and secret not in stored, secret
+
+
+def test_hidden_values_are_masked_whole_in_text_and_data_but_short_ones_are_not() -> None:
+    pointers = sensitive_pointers(
+        {
+            "type": "object",
+            "properties": {
+                "key": {"type": "string", "writeOnly": True},
+                "pin": {"type": "string", "writeOnly": True},
+                "auth": {"type": "object", "x-sensitive": True},
+                "creds": {"type": "array", "items": Cred.model_json_schema()},
+            },
+        }
+    )
+    arguments = {
+        "key": "abcd",
+        "pin": "123",
+        "auth": {"t": ["abcdef-long"]},
+        "creds": [{"user": "anne", "password": "PW-IN-LIST"}],
+        "note": "note",
+    }
+    values = hidden_values(arguments, redact(arguments, pointers))
+    assert values == ("abcdef-long", "PW-IN-LIST", "abcd")
+    assert mask({"abcd": ["x abcdef-long y", 123]}, values) == {REDACTED: [f"x {REDACTED} y", 123]}
+    assert mask("pin 123, note, anne", values) == "pin 123, note, anne"
 
 
 def _event(**fields: Any) -> AuditEvent:

@@ -11,7 +11,9 @@
   for reconciliation, never for a blind replay.
 
 Any other exception becomes TOOL_ERROR with a generic message: internal details never reach
-the model.
+the model. What a signal says (a message, details, a reason) is shown with the call's
+sensitive argument values masked (see `observe.redact`), so a tool quoting its password in a
+failure does not hand it to the model, the ledger or the audit log.
 """
 
 from __future__ import annotations

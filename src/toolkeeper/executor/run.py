@@ -28,6 +28,7 @@ from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFai
 from ..core.states import CallStatus
 from ..core.values import MCP_CONTENT, CallContext, ToolResult
 from ..ledger.base import ApprovalRecord, LedgerStore, StaleState, current_owner
+from ..observe.redact import hidden_values, mask
 from ..schema.canonical import json_safe
 from .records import (
     UNKNOWN_OUTCOME_ERROR,
@@ -92,23 +93,29 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
             return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
         return _timed_out(spec.name, spec.timeout, ctx.attempt)
     except ToolFailed as exc:
+        hide = _sensitive(st)
         error = ToolError.of(
             exc.code or ErrorCode.TOOL_ERROR,
-            json_safe(exc.message),
+            mask(json_safe(exc.message), hide),
             retryable=exc.retryable,
-            details=json_safe(exc.details),
+            details=mask(json_safe(exc.details), hide),
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
     except RetryLater as exc:
         error = ToolError.of(
-            ErrorCode.TOOL_ERROR, exc.reason, retryable=True, retry_after=exc.after
+            ErrorCode.TOOL_ERROR,
+            mask(exc.reason, _sensitive(st)),
+            retryable=True,
+            retry_after=exc.after,
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
     except UpstreamUnavailable as exc:
-        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, exc.reason)
+        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, mask(exc.reason, _sensitive(st)))
         return _Outcome(status=CallStatus.FAILED, error=error, nothing_sent=True)
     except OutcomeUnknown as exc:
-        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, exc.reason, retryable=True)
+        error = ToolError.of(
+            ErrorCode.UPSTREAM_UNAVAILABLE, mask(exc.reason, _sensitive(st)), retryable=True
+        )
         return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
     except UnrecordableResult as exc:
         note = _unrecordable(spec.name, exc.reason, exc.what)
@@ -117,7 +124,8 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         if ctx.approval_id is not None:
             error = ToolError.of(ErrorCode.TOOL_ERROR, "the tool asked for approval again")
             return _Outcome(status=CallStatus.FAILED, error=error)
-        return _Outcome(status=CallStatus.AWAITING_APPROVAL, approval_reason=exc.reason)
+        reason = mask(exc.reason, _sensitive(st))
+        return _Outcome(status=CallStatus.AWAITING_APPROVAL, approval_reason=reason)
     except Exception as exc:
         # The model is told only the exception's type: its traceback is for the developer.
         _log.exception("%s raised (call %s, attempt %d)", spec.name, ctx.call_id, ctx.attempt)
@@ -135,6 +143,15 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
             content=value.content,
         )
     return _Outcome(status=CallStatus.SUCCEEDED, data=json_safe(value))
+
+
+def _sensitive(st: CallState) -> tuple[str, ...]:
+    """The argument values the call's record redacts: what a tool's own words about it (a
+    failure's message and details, a reason) must not show the model, the ledger or the audit
+    log either. Only a failure asks, so a call that succeeds never pays for it."""
+    if st.prepared is None or not st.prepared.sensitive:
+        return ()
+    return hidden_values(st.validated, st.redacted)
 
 
 class _Resume:

@@ -4,7 +4,8 @@ A field is sensitive when its schema says `writeOnly: true` or `x-sensitive: tru
 tool lists its JSON pointer as sensitive. A pointer segment `*` stands for every item of an
 array or every value of a map (`/credentials/*/password`), so fields inside lists and maps
 are found too. Redacted values become `"[REDACTED]"`; digests are computed before redaction,
-so dedupe and approvals still see the real arguments.
+so dedupe and approvals still see the real arguments. A message that quotes a sensitive value
+(a tool's own error, say) has it masked the same way (`hidden_values`, `mask`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from typing import Any
 
 from ..schema.canonical import canonical_json
 
-__all__ = ["ANY", "REDACTED", "overlaps", "redact", "sensitive_pointers"]
+__all__ = [
+    "ANY",
+    "REDACTED",
+    "SHORTEST_SECRET",
+    "hidden_values",
+    "mask",
+    "overlaps",
+    "redact",
+    "sensitive_pointers",
+]
 
 REDACTED = "[REDACTED]"
 
@@ -106,6 +116,61 @@ def _blank(node: Any, parts: list[str]) -> None:
             _blank(node[key], rest)
         else:
             node[key] = REDACTED
+
+
+SHORTEST_SECRET = 4
+"""Shorter sensitive values are not masked in text: they occur in ordinary words by chance,
+and masking them there would garble the message."""
+
+
+def hidden_values(arguments: Any, redacted: Any) -> tuple[str, ...]:
+    """The strings of `arguments` that its redaction `redacted` hides (the value of a
+    sensitive field, the strings inside a sensitive object or array) of at least
+    `SHORTEST_SECRET` characters, longest first: what a message about the call must not
+    quote."""
+    found: set[str] = set()
+    _hidden(arguments, redacted, found)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def _hidden(value: Any, shown: Any, out: set[str]) -> None:
+    if isinstance(shown, str):
+        if shown == REDACTED:
+            _strings(value, out)
+    elif isinstance(value, Mapping) and isinstance(shown, Mapping):
+        for key, item in value.items():
+            _hidden(item, shown.get(key), out)
+    elif isinstance(value, list) and isinstance(shown, list):
+        for item, shown_item in zip(value, shown, strict=False):
+            _hidden(item, shown_item, out)
+
+
+def _strings(value: Any, out: set[str]) -> None:
+    if isinstance(value, str):
+        if len(value) >= SHORTEST_SECRET:
+            out.add(value)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            _strings(item, out)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _strings(item, out)
+
+
+def mask(value: Any, secrets: tuple[str, ...]) -> Any:
+    """`value` (a text, or JSON data) with every occurrence of one of `secrets` in its strings
+    (and keys) replaced by `REDACTED`. Give them longest first (as `hidden_values` does), so
+    that a secret holding another is masked whole."""
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, Mapping):
+        return {mask(k, secrets): mask(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask(v, secrets) for v in value]
+    return value
 
 
 def overlaps(pointers: Iterable[str], pointer: str) -> bool:
