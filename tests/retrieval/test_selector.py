@@ -1,5 +1,6 @@
 import contextlib
 import os
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -206,8 +207,6 @@ def test_a_change_that_fails_to_index_never_leaves_the_old_definition_searchable
 
 
 def test_changes_on_one_thread_and_selections_on_others_keep_the_index_whole() -> None:
-    import threading
-
     catalog = _catalog()
     selector = _selector(catalog)
     errors: list[BaseException] = []
@@ -237,6 +236,90 @@ def test_changes_on_one_thread_and_selections_on_others_keep_the_index_whole() -
     names = {spec.name for spec in catalog.specs()}
     assert set(selector.allowed(READER)) == names
     assert {n for n, _ in selector.rank("employee", allowed=names, depth=50).keyword} <= names
+
+
+class _Paused(HashingEmbedder):
+    """Holds its first embedding until told to go: a first index of 10,000 tools takes
+    seconds, during which other threads go on changing the catalog."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = threading.Event()
+        self.go = threading.Event()
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        if not self.embedding.is_set():
+            self.embedding.set()
+            assert self.go.wait(10)
+        return super().embed(texts)
+
+
+def test_catalog_changes_made_while_the_index_is_built_are_not_lost() -> None:
+    catalog = _catalog()
+    catalog.add(_tool("hr.list_salaries", "List employee salaries for a team"))
+    embedder = _Paused()
+    built: list[Selector] = []
+    builder = threading.Thread(
+        target=lambda: built.append(
+            Selector.for_catalog(
+                catalog, embedder=embedder, config=FusionConfig(abstain_below=None)
+            )
+        )
+    )
+    builder.start()
+    assert embedder.embedding.wait(10)
+    # Meanwhile (an MCP upstream listing its tools again, say):
+    changer = threading.Thread(
+        target=lambda: (
+            catalog.add(
+                _tool("hr.list_salaries", "List salaries of a team", permissions=("hr:salaries",))
+            ),
+            catalog.remove("weather.get_forecast"),
+            catalog.add(_tool("calendar.create_event", "Create a calendar event")),
+        )
+    )
+    changer.start()
+    embedder.go.set()
+    builder.join(10)
+    changer.join(10)
+    [selector] = built
+    assert selector.allowed(Principal(id="admin", grants=frozenset({"*"}))) == {
+        "files.read_text",
+        "mail.send_message",
+        "hr.list_salaries",
+        "calendar.create_event",
+    }
+    assert "hr.list_salaries" not in selector.allowed(READER)
+    assert selector.select("create a calendar event", principal=READER, k=1).names == (
+        "calendar.create_event",
+    )
+
+
+def test_changes_of_one_tool_on_two_threads_leave_the_index_as_the_catalog_ends() -> None:
+    catalog = _catalog()
+    catalog.add(_tool("hr.list_salaries", "List employee salaries for a team"))
+    held, go = threading.Event(), threading.Event()
+
+    def slow(event: object) -> None:
+        # Another listener, or a thread switch: the first change reaches the selector last.
+        if threading.current_thread().name == "first":
+            held.set()
+            assert go.wait(10)
+
+    catalog.subscribe(slow)
+    selector = _selector(catalog)
+    first = threading.Thread(
+        name="first",
+        target=lambda: catalog.add(_tool("hr.list_salaries", "List salaries of a team")),
+    )
+    first.start()
+    assert held.wait(10)
+    catalog.add(_tool("hr.list_salaries", "List salaries of a team", permissions=("hr:salaries",)))
+    go.set()
+    first.join(10)
+    assert selector.get("hr.list_salaries") is catalog.get("hr.list_salaries").spec  # type: ignore[union-attr]
+    assert "hr.list_salaries" not in selector.allowed(READER)
+    assert "hr.list_salaries" not in selector.select("list salaries", principal=READER).names
 
 
 def test_a_huge_k_returns_every_allowed_tool_without_asking_the_index_for_more() -> None:

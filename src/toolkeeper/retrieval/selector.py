@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,10 +109,20 @@ class Selector:
 
     @classmethod
     def for_catalog(cls, catalog: Catalog, **kwargs: Any) -> Selector:
-        """A selector over every tool of `catalog` that follows its changes from now on."""
+        """A selector over every tool of `catalog` that follows its changes from now on.
+
+        A change made on another thread while the index is built waits for it, then applies.
+        """
         selector = cls(**kwargs)
-        selector.upsert_many(catalog.specs())
-        selector._unsubscribe = catalog.subscribe(selector._on_event)
+        with selector._lock:
+            # Following before reading: subscribed after the read, a tool removed or changed
+            # meanwhile stayed indexed as it was, and one added was never found.
+            selector._unsubscribe = catalog.subscribe(partial(selector._on_event, catalog))
+            try:
+                selector.upsert_many(catalog.specs())
+            except BaseException:
+                selector.close()
+                raise
         return selector
 
     @classmethod
@@ -161,25 +172,37 @@ class Selector:
 
     # -- index maintenance ----------------------------------------------------------------
 
-    def _on_event(self, event: CatalogEvent) -> None:
+    def _on_event(self, catalog: Catalog, event: CatalogEvent) -> None:
+        # The event says which tool changed; the catalog says what it is now. Changes made on
+        # two threads can reach listeners in the other order: indexing the event's own tool
+        # left the older definition searchable (its old permissions and text included).
+        names = {event.tool.spec.name}
+        if event.previous is not None:
+            names.add(event.previous.spec.name)
         with self._lock:
-            if event.kind == "removed":
-                self.remove(event.tool.spec.name)
-                return
-            if event.previous is not None and event.previous.spec.name != event.tool.spec.name:
-                self.remove(event.previous.spec.name)
-            try:
-                self.upsert(event.tool.spec)
-            except Exception as exc:
-                # The catalog holds the new definition already: the tool is left out of search
-                # (never shown as it was) until it is registered again.
-                _log.error(
-                    "tool %s could not be indexed for search (%s: %s); it is left out of "
-                    "search until it is registered again",
-                    event.tool.spec.name,
-                    type(exc).__name__,
-                    exc,
-                )
+            for name in names:
+                self._follow(catalog, name)
+
+    def _follow(self, catalog: Catalog, name: str) -> None:
+        """Index `name` as `catalog` holds it now (or not at all)."""
+        tool = catalog.get(name)
+        if tool is None:
+            self.remove(name)
+            return
+        if self._specs.get(name) is tool.spec:
+            return  # (an event that arrives after a later one of the same tool)
+        try:
+            self.upsert(tool.spec)
+        except Exception as exc:
+            # The catalog holds the new definition already: the tool is left out of search
+            # (never shown as it was) until it is registered again.
+            _log.error(
+                "tool %s could not be indexed for search (%s: %s); it is left out of "
+                "search until it is registered again",
+                name,
+                type(exc).__name__,
+                exc,
+            )
 
     def upsert(self, spec: ToolSpec) -> None:
         """Add or replace one tool; visible to the next `select`."""
