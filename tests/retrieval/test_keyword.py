@@ -33,3 +33,16 @@ def test_search_scores_only_allowed_keys() -> None:
     hits = index.search("list the files of every user", 5, allowed={"open"})
     assert [k for k, _ in hits] == ["open"]
     assert index.search("files", 5, allowed=set()) == []
+
+
+def test_an_allowed_set_naming_keys_the_index_no_longer_holds_still_restricts() -> None:
+    # Taken before "gone" and "left" were removed: as many names as the index holds.
+    index = KeywordIndex()
+    for key in ("open", "gone", "left"):
+        index.upsert(key, _text(f"list_{key}", "List the files"))
+    allowed = {"open", "gone", "left"}
+    index.remove("gone")
+    index.remove("left")
+    index.upsert("secret", _text("list_files_admin", "List the files of every user"))
+    hits = index.search("list the files of every user", 5, allowed=allowed)
+    assert [k for k, _ in hits] == ["open"]

@@ -322,6 +322,17 @@ def test_changes_of_one_tool_on_two_threads_leave_the_index_as_the_catalog_ends(
     assert "hr.list_salaries" not in selector.select("list salaries", principal=READER).names
 
 
+def test_rank_with_an_allowed_set_taken_before_tools_left_ranks_nothing_outside_it() -> None:
+    catalog = _catalog()
+    catalog.add(_tool("hr.list_salaries", "List employee salaries", permissions=("hr:salaries",)))
+    selector = _selector(catalog)
+    allowed = selector.allowed(READER)
+    catalog.remove("weather.get_forecast")
+    catalog.remove("mail.send_message")
+    ranking = selector.rank("list employee salaries", allowed=allowed, depth=5)
+    assert "hr.list_salaries" not in {f.name for f in ranking.fused}
+
+
 def test_a_huge_k_returns_every_allowed_tool_without_asking_the_index_for_more() -> None:
     selector = _selector(_catalog())
     for k in (2**40, 2**64):

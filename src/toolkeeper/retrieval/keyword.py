@@ -118,7 +118,9 @@ class KeywordIndex:
         if allowed is not None:
             if not allowed:
                 return []
-            if len(allowed) < len(self._keys):
+            # Unrestricted only when every document is allowed: a set as large as the index
+            # may name tools it no longer holds (taken before a change) and lack others.
+            if len(allowed) < len(self._keys) or not self._keys.issubset(allowed):
                 query_type = self._tantivy.Query
                 restrict = query_type.const_score_query(
                     query_type.term_set_query(self._index.schema, "key", list(allowed)), 0.0
