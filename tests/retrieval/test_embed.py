@@ -1,3 +1,4 @@
+import sqlite3
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -9,6 +10,8 @@ from toolkeeper.catalog.registry import Catalog, Tool
 from toolkeeper.core.values import Effect, ToolSpec
 from toolkeeper.retrieval.embed import EmbeddingCache, HashingEmbedder, MiniLMEmbedder
 from toolkeeper.retrieval.selector import Selector
+from toolkeeper.retrieval.text import content_hash
+from toolkeeper.testing import FakeClock
 
 np = pytest.importorskip("numpy")
 
@@ -60,6 +63,98 @@ def test_a_restart_reads_vectors_from_the_cache_instead_of_embedding(tmp_path: P
     assert second.texts == 1
     assert len(selector) == 20
     cache.close()
+
+
+def _rows(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        count: int = db.execute("SELECT count(*) FROM vectors").fetchone()[0]
+    return count
+
+
+def _revised(n: int, revision: int) -> list[Tool]:
+    return [
+        Tool(
+            spec=ToolSpec(name=f"tool_{i}", description=f"does thing {i}, revision {revision}"),
+            connector=_Noop(),
+        )
+        for i in range(n)
+    ]
+
+
+def test_descriptions_that_keep_changing_do_not_grow_the_cache_past_its_limit(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "vectors.sqlite"
+    clock = FakeClock()
+    cache = EmbeddingCache(path, max_entries=6, clock=clock)
+    catalog = Catalog(_revised(3, 0))
+    selector = Selector.for_catalog(catalog, embedder=HashingEmbedder(), cache=cache)
+    for revision in range(1, 11):
+        clock.advance(3600)
+        for tool in _revised(3, revision):
+            catalog.add(tool)
+    selector.close()
+    cache.close()
+    assert _rows(path) == 6  # 33 texts were embedded
+
+    restarted = CountingEmbedder()
+    cache = EmbeddingCache(path, max_entries=6, clock=clock)
+    Selector.for_catalog(Catalog(_revised(3, 10)), embedder=restarted, cache=cache)
+    assert restarted.texts == 0  # the catalog as it is now was kept
+    cache.close()
+
+
+def test_a_vector_read_again_outlives_older_ones_when_the_cache_is_full(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.sqlite"
+    clock = FakeClock()
+    embedder = CountingEmbedder()
+    cache = EmbeddingCache(path, max_entries=3, clock=clock)
+    cache.embed(embedder, ["read a file", "send mail"])
+    clock.advance(2 * 86_400)
+    cache.embed(embedder, ["read a file"])  # a restart reads it: it is in use
+    clock.advance(86_400)
+    cache.embed(embedder, ["delete a user", "list orders"])
+    cache.close()
+    assert _rows(path) == 3
+
+    cache = EmbeddingCache(path, max_entries=3, clock=clock)
+    embedder.texts = 0
+    cache.embed(embedder, ["read a file", "delete a user", "list orders"])
+    assert embedder.texts == 0
+    cache.embed(embedder, ["send mail"])  # used longest ago: evicted
+    assert embedder.texts == 1
+    cache.close()
+
+
+def test_a_cache_file_from_before_eviction_is_read_and_then_bounded(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.sqlite"
+    embedder = CountingEmbedder()
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+        db.executemany(
+            "INSERT INTO vectors VALUES (?, ?)",
+            [
+                (content_hash(text, model=embedder.model_id), embedder.embed([text])[0].tobytes())
+                for text in ("read a file", "send mail")
+            ],
+        )
+    db.close()
+    cache = EmbeddingCache(path, max_entries=2)
+    assert np.allclose(cache.embed(embedder, ["send mail"]), HashingEmbedder().embed(["send mail"]))
+    assert embedder.texts == 2  # (both written above)
+    cache.embed(embedder, ["delete a user"])
+    assert embedder.texts == 3
+    cache.close()
+    assert _rows(path) == 2
+    cache = EmbeddingCache(path, max_entries=2)
+    cache.embed(embedder, ["send mail", "delete a user"])
+    assert embedder.texts == 3  # "read a file", never read, was the one evicted
+    cache.close()
+
+
+def test_a_cache_limit_below_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_entries"):
+        EmbeddingCache(tmp_path / "vectors.sqlite", max_entries=0)
 
 
 def test_unchanged_passages_are_not_embedded_again() -> None:
@@ -140,8 +235,6 @@ def test_an_unusable_cache_is_a_warning_and_vectors_are_still_computed(
 
 
 def test_a_damaged_vector_in_the_cache_is_computed_again(tmp_path: Path) -> None:
-    import sqlite3
-
     path = tmp_path / "cache.sqlite"
     embedder = CountingEmbedder()
     EmbeddingCache(path).embed(embedder, ["read a file"])

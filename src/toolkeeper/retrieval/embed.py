@@ -6,8 +6,9 @@ the model's own BERT-uncased WordPiece tokenizer (`tokenizer.json`, shipped in t
 package): no torch, nothing downloaded. By default its matrix products run in int8 (the graph
 is rewritten once with onnxruntime's dynamic quantization and kept on disk). `EmbeddingCache`
 keeps document vectors in SQLite keyed by the hash of (model, text), so a restart does not
-re-embed. `HashingEmbedder` is a deterministic stand-in for tests. What it is not: an index
-(see `toolkeeper.retrieval.dense`).
+re-embed; beyond its `max_entries` the vectors used longest ago are evicted. `HashingEmbedder`
+is a deterministic stand-in for tests. What it is not: an index (see
+`toolkeeper.retrieval.dense`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import os
 import sqlite3
 import tempfile
 import threading
+import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -320,11 +322,36 @@ class HashingEmbedder:
         return out / np.clip(norms, 1e-12, None)  # type: ignore[no-any-return]
 
 
-_CREATE_VECTORS = "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)"
+_CREATE_VECTORS = (
+    "CREATE TABLE IF NOT EXISTS vectors"
+    " (key TEXT PRIMARY KEY, vector BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0)"
+)
+_MARK_EVERY = 86_400
+"""Seconds before a read marks a vector used again: a restart within a day of the last one
+writes nothing, and the order of eviction is right to within a day."""
+
+
+def _columns(db: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in db.execute("PRAGMA table_info(vectors)")}
+
+
+def _chunks(keys: Sequence[str]) -> Iterator[list[str]]:
+    """`keys` in lists short enough for one statement's parameters."""
+    for start in range(0, len(keys), 500):
+        yield list(keys[start : start + 500])
 
 
 class EmbeddingCache:
     """Vectors on disk (SQLite), keyed by the hash of model id and text.
+
+    The file holds at most `max_entries` vectors: when a write goes past it, the vectors
+    used longest ago go first. A vector is used when it is written or read (read when a
+    selector starts, or a tool changes back to a text it had), marked at most once a day;
+    a running selector does not read its vectors again, so the vectors of a catalog stay as
+    long as fewer than `max_entries` other texts were embedded since it started. The default
+    keeps five catalogs of 10,000 tools (about 2 KiB a vector of 384 dimensions, so about
+    100 MiB): vectors of tool descriptions that changed long ago, or of catalogs no longer
+    served, do not pile up.
 
     A cache that cannot be used (a read-only folder, a corrupt or foreign file, a damaged
     row) is a warning, never an error: vectors are then computed and not kept, as without a
@@ -332,11 +359,29 @@ class EmbeddingCache:
 
     Args:
         path: The database file; created with its folder when missing.
+        max_entries: How many vectors the file keeps at most.
+        clock: Wall-clock seconds, for the marks of use (tests pass a `FakeClock`).
+
+    Raises:
+        ValueError: `max_entries` is not a whole number of at least 1.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        max_entries: int = 50_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries < 1:
+            raise ValueError(
+                f"max_entries must be a whole number of at least 1, not {max_entries!r}"
+            )
         self._np: Any = require("numpy")
         self.path = Path(path)
+        self.max_entries = max_entries
+        """How many vectors the file keeps at most."""
+        self._clock = clock
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self.misses = 0
@@ -346,6 +391,13 @@ class EmbeddingCache:
             db = sqlite3.connect(str(self.path), check_same_thread=False)
             try:
                 db.execute(_CREATE_VECTORS)
+                if "used" not in _columns(db):  # a file written before vectors were evicted
+                    try:
+                        db.execute("ALTER TABLE vectors ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
+                    except sqlite3.OperationalError:
+                        if "used" not in _columns(db):  # (not another process adding it first)
+                            raise
+                db.execute("CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used)")
                 db.commit()
             except sqlite3.Error:
                 db.close()
@@ -366,25 +418,39 @@ class EmbeddingCache:
                 db.close()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
-        """The cached vectors among `keys`."""
+        """The cached vectors among `keys`, marked used (at most once a day each)."""
         found: dict[str, Any] = {}
+        now = int(self._clock())
+        stale: list[str] = []
         with self._lock:
             if self._db is None:
                 return found
             try:
-                for start in range(0, len(keys), 500):
-                    chunk = list(keys[start : start + 500])
+                for chunk in _chunks(keys):
                     marks = ",".join("?" * len(chunk))
                     rows = self._db.execute(
-                        f"SELECT key, vector FROM vectors WHERE key IN ({marks})",
+                        f"SELECT key, vector, used FROM vectors WHERE key IN ({marks})",
                         chunk,
                     ).fetchall()
-                    for key, blob in rows:
+                    for key, blob, used in rows:
                         if isinstance(blob, bytes) and len(blob) % 4 == 0:
                             found[key] = self._np.frombuffer(blob, dtype=self._np.float32)
+                        if used <= now - _MARK_EVERY:
+                            stale.append(key)
             except sqlite3.Error as exc:
                 self._give_up(exc)
                 return {}
+            if not stale:
+                return found
+            try:
+                for chunk in _chunks(stale):
+                    marks = ",".join("?" * len(chunk))
+                    self._db.execute(
+                        f"UPDATE vectors SET used = ? WHERE key IN ({marks})", [now, *chunk]
+                    )
+                self._db.commit()
+            except sqlite3.Error as exc:
+                self._give_up(exc)  # the vectors read are still good
         return found
 
     def embed(self, embedder: Embedder, texts: Sequence[str]) -> Matrix:
@@ -413,15 +479,24 @@ class EmbeddingCache:
         return out  # type: ignore[no-any-return]
 
     def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
-        """Store vectors under their keys (a cache that cannot be written is given up)."""
+        """Store vectors under their keys, evicting the vectors used longest ago beyond
+        `max_entries` (a cache that cannot be written is given up)."""
+        now = int(self._clock())
         with self._lock:
             if self._db is None:
                 return
             try:
                 self._db.executemany(
-                    "INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)",
-                    [(key, vec.astype(self._np.float32).tobytes()) for key, vec in items],
+                    "INSERT OR REPLACE INTO vectors (key, vector, used) VALUES (?, ?, ?)",
+                    [(key, vec.astype(self._np.float32).tobytes(), now) for key, vec in items],
                 )
+                (count,) = self._db.execute("SELECT count(*) FROM vectors").fetchone()
+                if count > self.max_entries:
+                    self._db.execute(
+                        "DELETE FROM vectors WHERE rowid IN"
+                        " (SELECT rowid FROM vectors ORDER BY used, rowid LIMIT ?)",
+                        (count - self.max_entries,),
+                    )
                 self._db.commit()
             except sqlite3.Error as exc:
                 self._give_up(exc)
