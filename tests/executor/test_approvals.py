@@ -287,6 +287,32 @@ async def test_a_request_for_a_tool_version_that_changed_is_withdrawn(keeper: Ke
     assert old.note == "the tool changed before the request was decided"
 
 
+async def test_a_call_waiting_when_its_tool_changes_asks_anew_for_the_new_version(
+    keeper: Keeper,
+) -> None:
+    """A wait cannot follow a wait: every later proposal failed with INTERNAL_ERROR."""
+    published: list[str] = []
+    _publisher(keeper, published)
+    call = ToolCall(call_id="p1", name="publish", arguments={"text": "A"})
+    first = await keeper.execute(call)
+    assert first.approval_id is not None
+
+    @keeper.tool(name="publish", effect="destructive", version="2")
+    async def publish_v2(text: str) -> str:
+        published.append(f"v2:{text}")
+        return text
+
+    again = await keeper.execute(call)
+    assert again.status is CallStatus.AWAITING_APPROVAL
+    assert again.approval_id is not None and again.approval_id != first.approval_id
+    old = await keeper.approvals.get(first.approval_id)
+    assert old is not None and old.status is ApprovalStatus.WITHDRAWN
+    assert [r.id for r in await keeper.approvals.pending()] == [again.approval_id]
+    await keeper.approvals.approve(again.approval_id, by="ops")
+    ran = await keeper.execute(call)
+    assert ran.ok and ran.approval_id == again.approval_id and published == ["v2:A"]
+
+
 async def test_an_effect_given_as_text_is_the_effect_it_names(keeper: Keeper) -> None:
     from toolkeeper import ToolSpec
     from toolkeeper.catalog.registry import Tool

@@ -443,6 +443,9 @@ def _default_approval(st: CallState) -> None:
         st.approval_reason = f"{st.tool.spec.name} is destructive"
 
 
+_TOOL_CHANGED = "the tool changed before the request was decided"
+
+
 def approval(rt: Runtime, st: CallState) -> Any:
     """6. An approval bound to these exact validated arguments, when one is needed."""
     record = st.record
@@ -485,9 +488,13 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
                     approval_id=found.id,
                 )
         elif found.status is ApprovalStatus.PENDING:  # the tool changed since: never usable
-            await rt.approvals.withdraw(
-                found.id, reason="the tool changed before the request was decided"
-            )
+            await rt.approvals.withdraw(found.id, reason=_TOOL_CHANGED)
+            if waiting and st.approval_reason is not None:
+                # A wait cannot follow a wait: the record ends the one for the withdrawn
+                # request (nothing ran), then waits for the new one.
+                from .run import end_wait
+
+                await end_wait(rt, st, ToolError.of(ErrorCode.APPROVAL_EXPIRED, _TOOL_CHANGED))
     if st.approval_reason is None:
         return None
     from .run import hold_for_approval

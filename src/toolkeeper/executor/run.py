@@ -40,7 +40,14 @@ from .records import (
 from .runtime import Runtime, idempotency_key
 from .state import CallState
 
-__all__ = ["LEDGER_UNAVAILABLE", "LostRace", "hold_for_approval", "record_refusal", "run_call"]
+__all__ = [
+    "LEDGER_UNAVAILABLE",
+    "LostRace",
+    "end_wait",
+    "hold_for_approval",
+    "record_refusal",
+    "run_call",
+]
 
 _log = logging.getLogger("toolkeeper")
 
@@ -285,6 +292,23 @@ async def hold_for_approval(rt: Runtime, st: CallState, approval: ApprovalRecord
         except StoreError as failed:  # (the ledger is down: the request stays pending)
             _log.error("approval request %s could not be withdrawn: %s", approval.id, failed)
         raise
+
+
+async def end_wait(rt: Runtime, st: CallState, error: ToolError) -> None:
+    """Refuse a call whose record waits for an approval request that was withdrawn, so that
+    it may wait for another (nothing ran)."""
+    assert st.record is not None
+    try:
+        st.record = await rt.store().transition(
+            st.call.task_id,
+            st.call.call_id,
+            expected=CallStatus.AWAITING_APPROVAL,
+            target=CallStatus.REJECTED,
+            changes={"error": error.to_dict()},
+        )
+    except StaleState as exc:
+        raise LostRace from exc
+    audit(rt, st, CallStatus.REJECTED, previous=CallStatus.AWAITING_APPROVAL, error=error)
 
 
 async def _hold(rt: Runtime, st: CallState, approval: ApprovalRecord) -> ToolResult:
