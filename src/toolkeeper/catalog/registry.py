@@ -118,7 +118,9 @@ class Catalog:
 
     def specs(self) -> list[ToolSpec]:
         """Every tool's spec, in insertion order."""
-        return [t.spec for t in self._tools.values()]
+        # (copied in one step first, as `__iter__` does: a tool added on another thread while
+        # the specs are read would otherwise end the loop with "dictionary changed size")
+        return [t.spec for t in list(self._tools.values())]
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener` on every change; returns a function that unsubscribes it."""
