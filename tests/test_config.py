@@ -73,6 +73,14 @@ def test_two_principals_cannot_share_a_token() -> None:
     assert error.value.key == "principals"
 
 
+@pytest.mark.parametrize("token", ["caf\u00e9-token", "two words", "ends-in-newline\\n"])
+def test_a_token_no_client_could_send_is_refused_with_its_line(token: str) -> None:
+    text = f'[principals.a]\ngrants = ["*"]\ntoken = "{token}"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "principals.a.token")
+
+
 def test_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as error:
         load_config(tmp_path / "nope.toml")

@@ -142,7 +142,9 @@ class PrincipalConfig(_Model):
     """`[principals.ID]`: who a bearer token acts for and what it may use."""
 
     token: str | None = None
+    """Its bearer token: visible ASCII without spaces, as an `Authorization` header carries."""
     token_env: str | None = None
+    """The environment variable holding the token instead."""
     tenant: Annotated[str, Field(min_length=1, pattern=r"^[^\x00]*$")] = "default"
     environment: Annotated[str, Field(min_length=1, pattern=r"^[^\x00]*$")] = "default"
     grants: list[str] = []
@@ -260,6 +262,10 @@ def _expand_upstreams(
     return config.model_copy(update={"upstreams": upstreams})
 
 
+_TOKEN = re.compile(r"[\x21-\x7e]+")
+"""What an `Authorization: Bearer` header can carry."""
+
+
 def _resolve_tokens(
     config: GatewayConfig, raise_at: Callable[[Sequence[str | int], str], NoReturn]
 ) -> GatewayConfig:
@@ -274,6 +280,12 @@ def _resolve_tokens(
                 )
         if not token:
             raise_at(("principals", pid), "a principal needs token or token_env")
+        if not _TOKEN.fullmatch(token):
+            key = "token_env" if p.token_env is not None else "token"
+            raise_at(
+                ("principals", pid, key),
+                "a token is visible ASCII without spaces (no client could send this one)",
+            )
         principals[pid] = p.model_copy(update={"token": token})
     tokens = [p.token for p in principals.values()]
     if len(set(tokens)) != len(tokens):

@@ -63,6 +63,22 @@ async def test_a_request_without_a_valid_token_gets_401_and_sees_nothing(
     assert "demo." not in response.text
 
 
+@pytest.mark.parametrize("token", ["\u00e9t\u00e9", "alice-token-\u00e9"])
+async def test_a_token_outside_ascii_gets_401_not_a_server_error(
+    gateway_url: str, token: str
+) -> None:
+    """The comparison raised TypeError on a non-ASCII token: 500, a traceback in the log."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {token}".encode("latin-1"),
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    async with httpx2.AsyncClient() as http:
+        response = await http.post(gateway_url, json=body, headers=headers)
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"].startswith("Bearer ")
+
+
 async def test_sdk_client_without_a_token_cannot_connect(http_client: ClientFactory) -> None:
     with pytest.raises(Exception):  # noqa: B017, PT011 - the SDK raises its transport's error
         async with http_client(None) as client:

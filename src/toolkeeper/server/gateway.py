@@ -17,6 +17,7 @@ streamable HTTP; this module works for whichever principal a transport authentic
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import hmac
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -110,6 +111,10 @@ class ClientView:
         return caps.elicitation.form is not None or caps.elicitation.url is None
 
 
+def _token_digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
 class Gateway:
     """Per-principal tool views and calls over one `Keeper`.
 
@@ -130,6 +135,7 @@ class Gateway:
         self.keeper = keeper
         self.name = name
         self.principals = {p.principal.id: p for p in principals}
+        self._tokens = [(_token_digest(p.token), p) for p in principals if p.token is not None]
         self._call_ids = CallIds(keeper.store)
         self._dialect = MCP()
         self._exported: dict[int, tuple[ToolSpec, mcp_types.Tool]] = {}
@@ -140,10 +146,15 @@ class Gateway:
     # who -------------------------------------------------------------------------------
 
     def authenticate(self, token: str) -> GatewayPrincipal | None:
-        """The principal a bearer token belongs to, or None (constant-time comparison)."""
+        """The principal a bearer token belongs to, or None.
+
+        Every configured token is compared, in constant time, as a SHA-256 digest: the time
+        taken tells neither which token matched nor how long any token is, and a token of any
+        characters (a header is decoded as Latin-1) is simply unknown."""
+        offered = _token_digest(token)
         found = None
-        for entry in self.principals.values():
-            if entry.token is not None and hmac.compare_digest(entry.token, token):
+        for digest, entry in self._tokens:
+            if hmac.compare_digest(digest, offered):
                 found = entry
         return found
 
