@@ -81,6 +81,22 @@ def test_a_token_no_client_could_send_is_refused_with_its_line(token: str) -> No
     assert (error.value.line, error.value.key) == (3, "principals.a.token")
 
 
+def test_allowed_hosts_are_names_and_allowed_origins_are_origins() -> None:
+    good = (
+        '[server]\nallowed_hosts = ["mcp.example.com"]\n'
+        'allowed_origins = ["https://app.example.com", "http://localhost:*", "http://[::1]:3000"]\n'
+    )
+    assert parse_config(good).server.allowed_hosts == ["mcp.example.com"]
+    for key, value in [
+        ("allowed_hosts", "mcp.example.com:443"),
+        ("allowed_origins", "https://app.example.com/path"),
+        ("allowed_origins", "app.example.com"),
+    ]:
+        with pytest.raises(ConfigError) as error:
+            parse_config(f'[server]\nport = 1\n{key} = ["{value}"]\n', file="gw.toml")
+        assert (error.value.line, error.value.key) == (3, f"server.{key}.0")
+
+
 def test_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as error:
         load_config(tmp_path / "nope.toml")

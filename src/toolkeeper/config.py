@@ -63,6 +63,20 @@ class ServerSettings(_Model):
     """Port for streamable HTTP (0 picks a free one)."""
     path: Annotated[str, Field(pattern=r"^/")] = "/mcp"
     """The MCP endpoint path (starts with `/`)."""
+    allowed_hosts: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")]] = []
+    """Host names (without port) clients may reach the gateway by, besides IP addresses,
+    `localhost` and `host`: a request whose `Host` header names another is refused (421), so a
+    web page cannot reach the gateway by pointing its own name at it (DNS rebinding). Name
+    here the gateway's DNS name, or a reverse proxy's that passes the client's `Host` on."""
+    allowed_origins: list[
+        Annotated[
+            str,
+            Field(pattern=r"^(https?://([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(:([0-9]+|\*))?|null)$"),
+        ]
+    ] = []
+    """Origins (`https://app.example.com`, `http://localhost:*` for any port) whose web
+    pages may call the gateway, besides its own: a request whose `Origin` header is another is
+    refused (403). Requests without `Origin` (every client that is not a browser) need none."""
     exposure: Exposure = "direct"
     """`direct`: each permitted tool is listed; `progressive`: the three meta-tools."""
     ledger: str = "sqlite:///./toolkeeper.db"

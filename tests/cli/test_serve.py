@@ -67,11 +67,12 @@ def test_a_port_in_use_is_one_line_and_exit_1(
 
 
 @contextlib.asynccontextmanager
-async def _serving(tmp_path: Path) -> AsyncIterator[tuple[Process, list[str]]]:
-    """`toolkeeper serve` on the demo tools, once it has printed its banner."""
+async def _serving(tmp_path: Path, server: str = "") -> AsyncIterator[tuple[Process, list[str]]]:
+    """`toolkeeper serve` on the demo tools, once it has printed its banner; `server`: more
+    keys of `[server]`."""
     config = tmp_path / "gw.toml"
     config.write_text(
-        f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\nport = 0\n'
+        f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\nport = 0\n{server}'
         f'[[tools]]\nfile = "{ROOT / "examples" / "demo_tools.py"}"\n'
         '[principals.demo]\ntoken = "demo-token-for-tests"\ngrants = ["notes:*"]\n'
     )
@@ -114,6 +115,36 @@ async def test_serve_prints_url_token_and_a_command_that_lists_tools(
     captured = capsys.readouterr()
     assert "demo.add_note" in captured.out
     assert "401" in captured.err
+
+
+@pytest.mark.anyio
+async def test_serve_takes_the_host_names_the_configuration_allows_and_no_others(
+    tmp_path: Path,
+) -> None:
+    allowed = 'allowed_hosts = ["mcp.example.com"]\n'
+    async with _serving(tmp_path, allowed) as (_, lines):
+        url = next(line for line in lines if line.startswith("toolkeeper gateway on "))
+        url = url.split()[-1]
+        headers = {
+            "Authorization": "Bearer demo-token-for-tests",
+            "Accept": "application/json, text/event-stream",
+        }
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        }
+        async with httpx2.AsyncClient(timeout=30) as http:
+            named, other = [
+                await http.post(url, json=initialize, headers={**headers, "Host": host})
+                for host in ("mcp.example.com", "evil.example")
+            ]
+    assert (named.status_code, other.status_code) == (200, 421)
 
 
 @pytest.mark.anyio

@@ -121,7 +121,15 @@ async def _run(config: Any, args: argparse.Namespace) -> int:
                 )
 
         port = args.port if args.port is not None else config.server.port
-        await serve_http(gateway, host=host, port=port, path=path, started=started)
+        await serve_http(
+            gateway,
+            host=host,
+            port=port,
+            path=path,
+            started=started,
+            allowed_hosts=config.server.allowed_hosts,
+            allowed_origins=config.server.allowed_origins,
+        )
     return 0
 
 

@@ -1,9 +1,11 @@
 """Serving a `Gateway` over MCP: stdio for one local principal, streamable HTTP with bearer
 tokens for many.
 
-Over HTTP every request must carry `Authorization: Bearer <token>`; a missing or unknown token
-is answered 401 before any MCP message is read, so such a client sees nothing. Sessions are
-bound to the principal that opened them (the SDK refuses another token on the same session).
+Over HTTP a request must first name the gateway in its `Host` and, from a browser, come from an
+allowed `Origin` (`HostGuard`: 421 or 403, against DNS rebinding); then it must carry
+`Authorization: Bearer <token>`; a missing or unknown token is answered 401 before any MCP
+message is read, so such a client sees nothing. Sessions are bound to the principal that opened
+them (the SDK refuses another token on the same session).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -24,6 +26,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
@@ -34,6 +37,7 @@ from ._fastcall import FastCalls
 from ._stdio import stdio_transport
 from .changes import ToolListChanges
 from .gateway import Gateway, GatewayPrincipal
+from .origins import HostGuard
 
 __all__ = ["TokenVerifier", "http_app", "mcp_server", "serve_http", "serve_stdio", "url_host"]
 
@@ -164,18 +168,28 @@ def http_app(
     host: str = "127.0.0.1",
     path: str = "/mcp",
     changes: ToolListChanges | None = None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
 ) -> Starlette:
-    """The streamable HTTP app: MCP at `path`, every request authenticated by bearer token.
-    Handshake-era clients hear of tool list changes while `changes.run()` runs."""
+    """The streamable HTTP app: MCP at `path`, every request checked by `HostGuard` (its
+    `Host` names the gateway: an address, `localhost`, `host` or one of `allowed_hosts`; a
+    browser's `Origin` is the gateway's own or one of `allowed_origins`), then authenticated by
+    bearer token. Handshake-era clients hear of tool list changes while `changes.run()` runs."""
     changes = changes or ToolListChanges(gateway.keeper.catalog)
     server = mcp_server(gateway, _from_request(gateway), changes)
     auth = AuthSettings(issuer_url=f"http://{url_host(host)}", resource_server_url=None)  # type: ignore[arg-type]
-    return server.streamable_http_app(
+    app = server.streamable_http_app(
         streamable_http_path=path,
-        host=host.strip("[]"),  # the SDK guards Host headers for "::1", not "[::1]"
+        # HostGuard checks every request, whatever the gateway is bound to; the SDK's own
+        # check covered loopback binds only, with no way to allow a proxy's name.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         auth=auth,
         token_verifier=TokenVerifier(gateway),
     )
+    app.add_middleware(
+        HostGuard, bind_host=host, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
+    )
+    return app
 
 
 async def serve_http(
@@ -185,13 +199,23 @@ async def serve_http(
     port: int = 8765,
     path: str = "/mcp",
     started: Callable[[int], None] | None = None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
 ) -> None:
     """Serve streamable HTTP until cancelled; `started(port)` is called once listening (with
-    the real port when `port` is 0)."""
+    the real port when `port` is 0). `allowed_hosts` and `allowed_origins` are as in
+    `http_app`."""
     import uvicorn
 
     changes = ToolListChanges(gateway.keeper.catalog)
-    app = http_app(gateway, host=host, path=path, changes=changes)
+    app = http_app(
+        gateway,
+        host=host,
+        path=path,
+        changes=changes,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+    )
     # The app's lifespan (the MCP session manager) runs here, in our task group, rather than
     # in a task of uvicorn's that nothing would wait for on the way out.
     config = uvicorn.Config(
