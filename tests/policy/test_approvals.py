@@ -1,8 +1,13 @@
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
 import pytest
 
 from toolkeeper import CallStatus, Keeper, ToolCall
-from toolkeeper.ledger.base import ApprovalStatus
-from toolkeeper.testing import MemoryStore
+from toolkeeper.ledger.base import ApprovalRecord, ApprovalStatus
+from toolkeeper.ledger.sqlite import SQLiteStore
+from toolkeeper.policy.approvals import Approvals
+from toolkeeper.testing import FakeClock, MemoryStore
 
 pytestmark = pytest.mark.anyio
 
@@ -36,3 +41,41 @@ async def test_a_decision_that_names_no_one_or_no_reason_is_refused(
         request = await keeper.approvals.get(asked.approval_id)
         assert request is not None and request.status is ApprovalStatus.PENDING
         assert (await keeper.execute(call)).status is CallStatus.AWAITING_APPROVAL
+
+
+class _ListsThen(SQLiteStore):
+    """A store whose listing lets another process act right after it read the rows."""
+
+    then: Callable[[], Awaitable[object]]
+
+    async def list_approvals(
+        self, *, status: ApprovalStatus | None = None, limit: int = 1000
+    ) -> list[ApprovalRecord]:
+        rows = await super().list_approvals(status=status, limit=limit)
+        await self.then()
+        return rows
+
+
+async def test_listing_requests_while_another_process_expires_them_leaves_them_out(
+    tmp_path: Path,
+) -> None:
+    """Two `toolkeeper approvals list` at once (or a listing racing a decision) both found an
+    expired request pending: the one that marked it expired second failed with ValueError."""
+    clock = FakeClock()
+    keeper = Keeper(ledger=SQLiteStore(tmp_path / "ledger.db"), clock=clock, approval_ttl=60)
+
+    @keeper.tool(effect="destructive")
+    async def wipe(disk: str) -> str:
+        return disk
+
+    async with keeper:
+        asked = await keeper.execute(ToolCall(call_id="c1", name="wipe", arguments={"disk": "d"}))
+    clock.advance(61)
+    async with (
+        SQLiteStore(tmp_path / "ledger.db") as other,
+        _ListsThen(tmp_path / "ledger.db") as mine,
+    ):
+        mine.then = Approvals(lambda: other, clock=clock).pending
+        assert await Approvals(lambda: mine, clock=clock).pending() == []
+        request = await other.get_approval(str(asked.approval_id))
+    assert request is not None and request.status is ApprovalStatus.EXPIRED

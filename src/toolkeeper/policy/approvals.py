@@ -9,6 +9,7 @@ denied with a reason, and live in the ledger store, so they survive restarts.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -99,11 +100,12 @@ class Approvals:
 
     async def pending(self) -> list[ApprovalRecord]:
         """Requests waiting for a decision (expired ones are marked expired and left out)."""
+        store = await self._opened()
         now = self._clock()
         out = []
-        for record in await (await self._opened()).list_approvals(status=ApprovalStatus.PENDING):
+        for record in await store.list_approvals(status=ApprovalStatus.PENDING):
             if record.expired(now):
-                await self._decide(record.id, ApprovalStatus.EXPIRED, None, "expired")
+                await _expire(store, record.id, now)
             else:
                 out.append(record)
         return out
@@ -149,9 +151,7 @@ class Approvals:
         now = self._clock()
         if status is not ApprovalStatus.EXPIRED and record.expired(now):
             if record.status is ApprovalStatus.PENDING:
-                await store.decide_approval(
-                    approval_id, status=ApprovalStatus.EXPIRED, by=None, note="expired", at=now
-                )
+                await _expire(store, approval_id, now)
             raise ValueError(f"approval {approval_id} has expired")
         return await store.decide_approval(approval_id, status=status, by=by, note=note, at=now)
 
@@ -175,6 +175,16 @@ class Approvals:
         if record.status is ApprovalStatus.APPROVED:
             return ApprovalCheck.GRANTED
         return ApprovalCheck.PENDING
+
+
+async def _expire(store: LedgerStore, approval_id: str, now: float) -> None:
+    """Mark a pending request that has expired as expired, unless another process decided it
+    first (a person, or a listing of its own that found it expired too): either way it is
+    pending no more, and the decision that landed stands."""
+    with contextlib.suppress(ValueError):
+        await store.decide_approval(
+            approval_id, status=ApprovalStatus.EXPIRED, by=None, note="expired", at=now
+        )
 
 
 def _named(value: str, what: str) -> str:
