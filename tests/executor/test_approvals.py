@@ -1,5 +1,6 @@
 """Approvals are bound to the exact validated arguments, and survive restarts."""
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from toolkeeper import (
     ToolResult,
     allow,
 )
-from toolkeeper.ledger.base import ApprovalStatus
+from toolkeeper.ledger.base import ApprovalStatus, CallRecord, LedgerStore
+from toolkeeper.ledger.sqlite import SQLiteStore
 from toolkeeper.policy.budgets import MemoryRateLimiter
 from toolkeeper.testing import FakeClock
 
@@ -447,3 +449,98 @@ async def test_a_request_whose_call_the_ledger_failed_to_record_is_withdrawn(
     await keeper.approvals.approve(again.approval_id, by="ops")
     ran = await keeper.execute(call)
     assert ran.ok and published == ["blog:A"]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def one_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], LedgerStore]:
+    """Stores of one ledger, each with connections of its own, as two processes have."""
+    if request.param == "sqlite":
+        return lambda: SQLiteStore(tmp_path / "ledger.db")
+    from toolkeeper.ledger.postgres import PostgresStore
+
+    from ..conftest import postgres_url
+
+    schema = request.getfixturevalue("pg_schema")
+    return lambda: PostgresStore(postgres_url(), schema=schema)
+
+
+def _replica(store: LedgerStore, version: str, wiped: list[str]) -> Keeper:
+    """A gateway replica serving `wipe` at `version` (a rolling deploy runs two)."""
+    keeper = Keeper(ledger=store)
+
+    @keeper.tool(effect="destructive", version=version)
+    async def wipe(disk: str) -> str:
+        wiped.append(f"v{version}:{disk}")
+        return disk
+
+    return keeper
+
+
+async def test_a_call_approved_for_the_version_another_replica_serves_asks_anew(
+    one_ledger: Callable[[], LedgerStore],
+) -> None:
+    """A person approved the request replica 1 (wipe v1) made; the model's retry reached
+    replica 2 (wipe v2): the approval cannot run v2, and every proposal failed INTERNAL_ERROR
+    (the record was moved from AWAITING_APPROVAL to AWAITING_APPROVAL, which is refused)."""
+    wiped: list[str] = []
+    old, new = _replica(one_ledger(), "1", wiped), _replica(one_ledger(), "2", wiped)
+    call = ToolCall(call_id="w1", name="wipe", arguments={"disk": "d1"})
+    async with old, new:
+        asked = await old.execute(call)
+        assert asked.approval_id is not None
+        await old.approvals.approve(asked.approval_id, by="ops")
+        again = await new.execute(call)
+        assert again.status is CallStatus.AWAITING_APPROVAL
+        assert again.approval_id not in (None, asked.approval_id)
+        assert [r.id for r in await new.approvals.pending()] == [again.approval_id]
+        await new.approvals.approve(again.approval_id, by="ops")
+        ran = await new.execute(call)
+    assert ran.ok and ran.approval_id == again.approval_id and wiped == ["v2:d1"]
+
+
+class _ReadsThen(SQLiteStore):
+    """A store that lets another process act right after it read a call's record."""
+
+    then: Callable[[], Awaitable[object]] | None = None
+
+    async def get_call(self, task_id: str, call_id: str) -> CallRecord | None:
+        record = await super().get_call(task_id, call_id)
+        then, self.then = self.then, None
+        if then is not None:
+            await then()
+        return record
+
+
+async def test_a_proposal_that_read_the_wait_another_replica_replaced_leaves_one_request(
+    tmp_path: Path,
+) -> None:
+    """Replica 1 read the call waiting for request A; replica 2 (another tool version)
+    withdrew A and made the call wait for B; replica 1, finding A withdrawn, failed with
+    INTERNAL_ERROR. Now it ends the wait for B (withdrawing B) and asks for its own."""
+    wiped: list[str] = []
+    first = _ReadsThen(tmp_path / "ledger.db")
+    old, new = (
+        _replica(first, "1", wiped),
+        _replica(SQLiteStore(tmp_path / "ledger.db"), "2", wiped),
+    )
+    call = ToolCall(call_id="w1", name="wipe", arguments={"disk": "d1"})
+    replaced: list[ToolResult] = []
+
+    async def replace_wait() -> None:
+        replaced.append(await new.execute(call))
+
+    async with old, new:
+        asked = await old.execute(call)
+        first.then = replace_wait
+        result = await old.execute(call)
+        pending = await old.approvals.pending()
+        requests = {r.id: r.status for r in await first.list_approvals()}
+    assert replaced[0].status is CallStatus.AWAITING_APPROVAL
+    assert result.status is CallStatus.AWAITING_APPROVAL
+    assert [r.id for r in pending] == [result.approval_id]
+    assert requests == {
+        asked.approval_id: ApprovalStatus.WITHDRAWN,
+        replaced[0].approval_id: ApprovalStatus.WITHDRAWN,
+        result.approval_id: ApprovalStatus.PENDING,
+    }
+    assert wiped == []

@@ -444,6 +444,7 @@ def _default_approval(st: CallState) -> None:
 
 
 _TOOL_CHANGED = "the tool changed before the request was decided"
+_ASK_ANEW = "the approval request no longer fits the call (its tool changed, or it was withdrawn)"
 
 
 def approval(rt: Runtime, st: CallState) -> Any:
@@ -487,14 +488,17 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
                     "the approval request expired; propose the call again to ask anew",
                     approval_id=found.id,
                 )
-        elif found.status is ApprovalStatus.PENDING:  # the tool changed since: never usable
-            await rt.approvals.withdraw(found.id, reason=_TOOL_CHANGED)
+        elif found.status is ApprovalStatus.PENDING or waiting:
+            # Never usable for this call: the tool changed since (a rolling deploy: a request
+            # approved for the version another process serves), or it was withdrawn.
+            if found.status is ApprovalStatus.PENDING:
+                await rt.approvals.withdraw(found.id, reason=_TOOL_CHANGED)
             if waiting and st.approval_reason is not None:
-                # A wait cannot follow a wait: the record ends the one for the withdrawn
+                # A wait cannot follow a wait: the record ends the one for the unusable
                 # request (nothing ran), then waits for the new one.
                 from .run import end_wait
 
-                await end_wait(rt, st, ToolError.of(ErrorCode.APPROVAL_EXPIRED, _TOOL_CHANGED))
+                await end_wait(rt, st, ToolError.of(ErrorCode.APPROVAL_EXPIRED, _ASK_ANEW))
     if st.approval_reason is None:
         return None
     from .run import hold_for_approval

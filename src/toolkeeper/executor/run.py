@@ -295,9 +295,11 @@ async def hold_for_approval(rt: Runtime, st: CallState, approval: ApprovalRecord
 
 
 async def end_wait(rt: Runtime, st: CallState, error: ToolError) -> None:
-    """Refuse a call whose record waits for an approval request that was withdrawn, so that
-    it may wait for another (nothing ran)."""
+    """Refuse a call whose record waits for an approval request it cannot use, so that it may
+    wait for another (nothing ran). A record that meanwhile waited for another request (another
+    process asked anew after the same read) ended that wait: its request is withdrawn too."""
     assert st.record is not None
+    waited_for = st.record.approval_id
     try:
         st.record = await rt.store().transition(
             st.call.task_id,
@@ -309,6 +311,8 @@ async def end_wait(rt: Runtime, st: CallState, error: ToolError) -> None:
     except StaleState as exc:
         raise LostRace from exc
     audit(rt, st, CallStatus.REJECTED, previous=CallStatus.AWAITING_APPROVAL, error=error)
+    if st.record.approval_id not in (None, waited_for):
+        await rt.approvals.withdraw(st.record.approval_id, reason=error.message)
 
 
 async def _hold(rt: Runtime, st: CallState, approval: ApprovalRecord) -> ToolResult:
