@@ -17,6 +17,8 @@ from toolkeeper import Keeper
 from toolkeeper.config import parse_config
 from toolkeeper.core import CallStatus, Principal
 from toolkeeper.ledger.base import ApprovalStatus
+from toolkeeper.ledger.sqlite import SQLiteStore
+from toolkeeper.policy.approvals import Approvals
 from toolkeeper.server import Deployment, build
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 
@@ -357,3 +359,46 @@ async def test_a_tool_changed_many_times_leaves_one_export_behind() -> None:
     keeper.catalog.remove("echo")
     assert gateway.list_tools(who).tools == []
     assert gateway._exported == {}
+
+
+def decided_elsewhere(ledger: Path, approve: bool, asked: list[str]) -> Any:
+    """A user who accepts the question after a person, at `toolkeeper approvals` in another
+    process, denied the request (or approved it, when `approve`)."""
+
+    async def elicit(context: Any, params: Any) -> mcp_types.ElicitResult:
+        asked.append(params.message)
+        async with SQLiteStore(ledger) as other:
+            approvals = Approvals(lambda: other)
+            [request] = await approvals.pending()
+            if approve:
+                await approvals.approve(request.id, by="ops")
+            else:
+                await approvals.deny(request.id, by="ops", reason="not today")
+        return mcp_types.ElicitResult(action="accept", content={"approve": True})
+
+    return elicit
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize("approve", [False, True])
+async def test_an_elicited_answer_after_a_person_decided_elsewhere_gets_that_decision(
+    http_client: ClientFactory, deployment: Deployment, tmp_path: Path, mode: str, approve: bool
+) -> None:
+    """The request is decided once: the user's answer came second, its decision failed with
+    ValueError ('not pending'), and the tools/call failed instead of telling the user what the
+    decision that stands did."""
+    asked: list[str] = []
+    elicit = decided_elsewhere(tmp_path / "ledger.db", approve, asked)
+    async with http_client(TOKENS["alice"], elicitation_callback=elicit, mode=mode) as alice:
+        await alice.call_tool("demo.add_note", {"text": "a"})
+        result = await alice.call_tool("demo.clear_notes", {})
+    assert len(asked) == 1
+    [request] = await deployment.keeper.store.list_approvals()
+    if approve:
+        assert not result.is_error, result
+        assert result.content[0].text == "1 notes deleted"  # type: ignore[union-attr]
+        assert request.status is ApprovalStatus.APPROVED
+    else:
+        assert code_of(result) == "APPROVAL_DENIED"
+        assert request.status is ApprovalStatus.DENIED
+    assert request.decided_by == "ops"

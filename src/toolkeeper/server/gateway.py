@@ -7,7 +7,8 @@ Every `tools/call` goes through `Keeper.execute`: dedupe, authorization, validat
 approval, budgets, the ledger. A tool the principal may not use is answered exactly like a tool
 that does not exist. When a call needs approval and the client can elicit, the user is asked
 through elicitation and the approval (bound to the argument digest, like any other) is decided
-by that answer; otherwise the error result names the approval id and
+by that answer (unless a person decided it first, elsewhere: that decision stands, and the
+user gets the call's result under it); otherwise the error result names the approval id and
 `toolkeeper approvals approve ID`, and the same call proposed again runs once approved.
 
 What it is not: a transport. `toolkeeper.server.transports` serves a gateway over stdio and
@@ -351,14 +352,20 @@ class Gateway:
         if not isinstance(answer, mcp_types.ElicitResult) or answer.action == "cancel":
             return pending
         who = call.principal.id if call.principal is not None else "unknown"
-        if answer.action == "accept" and (answer.content or {}).get("approve") is True:
-            await self.keeper.approvals.approve(
-                approval_id, by=who, note="approved via MCP elicitation"
-            )
-        else:
-            await self.keeper.approvals.deny(
-                approval_id, by=who, reason="declined via MCP elicitation"
-            )
+        try:
+            if answer.action == "accept" and (answer.content or {}).get("approve") is True:
+                await self.keeper.approvals.approve(
+                    approval_id, by=who, note="approved via MCP elicitation"
+                )
+            else:
+                await self.keeper.approvals.deny(
+                    approval_id, by=who, reason="declined via MCP elicitation"
+                )
+        except ValueError:
+            # Decided while the user was asked (a person at `toolkeeper approvals`, another
+            # replica's user) or expired meanwhile: that decision stands, and the call's
+            # result tells the user what it did.
+            pass
         return await self.keeper.execute(call)
 
     def _wire(self, result: ToolResult, spec: ToolSpec | None) -> dict[str, Any]:
