@@ -22,6 +22,7 @@ from toolkeeper import (
 )
 from toolkeeper.ledger.base import ApprovalStatus, CallRecord, LedgerStore
 from toolkeeper.ledger.sqlite import SQLiteStore
+from toolkeeper.policy.approvals import Approvals
 from toolkeeper.policy.budgets import MemoryRateLimiter
 from toolkeeper.testing import FakeClock
 
@@ -464,9 +465,9 @@ def one_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], L
     return lambda: PostgresStore(postgres_url(), schema=schema)
 
 
-def _replica(store: LedgerStore, version: str, wiped: list[str]) -> Keeper:
+def _replica(store: LedgerStore, version: str, wiped: list[str], **options: Any) -> Keeper:
     """A gateway replica serving `wipe` at `version` (a rolling deploy runs two)."""
-    keeper = Keeper(ledger=store)
+    keeper = Keeper(ledger=store, **options)
 
     @keeper.tool(effect="destructive", version=version)
     async def wipe(disk: str) -> str:
@@ -543,4 +544,33 @@ async def test_a_proposal_that_read_the_wait_another_replica_replaced_leaves_one
         replaced[0].approval_id: ApprovalStatus.WITHDRAWN,
         result.approval_id: ApprovalStatus.PENDING,
     }
+    assert wiped == []
+
+
+async def test_a_decision_landing_after_a_call_found_its_request_expired_is_refused(
+    one_ledger: Callable[[], LedgerStore],
+) -> None:
+    """A person approved just as the request expired (the CLI read its clock in time, the
+    write landed late); the gateway had refused the call as expired meanwhile, yet the person
+    was told 'approved' and the ledger held it approved before its expiry."""
+    clock = FakeClock()
+    wiped: list[str] = []
+    gateway = _replica(one_ledger(), "1", wiped, clock=clock, approval_ttl=60)
+    call = ToolCall(call_id="w1", name="wipe", arguments={"disk": "d1"})
+    cli_store = one_ledger()
+    async with gateway:
+        asked = await gateway.execute(call)
+        assert asked.approval_id is not None
+        clock.advance(61)
+        refused = await gateway.execute(call)
+        await cli_store.open()
+        try:
+            person = Approvals(lambda: cli_store, clock=lambda: clock.now - 2)
+            with pytest.raises(ValueError, match="expired"):
+                await person.approve(asked.approval_id, by="ops")
+            request = await cli_store.get_approval(asked.approval_id)
+        finally:
+            await cli_store.aclose()
+    assert refused.error is not None and refused.error.code is ErrorCode.APPROVAL_EXPIRED
+    assert request is not None and request.status is ApprovalStatus.EXPIRED
     assert wiped == []

@@ -483,6 +483,10 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
             )
         elif check is ApprovalCheck.EXPIRED:
             if waiting:
+                if found.status is ApprovalStatus.PENDING:
+                    # Recorded, so that a person's decision landing later is refused, not
+                    # told it approved a call that was refused as expired.
+                    await rt.approvals.expire(found.id)
                 raise _refuse(
                     ErrorCode.APPROVAL_EXPIRED,
                     "the approval request expired; propose the call again to ask anew",
