@@ -422,7 +422,12 @@ class Keeper:
         context: QueryContext | None = None,
     ) -> Selection:
         """The tools `principal` may use that best fit `query` (direct mode), e.g.
-        `keeper.select(message, principal=p, k=8).to("anthropic")`."""
+        `keeper.select(message, principal=p, k=8).to("anthropic")`.
+
+        Raises:
+            TypeError: `query` is not a str, or `context` not a `QueryContext`.
+            ValueError: `k` is not a whole number of at least 1.
+        """
         return self.selector.select(
             query, principal=principal or self.runtime.principal, k=k, context=context
         )

@@ -142,6 +142,18 @@ def test_k_below_one_is_a_programming_error() -> None:
     selector.close()
 
 
+def test_a_query_that_is_not_text_is_a_type_error() -> None:
+    selector = _selector(_catalog())
+    for query in (None, 3, b"read a file", ["read a file"]):
+        with pytest.raises(TypeError, match="query must be a str"):
+            selector.select(query, principal=READER)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="context must be a QueryContext"):
+        selector.select("read", principal=READER, context="github")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="application must be a str"):
+        QueryContext(application=3)  # type: ignore[arg-type]
+    selector.close()
+
+
 def test_keyword_only_selection_answers_a_matching_request_and_abstains_on_none() -> None:
     # Without an embedder there is no similarity to weigh: a keyword match is taken to fit.
     selector = Selector(embedder=None, config=FusionConfig(abstain_below=0.5))

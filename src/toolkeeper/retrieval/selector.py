@@ -405,8 +405,13 @@ class Selector:
             abstain: When False, never abstain (always return the best `k`).
 
         Raises:
+            TypeError: `query` is not a str, or `context` not a `QueryContext`.
             ValueError: `k` is not a whole number of at least 1.
         """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, not {type(query).__name__}")
+        if context is not None and not isinstance(context, QueryContext):
+            raise TypeError(f"context must be a QueryContext, not {type(context).__name__}")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a whole number of at least 1, not {k!r}")
         text = compose_query(query, context)

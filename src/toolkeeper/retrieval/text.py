@@ -227,6 +227,12 @@ class QueryContext:
     recent_tools: tuple[str, ...] = ()
     """Tools used just before; their names are added as hints."""
 
+    def __post_init__(self) -> None:
+        for field in ("application", "plan_step", "missing"):
+            value = getattr(self, field)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{field} must be a str or None, not {type(value).__name__}")
+
 
 def compose_query(message: str, context: QueryContext | None = None) -> str:
     """Combine the user's message with runtime context into one retrieval query.
