@@ -50,3 +50,11 @@ def test_query_composition_appends_context_in_a_fixed_order() -> None:
         "git create branch"
     )
     assert compose_query("  ship the fix ") == "ship the fix"
+
+
+def test_blank_context_fields_add_nothing_to_the_query() -> None:
+    blank = QueryContext(application="  ", plan_step="\n", missing=" ", recent_tools=("",))
+    assert compose_query("ship the fix", blank) == "ship the fix"
+    assert compose_query("ship the fix", QueryContext(missing="", application="")) == (
+        "ship the fix"
+    )

@@ -238,17 +238,25 @@ def compose_query(message: str, context: QueryContext | None = None) -> str:
     """Combine the user's message with runtime context into one retrieval query.
 
     The message comes first (it carries the intent); context is appended in a fixed order so
-    that the same inputs always give the same query.
+    that the same inputs always give the same query. A context field that is empty or blank
+    adds nothing.
     """
-    if context is None:
-        return safe_text(message.strip())
     parts = [message.strip()]
-    if context.plan_step:
-        parts.append(context.plan_step.strip())
-    if context.missing:
-        parts.append(f"need {context.missing.strip()}")
-    if context.application:
-        parts.append(f"in {context.application.strip()}")
-    for name in context.recent_tools:
-        parts.append(" ".join(split_identifier(name)))
+    if context is not None:
+        parts.extend(_context_parts(context))
     return safe_text(" ".join(p for p in parts if p))
+
+
+def _context_parts(context: QueryContext) -> Iterator[str]:
+    # Stripped before they are tested: a blank field added a bare "need" or "in".
+    step = (context.plan_step or "").strip()
+    if step:
+        yield step
+    missing = (context.missing or "").strip()
+    if missing:
+        yield f"need {missing}"
+    application = (context.application or "").strip()
+    if application:
+        yield f"in {application}"
+    for name in context.recent_tools:
+        yield " ".join(split_identifier(name))
