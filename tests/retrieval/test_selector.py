@@ -101,6 +101,21 @@ def test_runtime_context_joins_the_query() -> None:
     assert "send an email message" in selection.query
 
 
+def test_runtime_context_still_ranks_after_a_long_message() -> None:
+    # The embedding reads the first 512 characters of the query and BM25 the first 8,192:
+    # context appended after a longer message reached neither.
+    selector = _selector(_catalog())
+    context = QueryContext(plan_step="send an email message")
+    for message in ("please " * 100, "please " * 200_000):
+        selection = selector.select(message, principal=READER, k=1, context=context)
+        assert selection.names == ("mail.send_message",)
+        assert selection.candidates[0].dense_rank == 1
+        assert selection.candidates[0].keyword_rank == 1
+        assert len(selection.query) <= 8192
+        assert selection.query.endswith("send an email message")
+    selector.close()
+
+
 def test_selection_exports_definitions_and_counts_their_tokens() -> None:
     selector = _selector(_catalog())
     selection = selector.select("weather forecast", principal=READER, k=1)

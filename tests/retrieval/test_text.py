@@ -52,7 +52,16 @@ def test_query_composition_appends_context_in_a_fixed_order() -> None:
     assert compose_query("  ship the fix ") == "ship the fix"
 
 
-def test_blank_context_fields_add_nothing_to_the_query() -> None:
+def test_a_query_cut_to_a_length_cuts_the_message_and_keeps_the_context() -> None:
+    context = QueryContext(application="github: acme/shop")
+    cut = compose_query("ship the fix " * 10, context, max_chars=40)
+    assert cut == "ship the fix ship t in github: acme/shop"
+    assert compose_query("ship", context, max_chars=40) == "ship in github: acme/shop"
+    # A context longer than the query may be leaves the message about half of it.
+    huge = QueryContext(application="x" * 100)
+    assert compose_query("ship the fix", huge, max_chars=20) == "ship the in xxxxxxxx"
+    assert compose_query("ship the fix " * 10, max_chars=15) == "ship the fix sh"
+
     blank = QueryContext(application="  ", plan_step="\n", missing=" ", recent_tools=("",))
     assert compose_query("ship the fix", blank) == "ship the fix"
     assert compose_query("ship the fix", QueryContext(missing="", application="")) == (

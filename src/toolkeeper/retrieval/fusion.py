@@ -98,7 +98,7 @@ class FusionConfig:
     dense_weight: float = 1.0
     """Weight of the dense (embedding) ranking."""
     query_chars: int = 512
-    """Characters of the query given to the embedder (long pastes are cut)."""
+    """Characters of the query given to the embedder (long pastes are cut; the context kept)."""
     abstain_below: float | None = 0.5
     """Abstain when the fit probability is below this; None never abstains."""
     abstention: AbstentionModel = AbstentionModel()

@@ -46,7 +46,7 @@ class Selection:
     """The tools chosen for one turn, best first; empty when the selector abstained."""
 
     query: str
-    """The composed retrieval query."""
+    """The composed retrieval query (its first 8,192 characters, the context included)."""
     candidates: tuple[Candidate, ...]
     """The ranked tools (never a tool the principal may not use)."""
     principal: Principal = ANONYMOUS

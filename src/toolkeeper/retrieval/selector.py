@@ -38,8 +38,8 @@ META_TAG = "toolkeeper.meta"
 """Tools carrying this tag (the discovery meta-tools) are never indexed or selected."""
 
 _CONFIDENCE_DEPTH = 5
-_KEYWORD_QUERY_CHARS = 8192
-"""Characters of a query given to BM25: a pasted document costs seconds of query parsing and
+_QUERY_CHARS = 8192
+"""Characters of a query searched at most: a pasted document costs seconds of query parsing and
 adds nothing a model's request for a tool needs."""
 
 _log = logging.getLogger("toolkeeper")
@@ -313,24 +313,23 @@ class Selector:
         return out
 
     def rank(self, text: str, *, allowed: AbstractSet[str], depth: int) -> Ranking:
-        """Keyword, dense and fused rankings of the `allowed` tools for a composed query."""
+        """Keyword, dense and fused rankings of the `allowed` tools for a composed query
+        (the dense embedding reads its first `config.query_chars` characters)."""
+        text = text[:_QUERY_CHARS]
         with self._lock:
-            return self._rank(text, allowed=allowed, depth=min(depth, max(len(allowed), 1)))
+            return self._rank(text, text[: self.config.query_chars], allowed=allowed, depth=depth)
 
-    def _rank(self, text: str, *, allowed: AbstractSet[str], depth: int) -> Ranking:
+    def _rank(
+        self, text: str, dense_text: str, *, allowed: AbstractSet[str], depth: int
+    ) -> Ranking:
+        depth = min(depth, max(len(allowed), 1))
         restrict = None if len(allowed) == len(self._specs) else allowed
         embedding = None
         if self._dense is not None and self._embedder is not None and allowed:
             # The query is embedded on another thread while BM25 runs here (onnxruntime
             # releases the GIL): the keyword search costs no wall time.
-            embedding = self._embedding_pool().submit(
-                self._embedder.embed, [text[: self.config.query_chars]]
-            )
-        keyword = (
-            self._keyword.search(text[:_KEYWORD_QUERY_CHARS], depth, allowed=restrict)
-            if allowed
-            else []
-        )
+            embedding = self._embedding_pool().submit(self._embedder.embed, [dense_text])
+        keyword = self._keyword.search(text, depth, allowed=restrict) if allowed else []
         if restrict is None:  # all allowed: still nothing the index holds that `allowed` lacks
             keyword = [hit for hit in keyword if hit[0] in allowed]
         dense: list[tuple[str, float]] = []
@@ -414,13 +413,17 @@ class Selector:
             raise TypeError(f"context must be a QueryContext, not {type(context).__name__}")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a whole number of at least 1, not {k!r}")
-        text = compose_query(query, context)
+        # Each search reads so much of the query, the context always included.
+        text = compose_query(query, context, max_chars=_QUERY_CHARS)
+        dense_text = compose_query(query, context, max_chars=self.config.query_chars)
         with self._lock:
-            return self._select(text, principal, k, abstain)
+            return self._select(text, dense_text, principal, k, abstain)
 
-    def _select(self, text: str, principal: Principal, k: int, abstain: bool) -> Selection:
+    def _select(
+        self, text: str, dense_text: str, principal: Principal, k: int, abstain: bool
+    ) -> Selection:
         allowed = self._allowed_names(principal)
-        ranking = self.rank(text, allowed=allowed, depth=max(k, self.config.depth))
+        ranking = self._rank(text, dense_text, allowed=allowed, depth=max(k, self.config.depth))
         fused = ranking.fused
         candidates = tuple(
             Candidate(

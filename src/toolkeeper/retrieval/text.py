@@ -234,17 +234,28 @@ class QueryContext:
                 raise TypeError(f"{field} must be a str or None, not {type(value).__name__}")
 
 
-def compose_query(message: str, context: QueryContext | None = None) -> str:
+def compose_query(
+    message: str, context: QueryContext | None = None, *, max_chars: int | None = None
+) -> str:
     """Combine the user's message with runtime context into one retrieval query.
 
     The message comes first (it carries the intent); context is appended in a fixed order so
     that the same inputs always give the same query. A context field that is empty or blank
     adds nothing.
+
+    Args:
+        message: The user's message (or the model's search text).
+        context: Runtime context to append.
+        max_chars: The query's length at most. The message is cut first (down to about half
+            of it), so that the context still reaches a search that reads no further.
     """
-    parts = [message.strip()]
-    if context is not None:
-        parts.extend(_context_parts(context))
-    return safe_text(" ".join(p for p in parts if p))
+    message = message.strip()
+    tail = " ".join(_context_parts(context)) if context is not None else ""
+    if max_chars is not None:
+        room = max(max_chars - 1 - len(tail), (max_chars - 1) // 2) if tail else max_chars
+        message = message[:room].rstrip()
+    query = f"{message} {tail}" if message and tail else message or tail
+    return safe_text(query if max_chars is None else query[:max_chars])
 
 
 def _context_parts(context: QueryContext) -> Iterator[str]:
