@@ -153,3 +153,11 @@ def test_a_principals_tenant_cannot_be_empty() -> None:
     with pytest.raises(ConfigError) as error:
         parse_config('[principals.a]\ntoken = "t"\ntenant = ""\n', file="gw.toml")
     assert (error.value.line, error.value.key) == (3, "principals.a.tenant")
+
+
+def test_tool_threads_is_a_server_setting_of_at_least_one() -> None:
+    """`Keeper(tool_threads=...)` had no key: a gateway always ran 40 sync tools at most."""
+    assert parse_config("[server]\ntool_threads = 4\n").server.tool_threads == 4
+    with pytest.raises(ConfigError) as error:
+        parse_config("[server]\nport = 1\ntool_threads = 0\n", file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "server.tool_threads")

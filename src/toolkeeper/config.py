@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .core.errors import ConfigurationError
 from .core.values import Effect
+from .keeper import DEFAULT_TOOL_THREADS
 
 __all__ = [
     "ConfigError",
@@ -86,6 +87,10 @@ class ServerSettings(_Model):
     principal, if there is exactly one."""
     name: str = "toolkeeper"
     """The server name shown to clients."""
+    tool_threads: int = Field(default=DEFAULT_TOOL_THREADS, ge=1)
+    """How many sync local tool functions may run at once, each in a worker thread of the
+    keeper's own (`Keeper(tool_threads=...)`). A call that finds none free by its timeout fails
+    `UPSTREAM_UNAVAILABLE`, retryable: its function never started."""
 
 
 class ToolOverrideConfig(_Model):

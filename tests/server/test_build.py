@@ -112,3 +112,10 @@ async def test_configured_budgets_hold_for_the_gateways_calls(tmp_path: Path) ->
         ]
     assert results[0].ok
     assert results[1].error is not None and results[1].error.code is ErrorCode.BUDGET_EXCEEDED
+
+
+def test_configured_tool_threads_are_the_keepers(tmp_path: Path) -> None:
+    """`[server] tool_threads` did not exist: a gateway's sync tools always had 40 threads."""
+    (tmp_path / "gw.toml").write_text('[server]\nledger = "memory://"\ntool_threads = 2\n')
+    deployment = build(load_config(tmp_path / "gw.toml"))
+    assert deployment.keeper.thread_limiter.total_tokens == 2

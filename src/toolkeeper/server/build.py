@@ -175,6 +175,7 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         rules=[_rule(r, config.base_dir) for r in config.rules],
         budgets=budgets,
         rate_limiter=limiter,
+        tool_threads=config.server.tool_threads,
     )
     owners: dict[str, str] = {}  # tool name -> the [[tools]] entry that registered it
     for index, entry in enumerate(config.tools):
