@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from toolkeeper.config import ConfigError, load_config, parse_config
+from toolkeeper.server.build import upstream_params
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "toolkeeper.toml"
 
@@ -161,3 +162,25 @@ def test_tool_threads_is_a_server_setting_of_at_least_one() -> None:
     with pytest.raises(ConfigError) as error:
         parse_config("[server]\nport = 1\ntool_threads = 0\n", file="gw.toml")
     assert (error.value.line, error.value.key) == (3, "server.tool_threads")
+
+
+def test_tokens_and_upstream_secrets_are_in_no_repr_or_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A config's repr showed every token and expanded header, and pydantic's error for a
+    wrongly typed token (kept as the ConfigError's context) quoted it."""
+    monkeypatch.setenv("TK_TEST_SECRET", "s3cret-header")
+    config = parse_config(
+        '[principals.a]\ntoken = "secret-token-1"\n'
+        '[upstreams.d]\nurl = "http://x/mcp"\nheaders = { A = "${TK_TEST_SECRET}" }\n'
+        'env = { K = "${TK_TEST_SECRET}" }\n'
+    )
+    assert config.principals["a"].token == "secret-token-1"
+    params = upstream_params("d", config.upstreams["d"], ".")
+    for text in (repr(config), str(config), repr(config.principals["a"]), repr(params)):
+        assert "secret-token-1" not in text and "s3cret-header" not in text
+    with pytest.raises(ConfigError) as error:
+        parse_config('[principals.a]\ntoken = ["secret-token-2"]\n')
+    assert error.value.key == "principals.a.token"
+    assert "secret-token-2" not in str(error.value)
+    assert "secret-token-2" not in str(error.value.__context__)

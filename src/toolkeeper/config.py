@@ -52,7 +52,8 @@ class ConfigError(ConfigurationError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A value refused here may be a token or a secret header: errors never quote one.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
 class ServerSettings(_Model):
@@ -108,10 +109,12 @@ class UpstreamConfig(_Model):
 
     command: str | None = None
     args: list[str] = []
-    env: dict[str, str] = {}
+    env: dict[str, str] = Field(default={}, repr=False)
+    """The server process's environment variables (`${NAME}` expanded; left out of reprs)."""
     cwd: str | None = None
     url: str | None = None
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = Field(default={}, repr=False)
+    """HTTP headers sent with each request (`${NAME}` expanded; left out of reprs)."""
     timeout: float = Field(default=30.0, gt=0)
     connect_timeout: float = Field(default=20.0, gt=0)
     protocol: Literal["auto", "legacy"] = "auto"
@@ -160,8 +163,9 @@ class LocalTools(_Model):
 class PrincipalConfig(_Model):
     """`[principals.ID]`: who a bearer token acts for and what it may use."""
 
-    token: str | None = None
-    """Its bearer token: visible ASCII without spaces, as an `Authorization` header carries."""
+    token: str | None = Field(default=None, repr=False)
+    """Its bearer token: visible ASCII without spaces, as an `Authorization` header carries
+    (left out of reprs and error messages)."""
     token_env: str | None = None
     """The environment variable holding the token instead."""
     tenant: Annotated[str, Field(min_length=1, pattern=r"^[^\x00]*$")] = "default"

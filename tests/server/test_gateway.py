@@ -402,3 +402,15 @@ async def test_an_elicited_answer_after_a_person_decided_elsewhere_gets_that_dec
         assert code_of(result) == "APPROVAL_DENIED"
         assert request.status is ApprovalStatus.DENIED
     assert request.decided_by == "ops"
+
+
+def test_a_principals_token_is_not_in_its_repr_and_still_authenticates() -> None:
+    """A stray log of a principal (or of an error holding one) wrote its bearer token."""
+    entry = GatewayPrincipal(
+        principal=Principal(id="a", grants=frozenset({"*"})),
+        token="secret-token-42",
+        exposure="direct",
+    )
+    gateway = Gateway(Keeper(ledger="memory://"), [entry])
+    assert "secret-token-42" not in repr(entry)
+    assert gateway.authenticate("secret-token-42") is entry

@@ -108,14 +108,15 @@ class UpstreamParams:
     """The program to run for stdio; exactly one of `command` and `url`."""
     args: tuple[str, ...] = ()
     """Arguments of `command`."""
-    env: Mapping[str, str] = field(default_factory=dict)
-    """Extra environment of `command` (merged over a minimal safe environment)."""
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Extra environment of `command` (merged over a minimal safe environment; left out of
+    the repr, as it may hold secrets)."""
     cwd: str | None = None
     """Working directory of `command`."""
     url: str | None = None
     """The streamable HTTP endpoint."""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    """HTTP headers sent to `url` (e.g. an Authorization header)."""
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """HTTP headers sent to `url` (e.g. an Authorization header; left out of the repr)."""
     timeout: float = 30.0
     """Default seconds one call may run."""
     connect_timeout: float = 10.0

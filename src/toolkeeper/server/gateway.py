@@ -22,7 +22,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import mcp_types
@@ -69,8 +69,8 @@ class GatewayPrincipal:
 
     principal: Principal
     """Who calls act for."""
-    token: str | None
-    """The bearer token that authenticates it over HTTP."""
+    token: str | None = field(repr=False)
+    """The bearer token that authenticates it over HTTP (left out of its repr)."""
     exposure: Exposure
     """How it sees tools."""
     approve_by_elicitation: bool = True
