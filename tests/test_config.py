@@ -184,3 +184,37 @@ def test_tokens_and_upstream_secrets_are_in_no_repr_or_error(
     assert error.value.key == "principals.a.token"
     assert "secret-token-2" not in str(error.value)
     assert "secret-token-2" not in str(error.value.__context__)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key", "meant"),
+    [
+        ("[server]\nport = 1\nprot = 2\n", 3, "server.prot", "port"),
+        ('[principal.a]\ntoken = "t"\n', 1, "principal", "principals"),
+        ('[principals.a]\ntoken = "t"\ngrant = ["*"]\n', 3, "principals.a.grant", "grants"),
+        ('[[tools]]\nfiel = "t.py"\n', 2, "tools.0.fiel", "file"),
+        (
+            '[upstreams.t]\ncommand = "x"\n[upstreams.t.tools.a]\neffekt = "write"\n',
+            4,
+            "upstreams.t.tools.a.effekt",
+            "effect",
+        ),
+    ],
+)
+def test_a_mistyped_key_is_refused_with_its_line_and_the_key_meant(
+    text: str, line: int, key: str, meant: str
+) -> None:
+    """An unknown key said only 'Extra inputs are not permitted', and a mistyped table name
+    (`[principal.a]`) had no line."""
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (line, key)
+    assert f"did you mean {meant}?" in error.value.reason
+
+
+def test_base_dir_is_the_files_folder_and_not_a_key_of_the_file(tmp_path: Path) -> None:
+    """`base_dir = "/srv"` was accepted and then silently replaced by the file's folder."""
+    (tmp_path / "gw.toml").write_text('base_dir = "/srv"\n')
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path / "gw.toml")
+    assert (error.value.line, error.value.key) == (1, "base_dir")

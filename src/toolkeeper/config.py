@@ -1,21 +1,24 @@
 """The gateway's TOML configuration: upstreams, local tools, principals, rules, ledger.
 
-What it is: the schema of `toolkeeper.toml` (validated with pydantic, unknown keys refused) and
-`load_config(path)`, which reads it with the standard library's `tomllib`. Every error names
-the file, the line and the key (`toolkeeper.toml:12: principals.alice.grants: ...`). Tokens may
-be written inline (`token = "..."`) or read from the environment (`token_env = "NAME"`).
+What it is: the schema of `toolkeeper.toml` (validated with pydantic; an unknown key is
+refused, naming the key it looks like a typo of) and `load_config(path)`, which reads it with
+the standard library's `tomllib`. Every error names the file, the line and the key
+(`toolkeeper.toml:12: principals.alice.grants: ...`). Tokens may be written inline
+(`token = "..."`) or read from the environment (`token_env = "NAME"`).
 What it is not: the code that starts anything; see `toolkeeper.server.gateway`.
 A commented example lives in `examples/toolkeeper.toml`.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn
+from types import UnionType
+from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -242,12 +245,51 @@ def _key_lines(text: str) -> dict[tuple[str, ...], int]:
                 counts[path] = index
                 path = (*path, str(index))
             table = path
-            lines.setdefault(table, number)
+            _set_line(lines, table, number)
             continue
         key = _KEY.match(line)
         if key and not line.lstrip().startswith("#"):
-            lines.setdefault((*table, *_split_key(key.group(1))), number)
+            _set_line(lines, (*table, *_split_key(key.group(1))), number)
     return lines
+
+
+def _set_line(lines: dict[tuple[str, ...], int], path: tuple[str, ...], number: int) -> None:
+    """Where `path` first appears, and with it each table it implies (`[principal.a]` is
+    where the table `principal` is too)."""
+    for end in range(1, len(path) + 1):
+        lines.setdefault(path[:end], number)
+
+
+def _model_at(loc: Sequence[str | int]) -> type[BaseModel] | None:
+    """The model of the table at `loc` (`("principals", "alice")`: `PrincipalConfig`)."""
+    kind: Any = GatewayConfig
+    for part in loc:
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            field = kind.model_fields.get(str(part))
+            if field is None:
+                return None
+            kind = field.annotation
+        elif get_origin(kind) in (dict, list):
+            kind = get_args(kind)[-1]  # a value of a table of tables, an array's item
+        else:
+            return None
+        while get_origin(kind) in (Annotated, Union, UnionType):  # `X | None`: the table X
+            kind = next(a for a in get_args(kind) if a is not type(None))
+    return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
+
+
+def _unknown_key(loc: Sequence[str | int]) -> str:
+    """Why a key is refused, with the key meant when it looks like a typo of one."""
+    model = _model_at(loc[:-1])
+    if model is None:
+        return "unknown key"
+    known = list(model.model_fields)
+    if model is GatewayConfig:
+        known.remove("base_dir")  # set by load_config, not written
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    if close:
+        return f"unknown key (did you mean {close[0]}?)"
+    return f"unknown key (known here: {', '.join(known)})"
 
 
 def _line_of(loc: Sequence[str | int], lines: dict[tuple[str, ...], int]) -> int | None:
@@ -334,14 +376,15 @@ def parse_config(
     def raise_at(loc: Sequence[str | int], reason: str) -> NoReturn:
         raise ConfigError(file, _line_of(loc, lines), ".".join(str(p) for p in loc), reason)
 
-    if base_dir is not None:
-        raw["base_dir"] = base_dir
+    if "base_dir" in raw:  # where the file is, not something it says
+        raise_at(("base_dir",), _unknown_key(("base_dir",)))
+    raw["base_dir"] = base_dir if base_dir is not None else "."
     try:
         config = GatewayConfig.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
-        raise_at(loc, first["msg"])
+        raise_at(loc, _unknown_key(loc) if first["type"] == "extra_forbidden" else first["msg"])
     config = _resolve_tokens(config, raise_at)
     config = _expand_upstreams(config, raise_at)
     if config.server.stdio_principal is not None and config.server.stdio_principal not in (
