@@ -67,11 +67,26 @@ def test_a_token_may_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert (error.value.line, error.value.key) == (2, "principals.ci.token_env")
 
 
-def test_two_principals_cannot_share_a_token() -> None:
-    text = '[principals.a]\ntoken = "same"\n[principals.b]\ntoken = "same"\n'
+def test_two_principals_cannot_share_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It was refused without a line, nor which principal's token it was."""
+    text = '[principals.a]\ntoken = "same"\n[principals.b]\ngrants = []\ntoken = "same"\n'
     with pytest.raises(ConfigError) as error:
-        parse_config(text)
-    assert error.value.key == "principals"
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (5, "principals.b.token")
+    monkeypatch.setenv("TK_TEST_TOKEN", "same")
+    text = '[principals.a]\ntoken = "same"\n[principals.b]\ntoken_env = "TK_TEST_TOKEN"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (4, "principals.b.token_env")
+
+
+def test_a_principal_takes_token_or_token_env_not_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With both, token_env silently won: the token written in the file was not the one."""
+    monkeypatch.setenv("TK_TEST_TOKEN", "from-env")
+    text = '[principals.a]\ntoken = "inline"\ntoken_env = "TK_TEST_TOKEN"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "principals.a.token_env")
 
 
 @pytest.mark.parametrize("token", ["caf\u00e9-token", "two words", "ends-in-newline\\n"])

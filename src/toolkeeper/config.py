@@ -170,7 +170,7 @@ class PrincipalConfig(_Model):
     """Its bearer token: visible ASCII without spaces, as an `Authorization` header carries
     (left out of reprs and error messages)."""
     token_env: str | None = None
-    """The environment variable holding the token instead."""
+    """The environment variable holding the token, instead of `token` (not both)."""
     tenant: Annotated[str, Field(min_length=1, pattern=r"^[^\x00]*$")] = "default"
     environment: Annotated[str, Field(min_length=1, pattern=r"^[^\x00]*$")] = "default"
     grants: list[str] = []
@@ -335,8 +335,12 @@ def _resolve_tokens(
     config: GatewayConfig, raise_at: Callable[[Sequence[str | int], str], NoReturn]
 ) -> GatewayConfig:
     principals = {}
+    owners: dict[str, str] = {}  # token -> the principal it is the token of
     for pid, p in config.principals.items():
         token = p.token
+        key = "token_env" if p.token_env is not None else "token"
+        if p.token is not None and p.token_env is not None:
+            raise_at(("principals", pid, "token_env"), "set one of token and token_env, not both")
         if p.token_env is not None:
             token = os.environ.get(p.token_env)
             if not token:
@@ -346,15 +350,14 @@ def _resolve_tokens(
         if not token:
             raise_at(("principals", pid), "a principal needs token or token_env")
         if not _TOKEN.fullmatch(token):
-            key = "token_env" if p.token_env is not None else "token"
             raise_at(
                 ("principals", pid, key),
                 "a token is visible ASCII without spaces (no client could send this one)",
             )
+        if token in owners:  # a request with it would act for one of the two, unsaid which
+            raise_at(("principals", pid, key), f"is the token of principals.{owners[token]} too")
+        owners[token] = pid
         principals[pid] = p.model_copy(update={"token": token})
-    tokens = [p.token for p in principals.values()]
-    if len(set(tokens)) != len(tokens):
-        raise_at(("principals",), "two principals share a token")
     return config.model_copy(update={"principals": principals})
 
 
