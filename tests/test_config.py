@@ -153,6 +153,18 @@ def test_upstream_secrets_come_from_the_environment(monkeypatch: pytest.MonkeyPa
     assert error.value.line == 3 and "DOCS_TOKEN is unset" in str(error.value)
 
 
+def test_an_upstream_secret_from_an_empty_variable_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`DOCS_TOKEN=` made the header `Bearer ` and the upstream refused every call."""
+    monkeypatch.setenv("DOCS_TOKEN", "")
+    text = '[upstreams.docs]\nurl = "http://x/mcp"\nheaders = { A = "Bearer ${DOCS_TOKEN}" }\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "upstreams.docs.headers.A")
+    assert "DOCS_TOKEN" in error.value.reason
+
+
 def test_budgets_are_configured_and_checked_with_their_line() -> None:
     config = parse_config(
         "[budgets]\nmax_calls_per_task = 5\nper_tool = { a = 1 }\ncalls_per_minute = 30\n",

@@ -304,20 +304,26 @@ def _line_of(loc: Sequence[str | int], lines: dict[tuple[str, ...], int]) -> int
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+def _environ(
+    name: str, where: Sequence[str | int], raise_at: Callable[[Sequence[str | int], str], NoReturn]
+) -> str:
+    """The gateway's environment variable `name`; one set empty (`DOCS_TOKEN=` in a unit
+    file) is as missing as an unset one: a secret of none is never meant."""
+    value = os.environ.get(name)
+    if not value:
+        raise_at(where, f"environment variable {name} is {'empty' if value == '' else 'unset'}")
+    return value
+
+
 def _expand_upstreams(
     config: GatewayConfig, raise_at: Callable[[Sequence[str | int], str], NoReturn]
 ) -> GatewayConfig:
     """`${NAME}` in an upstream's `env` and `headers` values is the gateway's environment
-    variable NAME: secrets need not be written into the file."""
+    variable NAME, which must be set and not empty: secrets need not be written into the
+    file."""
 
     def expand(where: tuple[str, ...], value: str) -> str:
-        def variable(match: re.Match[str]) -> str:
-            found = os.environ.get(match.group(1))
-            if found is None:
-                raise_at(where, f"environment variable {match.group(1)} is unset")
-            return found
-
-        return _VARIABLE.sub(variable, value)
+        return _VARIABLE.sub(lambda match: _environ(match.group(1), where, raise_at), value)
 
     upstreams = {}
     for name, up in config.upstreams.items():
@@ -342,11 +348,7 @@ def _resolve_tokens(
         if p.token is not None and p.token_env is not None:
             raise_at(("principals", pid, "token_env"), "set one of token and token_env, not both")
         if p.token_env is not None:
-            token = os.environ.get(p.token_env)
-            if not token:
-                raise_at(
-                    ("principals", pid, "token_env"), f"environment variable {p.token_env} is unset"
-                )
+            token = _environ(p.token_env, ("principals", pid, "token_env"), raise_at)
         if not token:
             raise_at(("principals", pid), "a principal needs token or token_env")
         if not _TOKEN.fullmatch(token):
