@@ -245,3 +245,22 @@ def test_base_dir_is_the_files_folder_and_not_a_key_of_the_file(tmp_path: Path) 
     with pytest.raises(ConfigError) as error:
         load_config(tmp_path / "gw.toml")
     assert (error.value.line, error.value.key) == (1, "base_dir")
+
+
+@pytest.mark.parametrize("name", ["a.b", "a b", ""])
+def test_an_upstream_name_that_cannot_begin_tool_names_is_refused_where_written(
+    name: str,
+) -> None:
+    """It was refused by a regular expression, without its line when quoted with a dot
+    (`[upstreams."a.b"]` was looked for as `upstreams.a.b`) and named as that key."""
+    with pytest.raises(ConfigError) as error:
+        parse_config(f'[server]\nport = 1\n[upstreams."{name}"]\ncommand = "x"\n', file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, f'upstreams."{name}"')
+    assert "NAME.tool" in error.value.reason
+
+
+def test_a_reason_of_the_configurations_own_is_not_prefixed_by_pydantic() -> None:
+    """Reasons read 'Value error, set exactly one of module and file'."""
+    with pytest.raises(ConfigError) as error:
+        parse_config("[[tools]]\n", file="gw.toml")
+    assert error.value.reason == "set exactly one of module and file"

@@ -20,7 +20,14 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from .core.errors import ConfigurationError
 from .core.values import Effect
@@ -207,11 +214,24 @@ class RuleConfig(_Model):
         return self
 
 
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+"""A TOML bare key; also what an upstream's name may be."""
+
+
+def _upstream_name(name: str) -> str:
+    if not _BARE.fullmatch(name):
+        raise ValueError(
+            "an upstream's name begins its tools' names (NAME.tool): letters, digits, _ and -"
+        )
+    return name
+
+
 class GatewayConfig(_Model):
     """A whole `toolkeeper.toml`."""
 
     server: ServerSettings = ServerSettings()
-    upstreams: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], UpstreamConfig] = {}
+    upstreams: dict[Annotated[str, AfterValidator(_upstream_name)], UpstreamConfig] = {}
+    """By name, which begins the names of its tools (`NAME.tool`)."""
     tools: list[LocalTools] = []
     principals: dict[str, PrincipalConfig] = {}
     rules: list[RuleConfig] = []
@@ -224,10 +244,18 @@ class GatewayConfig(_Model):
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"'. ]+?)\s*=")
+_KEY_PART = re.compile(r"\s*(\"[^\"]*\"|'[^']*'|[^.]+?)\s*(?:\.|$)")
 
 
 def _split_key(text: str) -> list[str]:
-    return [part.strip().strip("\"'") for part in text.split(".")]
+    """A dotted key's parts (`a."b.c"`: `a`, `b.c`)."""
+    return [part.strip("\"'") for part in _KEY_PART.findall(text.strip())]
+
+
+def _dotted(loc: Sequence[str | int]) -> str:
+    """A key's path as TOML writes it (`upstreams."a.b"`)."""
+    parts = (str(p) for p in loc)
+    return ".".join(p if _BARE.fullmatch(p) else f'"{p}"' for p in parts)
 
 
 def _key_lines(text: str) -> dict[tuple[str, ...], int]:
@@ -379,7 +407,7 @@ def parse_config(
     lines = _key_lines(text)
 
     def raise_at(loc: Sequence[str | int], reason: str) -> NoReturn:
-        raise ConfigError(file, _line_of(loc, lines), ".".join(str(p) for p in loc), reason)
+        raise ConfigError(file, _line_of(loc, lines), _dotted(loc), reason)
 
     if "base_dir" in raw:  # where the file is, not something it says
         raise_at(("base_dir",), _unknown_key(("base_dir",)))
@@ -389,7 +417,10 @@ def parse_config(
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
-        raise_at(loc, _unknown_key(loc) if first["type"] == "extra_forbidden" else first["msg"])
+        if first["type"] == "extra_forbidden":
+            raise_at(loc, _unknown_key(loc))
+        # a ValueError of ours is the reason itself (not "Value error, ...")
+        raise_at(loc, str(first.get("ctx", {}).get("error", first["msg"])))
     config = _resolve_tokens(config, raise_at)
     config = _expand_upstreams(config, raise_at)
     if config.server.stdio_principal is not None and config.server.stdio_principal not in (
