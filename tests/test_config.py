@@ -264,3 +264,13 @@ def test_a_reason_of_the_configurations_own_is_not_prefixed_by_pydantic() -> Non
     with pytest.raises(ConfigError) as error:
         parse_config("[[tools]]\n", file="gw.toml")
     assert error.value.reason == "set exactly one of module and file"
+
+
+def test_a_missing_tools_file_is_refused_with_its_line(tmp_path: Path) -> None:
+    """It was found only when the gateway was built, and reported without a line."""
+    (tmp_path / "gw.toml").write_text('[[tools]]\nfile = "here.py"\n[[tools]]\nfile = "gone.py"\n')
+    (tmp_path / "here.py").write_text("def register(keeper): pass\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path / "gw.toml")
+    assert (error.value.line, error.value.key) == (4, "tools.1.file")
+    assert str(tmp_path / "gone.py") in error.value.reason

@@ -427,6 +427,10 @@ def parse_config(
         config.principals
     ):
         raise_at(("server", "stdio_principal"), "names no principal")
+    for index, entry in enumerate(config.tools):
+        if entry.file is not None and not (Path(config.base_dir) / entry.file).is_file():
+            path = (Path(config.base_dir) / entry.file).resolve()
+            raise_at(("tools", index, "file"), f"no such file: {path}")
     return config
 
 

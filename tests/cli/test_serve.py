@@ -36,8 +36,8 @@ def test_a_configuration_error_exits_2_naming_file_and_line(
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
-        ('file = "no_such_tools.py"', "tools[0] (no_such_tools.py): no such file:"),
-        ('module = "no_such_module_xyz"', "no module named 'no_such_module_xyz'"),
+        ('file = "no_such_tools.py"', ":4: tools.0.file: no such file:"),
+        ('module = "no_such_module_xyz"', ": tools[0] (no_such_module_xyz): no module named"),
     ],
 )
 def test_a_tool_module_that_cannot_be_loaded_is_one_line_and_exit_2(
@@ -47,8 +47,8 @@ def test_a_tool_module_that_cannot_be_loaded_is_one_line_and_exit_2(
     config.write_text(f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\n[[tools]]\n{entry}\n')
     assert main(["serve", "--config", str(config)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"toolkeeper serve: {config}: ") and message in err
-    assert "Traceback" not in err
+    assert err.startswith(f"toolkeeper serve: {config}") and message in err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
 
 
 def test_a_port_in_use_is_one_line_and_exit_1(
