@@ -92,7 +92,9 @@ class ServerSettings(_Model):
     exposure: Exposure = "direct"
     """`direct`: each permitted tool is listed; `progressive`: the three meta-tools."""
     ledger: str = "sqlite:///./toolkeeper.db"
-    """Ledger URL: `sqlite:///relative.db`, `sqlite:////absolute.db`, `postgresql://...`."""
+    """Ledger URL: `sqlite:///relative.db`, `sqlite:////absolute.db`, `postgresql://...`. A
+    relative SQLite path is the working directory's, as `toolkeeper approvals` and
+    `toolkeeper ledger` take it, not the configuration file's."""
     stdio_principal: str | None = None
     """The principal a `--stdio` client acts for (stdio has no token); default: the only
     principal, if there is exactly one."""
@@ -122,6 +124,8 @@ class UpstreamConfig(_Model):
     env: dict[str, str] = Field(default={}, repr=False)
     """The server process's environment variables (`${NAME}` expanded; left out of reprs)."""
     cwd: str | None = None
+    """The server process's working directory, relative to the configuration file's folder
+    (default: the gateway's working directory, which relative `args` are then taken from)."""
     url: str | None = None
     headers: dict[str, str] = Field(default={}, repr=False)
     """HTTP headers sent with each request (`${NAME}` expanded; left out of reprs)."""
@@ -237,7 +241,8 @@ class GatewayConfig(_Model):
     rules: list[RuleConfig] = []
     budgets: BudgetsConfig | None = None
     base_dir: str = "."
-    """The directory relative paths are taken from (the configuration file's)."""
+    """The directory relative file paths are taken from (the configuration file's): `[[tools]]
+    file`, an upstream's `cwd`, a `path_inside` rule's `root`; not the ledger's."""
 
 
 # errors with a line -------------------------------------------------------------------------
@@ -435,7 +440,9 @@ def parse_config(
 
 
 def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
-    """Read and validate a configuration file; relative paths in it are taken from its folder.
+    """Read and validate a configuration file; relative file paths in it (`[[tools]] file`, an
+    upstream's `cwd`, a rule's `root`) are taken from its folder, a SQLite ledger's from the
+    working directory.
 
     Raises:
         ConfigError: the file is missing or invalid (names file, line and key).
