@@ -274,3 +274,11 @@ def test_a_missing_tools_file_is_refused_with_its_line(tmp_path: Path) -> None:
         load_config(tmp_path / "gw.toml")
     assert (error.value.line, error.value.key) == (4, "tools.1.file")
     assert str(tmp_path / "gone.py") in error.value.reason
+
+
+@pytest.mark.parametrize("url", ["mysql://db/x", "", "sqlite:/x.db", "memory"])
+def test_a_ledger_url_naming_no_ledger_is_refused_with_its_line(url: str) -> None:
+    """It was found only when the gateway was built, and reported without a line."""
+    with pytest.raises(ConfigError) as error:
+        parse_config(f'[server]\nport = 1\nledger = "{url}"\n', file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "server.ledger")

@@ -32,6 +32,7 @@ from pydantic import (
 from .core.errors import ConfigurationError
 from .core.values import Effect
 from .keeper import DEFAULT_TOOL_THREADS
+from .ledger.factory import open_store
 
 __all__ = [
     "ConfigError",
@@ -432,6 +433,10 @@ def parse_config(
         config.principals
     ):
         raise_at(("server", "stdio_principal"), "names no principal")
+    try:
+        open_store(config.server.ledger)  # only made, not opened: is it a ledger URL at all?
+    except ConfigurationError as exc:
+        raise_at(("server", "ledger"), str(exc))
     for index, entry in enumerate(config.tools):
         if entry.file is not None and not (Path(config.base_dir) / entry.file).is_file():
             path = (Path(config.base_dir) / entry.file).resolve()
