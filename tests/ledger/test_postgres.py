@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import anyio
 import pytest
@@ -172,3 +172,53 @@ async def test_connections_dropped_under_steady_traffic_are_replaced_and_the_ope
                 "t", "c", expected=CallStatus.RUNNING, target=CallStatus.SUCCEEDED
             )
             assert ended.status is CallStatus.SUCCEEDED
+
+
+@pytest.fixture
+def pg_role(pg_schema: str) -> Iterator[str]:
+    """A login role that may create nothing, for one test; dropped afterwards."""
+    import psycopg
+
+    role = f"{pg_schema}_user"
+    with psycopg.connect(postgres_url(), autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        try:
+            yield role
+        finally:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
+
+
+def _url_of(role: str) -> str:
+    from psycopg.conninfo import make_conninfo
+
+    return make_conninfo(postgres_url(), user=role)
+
+
+@pytest.mark.parametrize("create", [True, False])
+async def test_a_user_who_may_not_create_tables_opens_a_ledger_made_before(
+    pg_schema: str, pg_role: str, create: bool
+) -> None:
+    # What an operator gives a gateway (and `toolkeeper ledger list`): the rights to use the
+    # tables the schema's owner made, none to create any.
+    import psycopg
+
+    async with PostgresStore(postgres_url(), schema=pg_schema):
+        pass
+    with psycopg.connect(postgres_url(), autocommit=True) as admin:
+        admin.execute(f"GRANT USAGE ON SCHEMA {pg_schema} TO {pg_role}")
+        admin.execute(
+            f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {pg_schema} TO {pg_role}"
+        )
+    async with PostgresStore(_url_of(pg_role), schema=pg_schema, create=create) as store:
+        assert (await store.claim_call(records.call()))[1]
+
+
+async def test_a_user_who_may_not_create_tables_is_told_so_in_one_line_when_none_are_there(
+    pg_schema: str, pg_role: str
+) -> None:
+    store = PostgresStore(_url_of(pg_role), schema=pg_schema)
+    with pytest.raises(StoreError, match="may") as caught:
+        await store.open()
+    await store.aclose()
+    assert "\n" not in str(caught.value)  # what `toolkeeper serve` prints

@@ -5,7 +5,9 @@ A store's `open()` creates `schema_version`, reads which versions it holds, and 
 missing steps in order, each recorded in `schema_version` in the same transaction, under a
 lock (SQLite `BEGIN IMMEDIATE`, a PostgreSQL advisory lock) so that two processes opening one
 database at once apply every step exactly once. A database written by a newer toolkeeper (a
-version above `LATEST`) is refused rather than guessed at.
+version above `LATEST`) is refused rather than guessed at. PostgreSQL reads the versions first
+and takes the lock only when a step is missing, so a ledger at `LATEST` opens for a user who
+may use its tables but not create any.
 
 Add a step by appending a `Migration` with the next number; never edit a released one.
 """

@@ -68,6 +68,11 @@ def _lock_key(schema: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def _reason(exc: psycopg.Error) -> str:
+    """The server's one-line message, without the statement excerpt psycopg adds below it."""
+    return exc.diag.message_primary or str(exc)
+
+
 class _Lost(StoreError):
     """The connection handed out had been closed by the server (a restart, a failover): what
     was sent did not run, unless the server went away while running it."""
@@ -179,8 +184,12 @@ class PostgresStore:
     async def open(self) -> None:
         """Connect and apply missing migrations. Idempotent.
 
+        A ledger already at this toolkeeper's version is only read, so the user needs no
+        right to create anything (its owner made the tables, with `create` on).
+
         Raises:
-            StoreError: the server is unreachable or refuses, or the store was closed.
+            StoreError: the server is unreachable or refuses, the user may not create the
+                tables that are missing, or the store was closed.
         """
         await q.open_once(self)
 
@@ -197,8 +206,13 @@ class PostgresStore:
             raise StoreError(f"cannot connect to the PostgreSQL ledger: {exc}") from exc
         try:
             await self._migrate(conn)
+        except pg_errors.InsufficientPrivilege as exc:
+            raise StoreError(
+                f"cannot create or upgrade the ledger's tables at {self!r}: {_reason(exc)}; "
+                "open it once as a user that may (the database's or schema's owner)"
+            ) from exc
         except psycopg.Error as exc:
-            raise StoreError(f"cannot migrate the PostgreSQL ledger: {exc}") from exc
+            raise StoreError(f"cannot migrate the PostgreSQL ledger: {_reason(exc)}") from exc
         finally:
             await conn.close()
         try:
@@ -209,22 +223,35 @@ class PostgresStore:
             raise StoreError(f"cannot connect to the PostgreSQL ledger: {exc}") from exc
         self._state = q.Lifecycle.OPEN
 
+    async def _applied(self, conn: Conn) -> list[int] | None:
+        """The versions `schema_version` holds; None when there is no such table."""
+        name = f"{self.schema}.schema_version" if self.schema else "schema_version"
+        cur = await conn.execute("SELECT to_regclass(%s)", (name,))
+        found = await cur.fetchone()
+        if found is None or found[0] is None:
+            return None
+        cur = await conn.execute(SELECT_VERSIONS)
+        return [row[0] for row in await cur.fetchall()]
+
     async def _migrate(self, conn: Conn) -> None:
+        # A ledger already at this version is only read: a role that may use its tables but
+        # not create any (what an operator gives a gateway) opens it.
+        applied = await self._applied(conn)
+        if applied is not None and not missing(applied):
+            return
         async with conn.transaction():
             # One lock per schema: two processes opening at once take turns.
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.schema or ""),))
-            if not self.create:
-                name = f"{self.schema}.schema_version" if self.schema else "schema_version"
-                cur = await conn.execute("SELECT to_regclass(%s)", (name,))
-                found = await cur.fetchone()
-                if found is None or found[0] is None:
-                    where = f"schema {self.schema!r}" if self.schema else "this database"
-                    raise StoreError(
-                        f"no ledger in {where} at {self!r}: it holds no toolkeeper tables "
-                        "(check the database and schema names)"
-                    )
-            if self.schema is not None:
+            if not self.create and await self._applied(conn) is None:
+                where = f"schema {self.schema!r}" if self.schema else "this database"
+                raise StoreError(
+                    f"no ledger in {where} at {self!r}: it holds no toolkeeper tables "
+                    "(check the database and schema names)"
+                )
+            if self.schema is not None and not await self._schema_exists(conn):
                 await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+            # (Read again through a statement that takes the table's lock: the lookup by name
+            # may not see a table another process made while this one waited.)
             await conn.execute(SCHEMA_VERSION_DDL)
             cur = await conn.execute(SELECT_VERSIONS)
             applied = [row[0] for row in await cur.fetchall()]
@@ -232,6 +259,12 @@ class PostgresStore:
                 for statement in step.statements:
                     await conn.execute(statement)
                 await conn.execute(_INSERT_VERSION, (step.version, step.name, time.time()))
+
+    async def _schema_exists(self, conn: Conn) -> bool:
+        # Asked first: CREATE SCHEMA IF NOT EXISTS needs the right to create schemas even when
+        # the schema exists (one an operator made and let this role create tables in).
+        cur = await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,))
+        return await cur.fetchone() is not None
 
     async def aclose(self) -> None:
         """Close the pool. Idempotent."""
