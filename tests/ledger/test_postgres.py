@@ -222,3 +222,32 @@ async def test_a_user_who_may_not_create_tables_is_told_so_in_one_line_when_none
         await store.open()
     await store.aclose()
     assert "\n" not in str(caught.value)  # what `toolkeeper serve` prints
+
+
+async def test_an_upgrade_blocked_by_an_open_transaction_fails_within_the_timeout(
+    pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A step altering `calls` waited for ever behind a session left in a transaction (an
+    # operator's psql), and every statement on `calls` of the serving processes queued behind it.
+    import psycopg
+
+    from toolkeeper.ledger import migrations
+
+    async with PostgresStore(postgres_url(), schema=pg_schema):
+        pass
+    step = migrations.Migration(
+        version=LATEST + 1, name="a column", statements=("ALTER TABLE calls ADD COLUMN x TEXT",)
+    )
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, step))
+    monkeypatch.setattr(migrations, "LATEST", LATEST + 1)
+    with psycopg.connect(postgres_url(), options=f"-c search_path={pg_schema}") as idle:
+        idle.execute("SELECT count(*) FROM calls").fetchall()  # and left open
+        store = PostgresStore(postgres_url(), schema=pg_schema, timeout=0.2)
+        with anyio.fail_after(5), pytest.raises(StoreError, match="lock"):
+            await store.open()
+        await store.aclose()
+        idle.rollback()
+    upgraded = PostgresStore(postgres_url(), schema=pg_schema)  # once it ends
+    async with upgraded, upgraded._conn() as conn:
+        cur = await conn.execute("SELECT max(version) FROM schema_version")
+        assert await cur.fetchone() == (LATEST + 1,)

@@ -91,7 +91,8 @@ class PostgresStore:
             database.
         min_size: Connections the pool keeps open.
         max_size: Most connections the pool opens (concurrent operations beyond it wait).
-        timeout: Seconds to wait for a connection before failing with `StoreError`.
+        timeout: Seconds to wait for a connection before failing with `StoreError`; when
+            `open` migrates the schema, also the most it waits for the locks that takes.
         synchronous_commit: Whether a commit waits for the server to flush its WAL to disk.
             False (`synchronous_commit=off`) saves that flush on every write (about 0.4 ms
             each here): a crash of this process still loses nothing, but a crash of the
@@ -206,6 +207,12 @@ class PostgresStore:
             raise StoreError(f"cannot connect to the PostgreSQL ledger: {exc}") from exc
         try:
             await self._migrate(conn)
+        except pg_errors.LockNotAvailable as exc:
+            raise StoreError(
+                f"cannot migrate the PostgreSQL ledger at {self!r}: waited {self._timeout:g} s "
+                "for a lock another session holds (another process migrating it, or a "
+                "transaction left open); open it again once that ends"
+            ) from exc
         except pg_errors.InsufficientPrivilege as exc:
             raise StoreError(
                 f"cannot create or upgrade the ledger's tables at {self!r}: {_reason(exc)}; "
@@ -240,6 +247,11 @@ class PostgresStore:
         if applied is not None and not missing(applied):
             return
         async with conn.transaction():
+            # A step waiting for a table's lock makes every statement on that table queue
+            # behind it, and the lock may be held for ever (a session left in a transaction).
+            await conn.execute(
+                "SELECT set_config('lock_timeout', %s, true)", (f"{round(self._timeout * 1000)}ms",)
+            )
             # One lock per schema: two processes opening at once take turns.
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.schema or ""),))
             if not self.create and await self._applied(conn) is None:
