@@ -184,3 +184,15 @@ async def test_a_ledger_is_never_created_in_another_programs_database(tmp_path: 
         db.execute("ANALYZE")  # SQLite's own statistics table is no other program's
     async with SQLiteStore(empty) as store:
         assert await store.get_call("task-1", "call-1") is not None
+
+
+async def test_a_folder_that_cannot_be_made_is_a_store_error(tmp_path: Path) -> None:
+    # A file stands where the folder would be (or the folder above may not be written):
+    # FileExistsError / PermissionError escaped `open`, documented to raise StoreError.
+    blocker = tmp_path / "ledgers"
+    blocker.write_text("not a folder")
+    store = SQLiteStore(blocker / "ledger.db")
+    with pytest.raises(StoreError, match="folder"):
+        await store.open()
+    await store.aclose()
+    assert blocker.read_text() == "not a folder"

@@ -170,6 +170,22 @@ def _refuse_foreign(path: str) -> None:
         )
 
 
+def _make_folder(path: str) -> None:
+    """Create the folder of `path` and those above it that are missing.
+
+    Raises:
+        StoreError: one cannot be created (no right to, a file of that name).
+    """
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = "a file has that name" if Path(exc.filename or "").is_file() else exc.strerror
+        raise StoreError(
+            f"cannot create the SQLite ledger {path}: cannot make its folder {exc.filename}: "
+            f"{reason}"
+        ) from exc
+
+
 class SQLiteStore:
     """`LedgerStore` in one SQLite file.
 
@@ -178,7 +194,8 @@ class SQLiteStore:
 
     Args:
         path: The database file; created, with its directory, when missing. `":memory:"`
-            gives a private in-memory database (nothing survives, nothing is shared).
+            gives a private in-memory database (nothing survives, nothing is shared). A
+            folder that cannot be made (no right to, a file of that name) is a `StoreError`.
         create: When False, `open` refuses a file that does not exist instead of creating
             an empty ledger (for tools that only inspect one: a mistyped path is an error,
             not an empty ledger).
@@ -261,7 +278,7 @@ class SQLiteStore:
                 _require_ledger(self.path)
             else:
                 _refuse_foreign(self.path)
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            _make_folder(self.path)
         slow = self._connection(self.busy_timeout)
         try:
             _use_wal(slow, self.busy_timeout)
