@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator
@@ -12,6 +13,7 @@ from toolkeeper.core.errors import StoreError
 from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import LedgerStore, SQLiteStore
 from toolkeeper.ledger.migrations import LATEST
+from toolkeeper.ledger.sqlite import NoLedger
 
 from .contract import Connect, LedgerContract
 from .locking import claim_while_locked
@@ -196,3 +198,47 @@ async def test_a_folder_that_cannot_be_made_is_a_store_error(tmp_path: Path) -> 
         await store.open()
     await store.aclose()
     assert blocker.read_text() == "not a folder"
+
+
+def _read_only(path: Path) -> Path:
+    """`path` made read-only; skips where permissions do not bind this process (root)."""
+    path.chmod(0o555 if path.is_dir() else 0o444)
+    if os.access(path, os.W_OK):
+        pytest.skip("this process may write whatever the permissions say (root)")
+    return path
+
+
+async def test_a_ledger_file_this_process_may_only_read_is_refused_when_opened_to_write(
+    tmp_path: Path,
+) -> None:
+    # It opened, and the record of every call then failed ("attempt to write a readonly
+    # database"): a gateway answered INTERNAL_ERROR to each call instead of failing to start.
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path) as store:
+        await store.claim_call(call())
+    _read_only(path)
+    writer = SQLiteStore(path)
+    with pytest.raises(StoreError, match="read-only"):
+        await writer.open()
+    await writer.aclose()
+    async with SQLiteStore(path, create=False) as reader:  # what `toolkeeper ledger list` opens
+        assert await reader.get_call("task-1", "call-1") is not None
+
+
+async def test_a_ledger_in_a_folder_this_process_may_only_read_is_not_called_missing(
+    tmp_path: Path,
+) -> None:
+    # `toolkeeper ledger list` said "no ledger at ...", and to pass --ledger.
+    path = tmp_path / "ledgers" / "ledger.db"
+    async with SQLiteStore(path):
+        pass
+    _read_only(path.parent)
+    try:
+        for create in (False, True):
+            store = SQLiteStore(path, create=create)
+            with pytest.raises(StoreError, match="folder is read-only") as caught:
+                await store.open()
+            await store.aclose()
+            assert not isinstance(caught.value, NoLedger)
+    finally:
+        path.parent.chmod(0o755)

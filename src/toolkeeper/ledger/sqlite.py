@@ -89,7 +89,11 @@ def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
         delay = min(delay * 2, 0.1)
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
+_WRITE_PROBE = "UPDATE schema_version SET version = version WHERE 0"
+"""Writes nothing, and fails (SQLITE_READONLY) on a file this process may only read."""
+
+
+def _migrate(conn: sqlite3.Connection, *, writes: bool) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(SCHEMA_VERSION_DDL)
@@ -98,10 +102,30 @@ def _migrate(conn: sqlite3.Connection) -> None:
             for statement in step.statements:
                 conn.execute(statement)
             conn.execute(INSERT_VERSION, (step.version, step.name, time.time()))
+        if writes:  # told now, rather than by the record of every call
+            conn.execute(_WRITE_PROBE)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _problem(exc: sqlite3.Error) -> str:
+    """What SQLite's error about opening a file means, in words a person can act on."""
+    code = getattr(exc, "sqlite_errorcode", None) or 0
+    if code == sqlite3.SQLITE_READONLY_DIRECTORY:
+        return (
+            "its folder is read-only to this process, and a ledger (in WAL mode) needs to "
+            "create its -wal and -shm files beside it"
+        )
+    if code & 0xFF == sqlite3.SQLITE_READONLY:
+        return "the file is read-only to this process"
+    if code & 0xFF == sqlite3.SQLITE_CANTOPEN:
+        return (
+            "cannot open or create the file (a folder has that name, or this process may not "
+            "read it or write its folder)"
+        )
+    return str(exc)
 
 
 def _claim_mode(record: CallRecord) -> Mode:
@@ -141,7 +165,9 @@ def _require_ledger(path: str) -> None:
     try:
         tables = _tables(path)
     except sqlite3.Error as exc:
-        raise NoLedger(f"no ledger at {path}: {exc}") from exc
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
+            raise NoLedger(f"no ledger at {path}: {exc}") from exc
+        raise StoreError(f"cannot read the SQLite ledger {path}: {_problem(exc)}") from exc
     if not {"schema_version", "calls"} <= tables:
         raise NoLedger(f"no ledger at {path}: the file is not a toolkeeper ledger")
 
@@ -198,7 +224,8 @@ class SQLiteStore:
             folder that cannot be made (no right to, a file of that name) is a `StoreError`.
         create: When False, `open` refuses a file that does not exist instead of creating
             an empty ledger (for tools that only inspect one: a mistyped path is an error,
-            not an empty ledger).
+            not an empty ledger), and opens one this process may only read. When True,
+            `open` refuses a file it may not write, rather than every call's record failing.
         busy_timeout: Seconds an operation waits for another process's write lock before it
             fails with `StoreError`.
         commit_delay: Seconds the record of a finished read-only call may wait to be committed
@@ -247,8 +274,9 @@ class SQLiteStore:
         """Open the file, switch it to WAL and apply missing migrations. Idempotent.
 
         Raises:
-            StoreError: the file cannot be opened or migrated, does not exist while `create`
-                is False, or the store was closed.
+            StoreError: the file cannot be opened or migrated (its folder cannot be made, it
+                or its folder is read-only), does not exist while `create` is False, may only
+                be read while `create` is True, or the store was closed.
         """
         await q.open_once(self)
 
@@ -258,7 +286,7 @@ class SQLiteStore:
         try:
             await anyio.to_thread.run_sync(self._connect)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the SQLite ledger {self.path}: {exc}") from exc
+            raise StoreError(f"cannot open the SQLite ledger {self.path}: {_problem(exc)}") from exc
         self._state = q.Lifecycle.OPEN
 
     def _connection(self, timeout: float) -> sqlite3.Connection:
@@ -282,7 +310,7 @@ class SQLiteStore:
         slow = self._connection(self.busy_timeout)
         try:
             _use_wal(slow, self.busy_timeout)
-            _migrate(slow)
+            _migrate(slow, writes=self.create)
             fast = slow if self.path in _IN_MEMORY else self._connection(0.0)
         except BaseException:
             slow.close()
