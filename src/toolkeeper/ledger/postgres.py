@@ -69,8 +69,9 @@ def _lock_key(schema: str) -> int:
 
 
 def _reason(exc: psycopg.Error) -> str:
-    """The server's one-line message, without the statement excerpt psycopg adds below it."""
-    return exc.diag.message_primary or str(exc)
+    """What went wrong, on one line (what a command prints): the server's message without the
+    statement excerpt psycopg adds below it, or libpq's, whose hint follows on another line."""
+    return exc.diag.message_primary or " ".join(str(exc).split())
 
 
 class _Lost(StoreError):
@@ -204,7 +205,7 @@ class PostgresStore:
                 self.url, connect_timeout=max(2, round(self._timeout)), **self._kwargs
             )
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to the PostgreSQL ledger: {exc}") from exc
+            raise StoreError(f"cannot connect to the PostgreSQL ledger: {_reason(exc)}") from exc
         try:
             await self._migrate(conn)
         except pg_errors.LockNotAvailable as exc:
@@ -227,7 +228,7 @@ class PostgresStore:
         except psycopg.Error as exc:
             await self._pool.close()
             self._state = q.Lifecycle.CLOSED
-            raise StoreError(f"cannot connect to the PostgreSQL ledger: {exc}") from exc
+            raise StoreError(f"cannot connect to the PostgreSQL ledger: {_reason(exc)}") from exc
         self._state = q.Lifecycle.OPEN
 
     async def _applied(self, conn: Conn) -> list[int] | None:
