@@ -242,3 +242,21 @@ async def test_a_ledger_in_a_folder_this_process_may_only_read_is_not_called_mis
             assert not isinstance(caught.value, NoLedger)
     finally:
         path.parent.chmod(0o755)
+
+
+async def test_a_store_opened_to_read_does_not_wait_for_another_process_writing(
+    tmp_path: Path,
+) -> None:
+    # `toolkeeper ledger list` took the write lock to open, so it waited for any write
+    # transaction, and failed ("database is locked") past busy_timeout.
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path) as store:
+        await store.claim_call(call())
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        async with SQLiteStore(path, create=False, busy_timeout=0.05) as reader:
+            assert await reader.get_call("task-1", "call-1") is not None
+    finally:
+        other.execute("ROLLBACK")
+        other.close()

@@ -7,7 +7,8 @@ lock (SQLite `BEGIN IMMEDIATE`, a PostgreSQL advisory lock) so that two processe
 database at once apply every step exactly once. A database written by a newer toolkeeper (a
 version above `LATEST`) is refused rather than guessed at. PostgreSQL reads the versions first
 and takes the lock only when a step is missing, so a ledger at `LATEST` opens for a user who
-may use its tables but not create any.
+may use its tables but not create any; so does SQLite when it opens a ledger only to read
+(`create=False`), which then does not wait for another process's write.
 
 Add a step by appending a `Migration` with the next number; never edit a released one.
 """

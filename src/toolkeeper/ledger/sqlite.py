@@ -94,6 +94,10 @@ _WRITE_PROBE = "UPDATE schema_version SET version = version WHERE 0"
 
 
 def _migrate(conn: sqlite3.Connection, *, writes: bool) -> None:
+    if not writes and not missing(row[0] for row in conn.execute(SELECT_VERSIONS)):
+        # Only read (the table is there: `_require_ledger`): a reader of a WAL file does not
+        # wait for another process's write transaction, however long.
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(SCHEMA_VERSION_DDL)
@@ -113,6 +117,8 @@ def _migrate(conn: sqlite3.Connection, *, writes: bool) -> None:
 def _problem(exc: sqlite3.Error) -> str:
     """What SQLite's error about opening a file means, in words a person can act on."""
     code = getattr(exc, "sqlite_errorcode", None) or 0
+    if _is_busy(exc):
+        return "another process held its write lock for longer than busy_timeout"
     if code == sqlite3.SQLITE_READONLY_DIRECTORY:
         return (
             "its folder is read-only to this process, and a ledger (in WAL mode) needs to "
