@@ -225,7 +225,8 @@ class Keeper:
         """Register a Python function (sync or async) as a tool.
 
         The input schema comes from the type hints and the Google-style docstring; the output
-        schema from the return annotation. Options are `ToolSpec` fields plus `rules`,
+        schema from the return annotation (a generator function's: the list of what it yields,
+        which is what its call returns). Options are `ToolSpec` fields plus `rules`,
         `writes` (resources a call writes, for parallel batches), `reconcile` (looks up an
         unknown outcome by idempotency key) and `retry`. Undeclared tools are assumed to write.
 

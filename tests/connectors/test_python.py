@@ -2,7 +2,7 @@
 
 import functools
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -68,6 +68,44 @@ async def test_a_positional_only_context_parameter_receives_the_context() -> Non
             ToolCall(call_id="c1", name="whoami", arguments={"greeting": "hi"})
         )
     assert result.status is CallStatus.SUCCEEDED and result.data == "hi c1"
+
+
+async def test_a_generator_tool_runs_to_its_end_in_its_call_and_returns_what_it_yields() -> None:
+    """An async generator never ran, and its call SUCCEEDED with a note that the result was not
+    JSON; a sync one ran on the event loop once its call had ended, so what it raised
+    (ValueError) was taken for an unrecordable result of a call that succeeded."""
+    keeper = Keeper(ledger="memory://")
+    ran: list[tuple[str, bool]] = []
+
+    @keeper.tool(effect="read_only")
+    async def pages(n: int) -> AsyncIterator[int]:
+        for i in range(n):
+            ran.append(("pages", True))
+            yield i
+
+    @keeper.tool(effect="read_only")
+    def rows(n: int) -> Iterator[str]:
+        for i in range(n):
+            ran.append(("rows", threading.current_thread() is not threading.main_thread()))
+            yield f"row {i}"
+
+    @keeper.tool(effect="read_only")
+    def broken() -> Iterator[int]:
+        yield 1
+        raise ValueError("the disk went away")
+
+    async with keeper:
+        paged = await keeper.execute(ToolCall(call_id="c1", name="pages", arguments='{"n": 2}'))
+        listed = await keeper.execute(ToolCall(call_id="c2", name="rows", arguments='{"n": 2}'))
+        failed = await keeper.execute(ToolCall(call_id="c3", name="broken"))
+    assert paged.status is CallStatus.SUCCEEDED and paged.data == [0, 1]
+    assert listed.status is CallStatus.SUCCEEDED and listed.data == ["row 0", "row 1"]
+    assert ran == [("pages", True)] * 2 + [("rows", True)] * 2  # rows: in a worker thread
+    assert failed.status is CallStatus.FAILED
+    assert failed.error is not None and failed.error.code is ErrorCode.TOOL_ERROR
+    shown = keeper.catalog.get("pages")
+    assert shown is not None
+    assert shown.spec.output_schema == {"items": {"type": "integer"}, "type": "array"}
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])

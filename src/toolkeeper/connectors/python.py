@@ -8,6 +8,10 @@ outlives its timeout (or a cancelled call) is left to finish in its thread, sinc
 stop one: the call ends at its timeout on every event loop, as an async tool's does (a write's
 outcome is then unknown). The `CallContext` is injected into the parameter annotated with it.
 
+A generator function (sync or async) returns the list of what it yields: it runs to its end
+where a function of its kind runs (in the worker thread, on the event loop) and under the
+call's timeout, and what it raises on the way fails the call as any tool's error does.
+
 Worker threads are taken from a `CapacityLimiter`: a `Keeper`'s own (`Keeper(tool_threads=...)`),
 so tools never take the threads the rest of the application uses. Waiting for one counts
 against the timeout (the ledger's deadline of the call includes it): a call still waiting at
@@ -23,7 +27,7 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 import anyio.to_thread
@@ -73,9 +77,12 @@ class FunctionConnector:
         if self.schema.is_async:
             value = await self.func(*args, **kwargs)
         else:
-            value = await self._in_thread(functools.partial(self.func, *args, **kwargs), spec, ctx)
+            call = functools.partial(_run, self.func, args, kwargs)
+            value = await self._in_thread(call, spec, ctx)
             if inspect.isawaitable(value):
                 value = await value
+            elif inspect.isasyncgen(value):
+                value = [item async for item in value]
         # From here on the function has run: a result that cannot be made JSON is not a
         # failure of the call (its effect happened), only of its record.
         try:
@@ -115,3 +122,10 @@ class FunctionConnector:
                     f"{limiter.total_tokens:g} were busy); it did not run, so it may be tried again"
                 ) from None
             raise
+
+
+def _run(func: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Call a sync function in its worker thread; a generator it returns runs there too, to its
+    end (serialized later, it would run on the event loop, outside the timeout)."""
+    value = func(*args, **kwargs)
+    return list(value) if isinstance(value, Generator) else value

@@ -9,6 +9,7 @@ closed (`additionalProperties: false`) unless asked otherwise. A parameter annot
 
 from __future__ import annotations
 
+import collections.abc
 import enum
 import functools
 import inspect
@@ -170,6 +171,28 @@ def _drop_unwritable_defaults(node: Any) -> None:
             _drop_unwritable_defaults(value)
 
 
+_YIELDS = frozenset(
+    {
+        collections.abc.Iterator,
+        collections.abc.Iterable,
+        collections.abc.Generator,
+        collections.abc.AsyncIterator,
+        collections.abc.AsyncIterable,
+        collections.abc.AsyncGenerator,
+    }
+)
+"""What a generator function's return annotation names: the call returns a list of its items."""
+
+
+def _returned(func: Callable[..., Any], annotation: Any) -> Any:
+    """The type of what a call of `func` returns: a generator function's items, as a list."""
+    if (inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func)) and get_origin(
+        annotation
+    ) in _YIELDS:
+        return types.GenericAlias(list, get_args(annotation)[:1] or (Any,))
+    return annotation
+
+
 def _register_instead(func: Callable[..., Any]) -> str:
     """What to register in place of a callable whose hints cannot be read, if it is one of
     the two kinds that hide their signature."""
@@ -271,7 +294,7 @@ def function_schema(
     if not additional_properties:
         _close_objects(input_schema)
     output_schema: dict[str, Any] | None = None
-    ret = hints.get("return", inspect.Signature.empty)
+    ret = _returned(func, hints.get("return", inspect.Signature.empty))
     if ret not in (inspect.Signature.empty, None, type(None), Any):
         try:
             output_schema = _strip_titles(
