@@ -209,3 +209,32 @@ def test_a_partial_or_a_callable_object_is_refused_with_what_to_register_instead
     with pytest.raises(ConfigurationError, match="__call__"):
         function_schema(Charger())
     assert function_schema(Charger().__call__).is_async  # what the message says works
+
+
+def test_a_method_taken_from_its_class_body_is_refused_with_what_to_register_instead() -> None:
+    """`@keeper.tool` over a method in its class body showed `self` to the model as a required
+    argument, and every call failed; over `@classmethod` it raised TypeError."""
+
+    class Orders:
+        rate = 2
+
+        def total(self, qty: int) -> int:
+            return qty * self.rate
+
+        @classmethod
+        def quote(cls, qty: int) -> int:
+            return qty
+
+        @staticmethod
+        def tax(qty: int) -> int:
+            return qty
+
+    as_written = vars(Orders)  # what a decorator in the class body is given
+    with pytest.raises(ConfigurationError, match=r"Orders\(\)\.total"):
+        function_schema(as_written["total"])
+    with pytest.raises(ConfigurationError, match=r"Orders\.quote"):
+        function_schema(as_written["quote"])
+    with pytest.raises(ConfigurationError, match=r"Orders\.quote"):
+        function_schema(as_written["quote"].__func__)  # `@classmethod` over `@keeper.tool`
+    for bound in (Orders().total, Orders.quote, as_written["tax"], Orders.tax):
+        assert list(function_schema(bound).input_schema["properties"]) == ["qty"]

@@ -207,6 +207,32 @@ def _register_instead(func: Callable[..., Any]) -> str:
     return ""
 
 
+def _unbound(func: Callable[..., Any]) -> str | None:
+    """Why `func` is a method taken from its class body (`@keeper.tool` over a `def` there,
+    or over `@classmethod`), which no call could bind: its instance or class is no argument a
+    model can send."""
+    if isinstance(func, classmethod):
+        name = func.__func__.__qualname__
+        return (
+            f"{name}: a classmethod object is not callable; register {name} once its class "
+            f"exists (keeper.add_function({name}))"
+        )
+    if not inspect.isfunction(func):
+        return None
+    owner, _, method = func.__qualname__.rpartition("<locals>.")[2].rpartition(".")
+    first = next(iter(inspect.signature(func).parameters.values()), None)
+    if not owner or first is None or first.name not in ("self", "cls"):
+        return None
+    if first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
+        return None
+    bound = f"{owner}().{method}" if first.name == "self" else f"{owner}.{method}"
+    return (
+        f"{func.__qualname__}: its first parameter {first.name!r} would be the model's to "
+        f"send; register the method bound to its {'instance' if first.name == 'self' else 'class'}"
+        f" once the class exists (keeper.add_function({bound}))"
+    )
+
+
 def function_schema(
     func: Callable[..., Any], *, additional_properties: bool = False
 ) -> FunctionSchema:
@@ -214,8 +240,12 @@ def function_schema(
 
     Raises:
         ConfigurationError: a parameter has no usable type, or is `*args` / `**kwargs`; two
-            parameters take the `CallContext`.
+            parameters take the `CallContext`; `func` is a method taken from its class, not
+            bound to an instance (or to the class, for a classmethod).
     """
+    unbound = _unbound(func)
+    if unbound is not None:
+        raise ConfigurationError(unbound)
     try:
         hints = get_type_hints(func, include_extras=True)
     except Exception as exc:
