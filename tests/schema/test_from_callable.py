@@ -238,3 +238,15 @@ def test_a_method_taken_from_its_class_body_is_refused_with_what_to_register_ins
         function_schema(as_written["quote"].__func__)  # `@classmethod` over `@keeper.tool`
     for bound in (Orders().total, Orders.quote, as_written["tax"], Orders.tax):
         assert list(function_schema(bound).input_schema["properties"]) == ["qty"]
+
+
+def test_a_literal_of_ints_given_an_integral_float_receives_the_int() -> None:
+    """Its schema's `enum` takes 1.0 for 1 (JSON Schema compares numbers by value), and the
+    function received the float 1.0, which is none of its Literal's values."""
+
+    def page(size: Literal[10, 50], mode: Literal[0, "auto"] | None = None) -> str:
+        return ""
+
+    arguments = function_schema(page).python_arguments({"size": 10.0, "mode": 0.0})
+    assert arguments == {"size": 10, "mode": 0}
+    assert type(arguments["size"]) is int and type(arguments["mode"]) is int

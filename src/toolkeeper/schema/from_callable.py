@@ -54,8 +54,8 @@ class FunctionSchema:
     positional: tuple[str, ...] = ()
     """Positional-only parameters, in order: passed by position, not by name."""
     integers: tuple[str, ...] = ()
-    """Parameters annotated `int` (or `int | None`) when there is no model: JSON Schema's
-    "integer" takes `2.0`, which they receive as `2`."""
+    """Parameters annotated `int` (or `int | None`, or a `Literal` of ints) when there is no
+    model: JSON Schema's "integer" (and `enum`) takes `2.0`, which they receive as `2`."""
 
     def python_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validated JSON arguments → the keyword arguments the function takes."""
@@ -110,6 +110,18 @@ def _names(annotation: Any, kind: type) -> bool:
     if get_origin(annotation) in (typing.Union, types.UnionType):
         return kind in get_args(annotation)
     return annotation is kind
+
+
+def _literal_int(annotation: Any) -> bool:
+    """Whether `annotation` is a `Literal` with an int among its values, optionally in a union
+    or `Annotated`: its JSON Schema `enum` takes `1.0` for `1`."""
+    if get_origin(annotation) is typing.Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_literal_int(a) for a in get_args(annotation))
+    return get_origin(annotation) is Literal and any(
+        type(value) is int for value in get_args(annotation)
+    )
 
 
 def _has_description(annotation: Any) -> bool:
@@ -274,7 +286,9 @@ def function_schema(
             context_param = name
             continue
         plain = plain and _is_plain(annotation)
-        if _names(annotation, int) and not _names(annotation, float):  # `int | float`: as given
+        if (_names(annotation, int) or _literal_int(annotation)) and not _names(
+            annotation, float
+        ):  # `int | float`: as given
             integers.append(name)
         default = ... if param.default is param.empty else param.default
         described = doc.params.get(name) if not _has_description(annotation) else None
