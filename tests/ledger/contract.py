@@ -348,6 +348,30 @@ class LedgerContract:
         assert small_record is not None
         assert (small_record.result, small_record.result_ref) == (small, None)
 
+    async def test_content_blocks_round_trip(self, store: LedgerStore) -> None:
+        blocks = (
+            {"type": "text", "text": "a picture"},
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+        )
+        claimed, _ = await store.claim_call(
+            call("claimed", status=S.SUCCEEDED, result={"n": 1}, content=blocks)
+        )
+        await store.claim_call(call("later"))
+        later = await store.transition(
+            "task-1",
+            "later",
+            expected=S.RUNNING,
+            target=S.SUCCEEDED,
+            changes={"result": [dict(b) for b in blocks], "content": blocks},
+        )
+        read = [await store.get_call("task-1", c) for c in ("claimed", "later")]
+        listed = await store.list_calls(statuses=[S.SUCCEEDED], task_id="task-1")
+        for record in (claimed, later, *read, *listed):
+            assert record is not None and record.content == blocks
+        plain, _ = await store.claim_call(call("plain", status=S.SUCCEEDED, result="text"))
+        assert plain.content is None
+        assert (await store.get_call("task-1", "plain")) == plain
+
     # -- recovery --------------------------------------------------------------------------
 
     async def test_recovery_marks_only_abandoned_non_idempotent_calls(

@@ -112,6 +112,25 @@ async def test_a_schema_newer_than_this_toolkeeper_is_refused(tmp_path: Path) ->
     await store.aclose()
 
 
+async def test_a_ledger_written_before_content_blocks_were_kept_opens_and_keeps_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path) as store:
+        old, _ = await store.claim_call(call("old", status=CallStatus.SUCCEEDED, result="x"))
+    with sqlite3.connect(path) as conn:  # as version 1 left it
+        conn.execute("ALTER TABLE calls DROP COLUMN content")
+        conn.execute("DELETE FROM schema_version WHERE version > 1")
+    blocks = ({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},)
+    async with SQLiteStore(path) as store:
+        assert await store.get_call("task-1", "old") == old
+        new, _ = await store.claim_call(
+            call("new", status=CallStatus.SUCCEEDED, result=[dict(blocks[0])], content=blocks)
+        )
+        assert await store.get_call("task-1", "new") == new
+    assert new.content == blocks
+
+
 async def test_a_closed_store_refuses_work(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "ledger.db")
     with pytest.raises(StoreError):

@@ -339,6 +339,21 @@ async def test_an_upstreams_image_reaches_the_client_as_an_image(
     assert image.mime_type == "image/png" and image.data.startswith("iVBOR")  # type: ignore[union-attr]
 
 
+async def test_a_replayed_call_gives_the_client_the_upstreams_image_again(
+    http_client: ClientFactory,
+) -> None:
+    # A client retrying with its own call id (its answer was lost) is answered from the
+    # ledger: the image came back as a text block holding the blocks' JSON.
+    meta: Any = {"dev.toolkeeper/call-id": "client-picture"}
+    async with http_client(TOKENS["alice"]) as alice:
+        first = await alice.call_tool("t.picture", {}, meta=meta)
+        replay = await alice.call_tool("t.picture", {}, meta=meta)
+    assert not first.is_error and not replay.is_error
+    assert [type(block).__name__ for block in first.content] == ["TextContent", "ImageContent"]
+    assert replay.content == first.content
+    assert replay.structured_content == first.structured_content
+
+
 async def test_a_tool_changed_many_times_leaves_one_export_behind() -> None:
     keeper = Keeper(ledger="memory://")
     gateway = Gateway(

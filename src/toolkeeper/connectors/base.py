@@ -35,7 +35,8 @@ class ToolOutput:
     """A reference to the side effect (an order id, a commit hash), kept in the ledger."""
     content: tuple[Mapping[str, Any], ...] | None = None
     """The result as MCP content blocks (images, resources), for an MCP client to get as they
-    are; the data stays what is recorded (a replay shows the data)."""
+    are, on the first run and on a replay (the ledger keeps them beside the data); every other
+    format shows the data."""
 
 
 class UpstreamUnavailable(ToolSignal):

@@ -30,7 +30,8 @@ __all__ = [
 
 MCP_CONTENT = "mcp_content"
 """`ToolResult.metadata` key of a result's MCP content blocks (an upstream's images and
-resources), which the MCP format sends as they are; not recorded, so a replay lacks them."""
+resources), which the MCP format sends as they are; recorded with the call
+(`CallRecord.content`), so a replay sends them again."""
 
 DEFAULT_INPUT_SCHEMA: Mapping[str, Any] = {
     "type": "object",

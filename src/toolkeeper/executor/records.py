@@ -6,7 +6,7 @@ from typing import Any
 
 from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
-from ..core.values import Effect, ToolResult
+from ..core.values import MCP_CONTENT, Effect, ToolResult
 from ..ledger.base import ApprovalRecord, CallRecord, current_owner
 from ..observe.audit import AuditEvent
 from ..policy.approvals import Binding
@@ -46,6 +46,7 @@ def replay(record: CallRecord) -> ToolResult:
         effect_ref=record.effect_ref,
         approval_id=record.approval_id,
         replayed=True,
+        metadata={MCP_CONTENT: record.content} if record.content else {},
     )
 
 

@@ -81,7 +81,7 @@ class _Outcome:
     """The request may have taken effect."""
     approval_reason: str | None = None
     content: tuple[Mapping[str, Any], ...] | None = None
-    """MCP content blocks of the result (`ToolOutput.content`), handed on, not recorded."""
+    """MCP content blocks of the result (`ToolOutput.content`), recorded with the data."""
 
 
 async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
@@ -622,6 +622,7 @@ async def _record_end(
                         outcome.status,
                         attempt=attempt,
                         result=outcome.data,
+                        content=outcome.content,
                         error=error_dict,
                         effect_ref=outcome.effect_ref,
                         approval_id=approval_id,
@@ -635,6 +636,7 @@ async def _record_end(
                 changes: dict[str, Any] = {
                     "attempt": attempt,
                     "result": outcome.data,
+                    "content": outcome.content,
                     "error": error_dict,
                     "effect_ref": outcome.effect_ref,
                 }
@@ -650,7 +652,7 @@ async def _record_end(
                 )
             break
         except NotJSON as exc:
-            if outcome.data is None or isinstance(outcome.data, str):
+            if outcome.content is None and (outcome.data is None or isinstance(outcome.data, str)):
                 raise  # (a note is JSON: the store failed on something else)
             # The store cannot hold the result (a connector's data nested too deeply): the
             # call ran all the same, so it is recorded as it ended, a note in place of data.

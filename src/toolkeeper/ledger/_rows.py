@@ -47,6 +47,7 @@ CALL_COLUMNS = (
     "created_at",
     "updated_at",
     "history",
+    "content",
 )
 """Columns of `calls`, in the order of `call_row`."""
 RESULT_REF = CALL_COLUMNS.index("result_ref")
@@ -164,6 +165,7 @@ def call_row(record: CallRecord) -> CallRow:
         record.created_at,
         record.updated_at,
         "[" + ",".join(history_entry(s, t) for s, t in record.history) + "]",
+        _dump_optional(record.content),
     )
     return CallRow(record=record, values=values, apart=apart)
 
@@ -194,6 +196,7 @@ def call_from_row(row: Sequence[Any], apart: str | None = None) -> CallRecord:
         created_at,
         updated_at,
         history,
+        content,
     ) = row[: len(CALL_COLUMNS)]
     body = apart if result_ref is not None else result
     return CallRecord(
@@ -214,6 +217,7 @@ def call_from_row(row: Sequence[Any], apart: str | None = None) -> CallRecord:
         effect_ref=effect_ref,
         result=None if body is None else json.loads(body),
         result_ref=result_ref,
+        content=None if content is None else tuple(json.loads(content)),
         error=None if error is None else json.loads(error),
         owner=owner,
         deadline=deadline,
@@ -286,7 +290,7 @@ def column_value(name: str, value: Any) -> Any:
     """The column value of one field of `CallRecord` other than `result` and `status`."""
     if name == "arguments":
         return dump_json(value)
-    if name == "error":
+    if name in ("error", "content"):
         return _dump_optional(value)
     if name == "idempotent":
         return int(value)

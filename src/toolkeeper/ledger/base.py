@@ -93,6 +93,9 @@ class CallRecord:
     result_ref: str | None = None
     """SHA-256 of the JSON result when the store keeps it apart (it is over the store's size
     threshold); set by durable stores on write, None when the result is kept inline."""
+    content: tuple[Mapping[str, Any], ...] | None = None
+    """The result as the MCP content blocks the tool answered with (an upstream's images and
+    resources), when it has any beside text: what an MCP client gets again on a replay."""
     error: Mapping[str, Any] | None = None
     """The `ToolError.to_dict()` of a refusal or failure."""
     owner: str = ""

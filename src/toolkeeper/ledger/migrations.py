@@ -109,6 +109,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX approvals_by_status ON approvals (status, created_at)",
         ),
     ),
+    Migration(
+        version=2,
+        name="calls keep their results' MCP content blocks",
+        statements=("ALTER TABLE calls ADD COLUMN content TEXT",),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version
