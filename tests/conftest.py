@@ -10,6 +10,19 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+MCP_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+"""An MCP client's first request, as tests send it over raw HTTP."""
+
+
 def postgres_url() -> str:
     return os.environ.get("TOOLKEEPER_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 

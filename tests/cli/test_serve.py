@@ -20,6 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from toolkeeper.cli import main
 
+from ..conftest import MCP_INITIALIZE
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = "from toolkeeper.cli import main; raise SystemExit(main())"
 
@@ -129,19 +131,9 @@ async def test_serve_takes_the_host_names_the_configuration_allows_and_no_others
             "Authorization": "Bearer demo-token-for-tests",
             "Accept": "application/json, text/event-stream",
         }
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "0"},
-            },
-        }
         async with httpx2.AsyncClient(timeout=30) as http:
             named, other = [
-                await http.post(url, json=initialize, headers={**headers, "Host": host})
+                await http.post(url, json=MCP_INITIALIZE, headers={**headers, "Host": host})
                 for host in ("mcp.example.com", "evil.example")
             ]
     assert (named.status_code, other.status_code) == (200, 421)

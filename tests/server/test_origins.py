@@ -16,19 +16,11 @@ from toolkeeper.keeper import Keeper
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 from toolkeeper.server.transports import serve_http
 
+from ..conftest import MCP_INITIALIZE
+
 pytestmark = pytest.mark.anyio
 
 TOKEN = "tok-0123456789abcdef"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "0"},
-    },
-}
 
 
 @asynccontextmanager
@@ -73,7 +65,7 @@ async def initialize(port: int, **headers: str) -> httpx2.Response:
         **{name.replace("_", "-"): value for name, value in headers.items()},
     }
     async with httpx2.AsyncClient(timeout=30) as http:
-        return await http.post(f"http://127.0.0.1:{port}/mcp", json=INITIALIZE, headers=sent)
+        return await http.post(f"http://127.0.0.1:{port}/mcp", json=MCP_INITIALIZE, headers=sent)
 
 
 @pytest.mark.parametrize("bind", ["127.0.0.1", "0.0.0.0"])
