@@ -1,17 +1,23 @@
 """What a tool returns is recorded and handed back as JSON data, whatever text it holds."""
 
 import base64
+import datetime
+import json
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 from pydantic import Field
 
-from toolkeeper import CallStatus, Effect, ErrorCode, Keeper, ToolCall, ToolSpec
+from toolkeeper import CallStatus, Effect, ErrorCode, Keeper, ToolCall, ToolOutput, ToolSpec
 from toolkeeper.catalog.registry import Tool
 from toolkeeper.core.signals import ToolFailed
-from toolkeeper.core.values import CallContext
+from toolkeeper.core.values import MCP_CONTENT, CallContext
+from toolkeeper.ledger.base import LedgerStore
+from toolkeeper.ledger.sqlite import SQLiteStore
+from toolkeeper.testing import MemoryStore
 
 pytestmark = pytest.mark.anyio
 
@@ -126,6 +132,93 @@ async def test_binary_bytes_from_a_write_tool_are_base64_not_a_failure() -> None
         result = await keeper.execute(ToolCall(call_id="c1", name="upload", arguments={}))
     assert result.status is CallStatus.SUCCEEDED, result.error
     assert result.data == {"thumbnail": base64.b64encode(png).decode(), "name": "Y2F0LnBuZw=="}
+
+
+class _PythonValuesConnector:
+    """A source (not a Python function) whose answers hold Python values JSON has no type for."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+
+    async def invoke(self, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        return self.data
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> LedgerStore:
+    if request.param == "memory":
+        return MemoryStore()
+    if request.param == "sqlite":
+        return SQLiteStore(tmp_path / "ledger.db")
+    from toolkeeper.ledger.postgres import PostgresStore
+
+    from ..conftest import postgres_url
+
+    return PostgresStore(postgres_url(), schema=request.getfixturevalue("pg_schema"))
+
+
+async def test_any_connectors_data_is_made_json_once_so_a_replay_shows_the_same(
+    ledger: LedgerStore,
+) -> None:
+    """Only the Python connector made its data JSON: another's datetime, set or bytes were
+    kept as they were by the in-memory ledger and converted by msgspec in SQLite and
+    PostgreSQL, and a model was shown `"{1, 2}"` or `"b'ab'"` first and `[1, 2]` or `"YWI="`
+    on a replay. Every connector's data is now converted the way a Python tool's is."""
+    value = {
+        "when": datetime.datetime(2024, 1, 2, 3, 4, 5),
+        "tags": {1, 2},
+        "raw": b"ab",
+        "pair": (1, 2),
+        "price": Decimal("1.50"),
+        "by_id": {1: "a"},
+    }
+    made = {
+        "when": "2024-01-02T03:04:05",
+        "tags": [1, 2],
+        "raw": "ab",
+        "pair": [1, 2],
+        "price": "1.50",
+        "by_id": {"1": "a"},
+    }
+    keeper = Keeper(ledger=ledger)
+    answers = {
+        "plain": value,
+        "output": ToolOutput(data=value, effect_ref="r1"),
+        "opaque": {"thing": object()},
+    }
+    for name, answer in answers.items():
+        spec = ToolSpec(name=name, effect=Effect.WRITE, input_schema={"type": "object"})
+        keeper.catalog.add(Tool(spec=spec, connector=_PythonValuesConnector(answer)))
+    async with keeper:
+        calls = [ToolCall(call_id=name, name=name, arguments={}) for name in answers]
+        first = [await keeper.execute(call) for call in calls]
+        again = [await keeper.execute(call) for call in calls]
+    plain, output, opaque = first
+    assert plain.data == made and output.data == made
+    assert output.effect_ref == "r1"
+    assert json.loads(json.dumps(plain.data)) == made  # JSON with no `default=`
+    assert opaque.status is CallStatus.SUCCEEDED
+    assert isinstance(opaque.data, str) and "ran and finished" in opaque.data
+    for ran, replayed in zip(first, again, strict=True):
+        assert replayed.replayed and replayed.data == ran.data
+
+
+async def test_a_python_tools_content_blocks_are_kept_as_an_upstreams_are() -> None:
+    """The Python connector rebuilt a returned `ToolOutput` to convert its data, and dropped
+    its `content` on the way; the executor now converts every connector's data."""
+    keeper = Keeper(ledger="memory://")
+    image = {"type": "image", "data": "AA==", "mimeType": "image/png"}
+
+    @keeper.tool(effect="read_only")
+    async def picture() -> ToolOutput:
+        return ToolOutput(data={"at": datetime.date(2024, 1, 2)}, content=(image,))
+
+    call = ToolCall(call_id="c1", name="picture", arguments={})
+    async with keeper:
+        first = await keeper.execute(call)
+        again = await keeper.execute(call)
+    assert first.data == {"at": "2024-01-02"}
+    assert first.metadata[MCP_CONTENT] == again.metadata[MCP_CONTENT] == (image,)
 
 
 def _nested(depth: int) -> dict[str, object]:

@@ -6,11 +6,15 @@ attempt with already validated arguments and passes `ctx.idempotency_key` on to 
 performs the effect. What it is not: a place for policy, retries, timeouts or bookkeeping;
 the executor does those, the same way for every connector.
 
-A connector returns the result data, or a `ToolOutput` to also report an effect reference. It
+A connector returns the result data, or a `ToolOutput` to also report an effect reference.
+The executor makes that data JSON, the same way for every connector, before it is recorded or
+shown (`to_jsonable`: dates become ISO text, sets and tuples lists, bytes text or base64, keys
+strings); data that cannot be made JSON is recorded as a note that the tool ran. A connector
 raises a `ToolSignal` (`ToolFailed`, `RetryLater`, `ApprovalRequired`) to report a failure
 the model may see; `UpstreamUnavailable` when the source cannot be reached (nothing ran);
-`UnrecordableResult` when the tool ran but its result cannot be made JSON; and any other
-exception for an internal failure, which the model never sees in detail.
+`UnrecordableResult` when the tool ran but what it answered cannot be recorded (not a result
+of its protocol); and any other exception for an internal failure, which the model never sees
+in detail.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ class ToolOutput:
     """What a tool returns when it has more to say than its data."""
 
     data: Any = None
-    """The result data shown to the model."""
+    """The result data shown to the model, made JSON by the executor."""
     effect_ref: str | None = None
     """A reference to the side effect (an order id, a commit hash), kept in the ledger."""
     content: tuple[Mapping[str, Any], ...] | None = None

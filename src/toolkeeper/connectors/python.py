@@ -33,9 +33,9 @@ from typing import Any
 import anyio.to_thread
 
 from ..core.values import CallContext, ToolSpec
-from ..schema.from_callable import FunctionSchema, function_schema, to_jsonable
+from ..schema.from_callable import FunctionSchema, function_schema
 from ..schema.validate import Violation
-from .base import ToolOutput, UnrecordableResult, UpstreamUnavailable
+from .base import UpstreamUnavailable
 
 __all__ = ["FunctionConnector"]
 
@@ -69,7 +69,7 @@ class FunctionConnector:
         return self.schema.violations if self.schema.model is not None else None
 
     async def invoke(self, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext) -> Any:
-        """Call the function once; JSON-ify what it returns."""
+        """Call the function once; return what it returns (the executor makes it JSON)."""
         kwargs = self.schema.python_arguments(arguments)
         if self.schema.context_param is not None:
             kwargs[self.schema.context_param] = ctx
@@ -83,14 +83,7 @@ class FunctionConnector:
                 value = await value
             elif inspect.isasyncgen(value):
                 value = [item async for item in value]
-        # From here on the function has run: a result that cannot be made JSON is not a
-        # failure of the call (its effect happened), only of its record.
-        try:
-            if isinstance(value, ToolOutput):
-                return ToolOutput(data=to_jsonable(value.data), effect_ref=value.effect_ref)
-            return to_jsonable(value)
-        except (ValueError, TypeError, RecursionError) as exc:
-            raise UnrecordableResult(f"{type(exc).__name__}: {exc}") from exc
+        return value
 
     async def _in_thread(self, call: Callable[[], Any], spec: ToolSpec, ctx: CallContext) -> Any:
         """Run `call` in a worker thread.

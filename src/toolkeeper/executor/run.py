@@ -30,6 +30,7 @@ from ..core.values import MCP_CONTENT, CallContext, ToolResult
 from ..ledger.base import ApprovalRecord, LedgerStore, StaleState, current_owner
 from ..observe.redact import hidden_values, mask
 from ..schema.canonical import json_safe
+from ..schema.from_callable import to_jsonable
 from .records import (
     UNKNOWN_OUTCOME_ERROR,
     approval_pending_result,
@@ -142,14 +143,23 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
             details={"exception": type(exc).__name__},
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
-    if isinstance(value, ToolOutput):
-        return _Outcome(
-            status=CallStatus.SUCCEEDED,
-            data=json_safe(value.data),
-            effect_ref=value.effect_ref,
-            content=value.content,
-        )
-    return _Outcome(status=CallStatus.SUCCEEDED, data=json_safe(value))
+    # From here on the tool has run: a result that cannot be made JSON is not a failure of
+    # the call (its effect happened), only of its record.
+    output = value if isinstance(value, ToolOutput) else None
+    try:
+        data = json_safe(to_jsonable(value if output is None else output.data))
+    except (ValueError, TypeError, RecursionError) as exc:
+        note = _unrecordable(spec.name, f"{type(exc).__name__}: {exc}")
+        effect_ref = output.effect_ref if output is not None else None
+        return _Outcome(status=CallStatus.SUCCEEDED, data=note, effect_ref=effect_ref)
+    if output is None:
+        return _Outcome(status=CallStatus.SUCCEEDED, data=data)
+    return _Outcome(
+        status=CallStatus.SUCCEEDED,
+        data=data,
+        effect_ref=output.effect_ref,
+        content=output.content,
+    )
 
 
 def _sensitive(st: CallState) -> tuple[str, ...]:
