@@ -27,6 +27,7 @@ from toolkeeper.server import Deployment
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 from toolkeeper.server.transports import http_app, serve_http
 
+from ..conftest import MCP_INITIALIZE
 from .conftest import ROOT, TOKENS, ClientFactory, config_text
 
 pytestmark = pytest.mark.anyio
@@ -147,19 +148,7 @@ async def test_a_line_that_is_not_json_rpc_does_not_end_the_stdio_session(
     params = stdio_server(config_file)
     lines = [
         b"this is not json\n",
-        json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "0"},
-                },
-            }
-        ).encode()
-        + b"\n",
+        json.dumps(MCP_INITIALIZE).encode() + b"\n",
         b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n',
         b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}\n',
     ]
