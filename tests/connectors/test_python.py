@@ -131,6 +131,17 @@ async def test_a_sync_tool_that_outlives_its_timeout_ends_at_it_on_every_event_l
     assert record is not None and record.status is CallStatus.UNKNOWN_OUTCOME
 
 
+def _holding(keeper: Keeper, busy: anyio.Event, release: threading.Event) -> None:
+    """Register `hold`: a sync write that takes a worker thread, sets `busy` and keeps the
+    thread until `release` (at most 5 s)."""
+
+    @keeper.tool(effect="write", timeout=10)
+    def hold() -> str:
+        anyio.from_thread.run_sync(busy.set)
+        release.wait(5)
+        return "done"
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_a_sync_tool_finding_no_thread_free_by_its_timeout_is_retryable_and_never_runs() -> (
     None
@@ -139,11 +150,7 @@ async def test_a_sync_tool_finding_no_thread_free_by_its_timeout_is_retryable_an
     busy, release, ran = anyio.Event(), threading.Event(), threading.Event()
     keeper = Keeper(ledger="memory://", tool_threads=1)
 
-    @keeper.tool(effect="write", timeout=10)
-    def hold() -> str:
-        anyio.from_thread.run_sync(busy.set)
-        release.wait(5)
-        return "done"
+    _holding(keeper, busy, release)
 
     @keeper.tool(effect="write", timeout=0.1, retry=RetryPolicy(max_attempts=1))
     def pay() -> str:
@@ -177,11 +184,7 @@ async def test_sync_tools_holding_every_thread_leave_the_applications_threads_fr
     tokens = default.total_tokens
     default.total_tokens = 1  # (the test's run only; given back below)
 
-    @keeper.tool(effect="write", timeout=10)
-    def hold() -> str:
-        anyio.from_thread.run_sync(busy.set)
-        release.wait(5)
-        return "done"
+    _holding(keeper, busy, release)
 
     try:
         async with keeper, anyio.create_task_group() as tg:
