@@ -444,7 +444,6 @@ def _default_approval(st: CallState) -> None:
 
 
 _TOOL_CHANGED = "the tool changed before the request was decided"
-_ASK_ANEW = "the approval request no longer fits the call (its tool changed, or it was withdrawn)"
 
 
 def approval(rt: Runtime, st: CallState) -> Any:
@@ -492,17 +491,11 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
                     "the approval request expired; propose the call again to ask anew",
                     approval_id=found.id,
                 )
-        elif found.status is ApprovalStatus.PENDING or waiting:
+        elif found.status is ApprovalStatus.PENDING:
             # Never usable for this call: the tool changed since (a rolling deploy: a request
-            # approved for the version another process serves), or it was withdrawn.
-            if found.status is ApprovalStatus.PENDING:
-                await rt.approvals.withdraw(found.id, reason=_TOOL_CHANGED)
-            if waiting and st.approval_reason is not None:
-                # A wait cannot follow a wait: the record ends the one for the unusable
-                # request (nothing ran), then waits for the new one.
-                from .run import end_wait
-
-                await end_wait(rt, st, ToolError.of(ErrorCode.APPROVAL_EXPIRED, _ASK_ANEW))
+            # approved for the version another process serves). A record still waiting for
+            # it, or for one withdrawn, waits for the new request (`run.hold_for_approval`).
+            await rt.approvals.withdraw(found.id, reason=_TOOL_CHANGED)
     if st.approval_reason is None:
         return None
     from .run import hold_for_approval

@@ -44,7 +44,6 @@ from .state import CallState
 __all__ = [
     "LEDGER_UNAVAILABLE",
     "LostRace",
-    "end_wait",
     "hold_for_approval",
     "record_refusal",
     "run_call",
@@ -304,7 +303,7 @@ async def hold_for_approval(rt: Runtime, st: CallState, approval: ApprovalRecord
         raise
 
 
-async def end_wait(rt: Runtime, st: CallState, error: ToolError) -> None:
+async def _end_wait(rt: Runtime, st: CallState, error: ToolError) -> None:
     """Refuse a call whose record waits for an approval request it cannot use, so that it may
     wait for another (nothing ran). A record that meanwhile waited for another request (another
     process asked anew after the same read) ended that wait: its request is withdrawn too."""
@@ -325,7 +324,14 @@ async def end_wait(rt: Runtime, st: CallState, error: ToolError) -> None:
         await rt.approvals.withdraw(st.record.approval_id, reason=error.message)
 
 
+_ASK_ANEW = "the approval request no longer fits the call (its tool changed, or it was withdrawn)"
+
+
 async def _hold(rt: Runtime, st: CallState, approval: ApprovalRecord) -> ToolResult:
+    if st.record is not None and st.record.status is CallStatus.AWAITING_APPROVAL:
+        # A wait cannot follow a wait: the record ends the one for the request it can no
+        # longer use (nothing ran), then waits for this one.
+        await _end_wait(rt, st, ToolError.of(ErrorCode.APPROVAL_EXPIRED, _ASK_ANEW))
     store = rt.store()
     previous = st.record.status if st.record is not None else None
     if st.record is None:
