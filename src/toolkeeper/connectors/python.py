@@ -60,6 +60,7 @@ class FunctionConnector:
         self.func = func
         self.schema = schema if schema is not None else function_schema(func)
         self.limiter = limiter
+        self._yields_async = inspect.isasyncgenfunction(func)
 
     @property
     def argument_check(self) -> Callable[[Mapping[str, Any]], list[Violation]] | None:
@@ -76,13 +77,13 @@ class FunctionConnector:
         args = [kwargs.pop(name) for name in self.schema.positional if name in kwargs]
         if self.schema.is_async:
             value = await self.func(*args, **kwargs)
+        elif self._yields_async:  # (needs no thread: it runs on the event loop)
+            value = [item async for item in self.func(*args, **kwargs)]
         else:
             call = functools.partial(_run, self.func, args, kwargs)
             value = await self._in_thread(call, spec, ctx)
             if inspect.isawaitable(value):
                 value = await value
-            elif inspect.isasyncgen(value):
-                value = [item async for item in value]
         return value
 
     async def _in_thread(self, call: Callable[[], Any], spec: ToolSpec, ctx: CallContext) -> Any:
