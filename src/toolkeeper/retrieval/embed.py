@@ -14,6 +14,7 @@ is a deterministic stand-in for tests. What it is not: an index (see
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import logging
 import os
@@ -147,6 +148,7 @@ def _dequantized(path: Path) -> bytes:
     return model.SerializeToString()  # type: ignore[no-any-return]
 
 
+@functools.cache
 def _release() -> str:
     """The release of the model package: it names the source graph (hashing its 23 MB took
     36 ms per start)."""
