@@ -415,7 +415,11 @@ class Selector:
             raise ValueError(f"k must be a whole number of at least 1, not {k!r}")
         # Each search reads so much of the query, the context always included.
         text = compose_query(query, context, max_chars=_QUERY_CHARS)
-        dense_text = compose_query(query, context, max_chars=self.config.query_chars)
+        dense_text = (
+            text  # (the same text when nothing had to be cut)
+            if len(text) <= self.config.query_chars
+            else compose_query(query, context, max_chars=self.config.query_chars)
+        )
         with self._lock:
             return self._select(text, dense_text, principal, k, abstain)
 
