@@ -118,9 +118,9 @@ class Catalog:
 
     def specs(self) -> list[ToolSpec]:
         """Every tool's spec, in insertion order."""
-        # (copied in one step first, as `__iter__` does: a tool added on another thread while
-        # the specs are read would otherwise end the loop with "dictionary changed size")
-        return [t.spec for t in list(self._tools.values())]
+        # (through `__iter__`, which copies the tools in one step: a tool added on another
+        # thread while the specs are read would otherwise end the loop, "dictionary changed size")
+        return [t.spec for t in self]
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener` on every change; returns a function that unsubscribes it."""
