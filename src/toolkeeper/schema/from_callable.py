@@ -103,24 +103,27 @@ def _is_plain(annotation: Any) -> bool:
     return False
 
 
-def _names(annotation: Any, kind: type) -> bool:
-    """Whether `annotation` is `kind`, optionally in a union or `Annotated`."""
+def _members(annotation: Any) -> tuple[Any, ...]:
+    """The types `annotation` may be: the members of a union, else itself (`Annotated`
+    unwrapped first)."""
     if get_origin(annotation) is typing.Annotated:
         annotation = get_args(annotation)[0]
     if get_origin(annotation) in (typing.Union, types.UnionType):
-        return kind in get_args(annotation)
-    return annotation is kind
+        return get_args(annotation)
+    return (annotation,)
+
+
+def _names(annotation: Any, kind: type) -> bool:
+    """Whether `annotation` is `kind`, optionally in a union or `Annotated`."""
+    return kind in _members(annotation)
 
 
 def _literal_int(annotation: Any) -> bool:
     """Whether `annotation` is a `Literal` with an int among its values, optionally in a union
     or `Annotated`: its JSON Schema `enum` takes `1.0` for `1`."""
-    if get_origin(annotation) is typing.Annotated:
-        annotation = get_args(annotation)[0]
-    if get_origin(annotation) in (typing.Union, types.UnionType):
-        return any(_literal_int(a) for a in get_args(annotation))
-    return get_origin(annotation) is Literal and any(
-        type(value) is int for value in get_args(annotation)
+    return any(
+        get_origin(member) is Literal and any(type(value) is int for value in get_args(member))
+        for member in _members(annotation)
     )
 
 
