@@ -438,8 +438,10 @@ def parse_config(
     except ConfigurationError as exc:
         raise_at(("server", "ledger"), str(exc))
     for index, entry in enumerate(config.tools):
-        if entry.file is not None and not (Path(config.base_dir) / entry.file).is_file():
-            path = (Path(config.base_dir) / entry.file).resolve()
+        if entry.file is None:
+            continue
+        path = (Path(config.base_dir) / entry.file).resolve()
+        if not path.is_file():
             raise_at(("tools", index, "file"), f"no such file: {path}")
     return config
 
