@@ -9,6 +9,7 @@ denied with a reason, and live in the ledger store, so they survive restarts.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -129,11 +130,11 @@ class Approvals:
         except (KeyError, ValueError):
             return None
 
-    async def expire(self, approval_id: str) -> ApprovalRecord | None:
+    async def expire(self, approval_id: str) -> None:
         """Mark a pending request that a call found past its expiry as expired, so that a
         decision landing after it (a person whose clock, or write, was late) is refused as the
-        call was; None when it was decided first."""
-        return await _expire(self._store(), approval_id, self._clock())
+        call was (one decided first stays as it was)."""
+        await _expire(self._store(), approval_id, self._clock())
 
     async def deny(self, approval_id: str, *, by: str, reason: str) -> ApprovalRecord:
         """Refuse a pending request; the call ends APPROVAL_DENIED with `reason`.
@@ -182,16 +183,14 @@ class Approvals:
         return ApprovalCheck.PENDING
 
 
-async def _expire(store: LedgerStore, approval_id: str, now: float) -> ApprovalRecord | None:
+async def _expire(store: LedgerStore, approval_id: str, now: float) -> None:
     """Mark a pending request that has expired as expired, unless another process decided it
     first (a person, or a listing of its own that found it expired too): either way it is
-    pending no more, and the decision that landed stands (None)."""
-    try:
-        return await store.decide_approval(
+    pending no more, and the decision that landed stands."""
+    with contextlib.suppress(ValueError):
+        await store.decide_approval(
             approval_id, status=ApprovalStatus.EXPIRED, by=None, note="expired", at=now
         )
-    except ValueError:
-        return None
 
 
 def _named(value: str, what: str) -> str:
