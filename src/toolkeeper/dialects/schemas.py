@@ -365,26 +365,47 @@ class NotStrict(Exception):
         )
 
 
-class OpenAIStrictSchema(SchemaWalker):
-    """OpenAI strict mode: required everywhere, closed objects, the accepted keyword subset."""
+class _StrictSchema(SchemaWalker):
+    """What every vendor's strict mode shares: its keyword and format subsets, `oneOf` read as
+    `anyOf`, and no value that may be anything."""
 
-    target = "OpenAI strict mode"
-    bare_refs = True  # "$ref cannot have keywords": a described reference is inlined
+    keywords: frozenset[str] = frozenset()
+    """The keywords it accepts."""
+    formats: frozenset[str] = frozenset()
+    """The string formats it accepts."""
 
     def allows(self, keyword: str, node: Mapping[str, Any]) -> bool:
         if keyword == "oneOf":
             return "anyOf" not in node
         if keyword == "format":
-            return node.get("format") in OPENAI_STRICT_FORMATS
-        if keyword == "prefixItems":
-            return "array" in types_of(node)  # made `items` by `transform`
-        return keyword in OPENAI_STRICT_KEYWORDS
+            return node.get("format") in self.formats
+        return keyword in self.keywords
 
     def boolean(self, node: bool, pointer: str) -> Any:
-        return _strict_boolean(node, pointer)
+        if node and not pointer.endswith("/additionalProperties"):
+            raise NotStrict(pointer, "a value that may be anything cannot be strict")
+        return node
 
     def transform(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
         _one_of_as_any_of(self, node, pointer, "strict mode has no oneOf; rewritten as anyOf")
+        return node
+
+
+class OpenAIStrictSchema(_StrictSchema):
+    """OpenAI strict mode: required everywhere, closed objects, the accepted keyword subset."""
+
+    target = "OpenAI strict mode"
+    bare_refs = True  # "$ref cannot have keywords": a described reference is inlined
+    keywords = OPENAI_STRICT_KEYWORDS
+    formats = OPENAI_STRICT_FORMATS
+
+    def allows(self, keyword: str, node: Mapping[str, Any]) -> bool:
+        if keyword == "prefixItems":
+            return "array" in types_of(node)  # made `items` by `transform`
+        return super().allows(keyword, node)
+
+    def transform(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
+        node = super().transform(node, pointer)
         _tuple_as_items(self, node, pointer)
         if pointer == "" and ("anyOf" in node or "$ref" in node):
             # OpenAI's rule for strict schemas: the root is a plain object with properties.
@@ -442,12 +463,6 @@ def _closable(node: dict[str, Any], pointer: str) -> Mapping[str, Any]:
     return props
 
 
-def _strict_boolean(node: bool, pointer: str) -> bool:
-    if node and not pointer.endswith("/additionalProperties"):
-        raise NotStrict(pointer, "a value that may be anything cannot be strict")
-    return node
-
-
 def _typed(node: Mapping[str, Any], pointer: str) -> None:
     if not types_of(node) and not any(
         k in node for k in ("anyOf", "allOf", "$ref", "enum", "const")
@@ -455,12 +470,14 @@ def _typed(node: Mapping[str, Any], pointer: str) -> None:
         raise NotStrict(pointer, "a value without a `type` cannot be strict")
 
 
-class AnthropicStrictSchema(SchemaWalker):
+class AnthropicStrictSchema(_StrictSchema):
     """Anthropic strict tool use: closed objects, the keyword subset it accepts (others move
     into the description), no recursion; optional properties stay optional."""
 
     target = "Anthropic strict mode"
     inline_refs = True  # (a recursive reference, which strict mode cannot take, is not)
+    keywords = ANTHROPIC_STRICT_KEYWORDS
+    formats = ANTHROPIC_STRICT_FORMATS
 
     def loss(self, pointer: str, keyword: str, action: Action, reason: str) -> None:
         if keyword == "$ref" and action is Action.DROPPED:  # recursive, or not resolved
@@ -468,10 +485,6 @@ class AnthropicStrictSchema(SchemaWalker):
         super().loss(pointer, keyword, action, reason)
 
     def allows(self, keyword: str, node: Mapping[str, Any]) -> bool:
-        if keyword == "oneOf":
-            return "anyOf" not in node
-        if keyword == "format":
-            return node.get("format") in ANTHROPIC_STRICT_FORMATS
         if keyword == "minItems":
             return node.get("minItems") in (0, 1)
         if keyword == "enum":
@@ -479,13 +492,10 @@ class AnthropicStrictSchema(SchemaWalker):
             return isinstance(values, list) and all(_primitive(v) for v in values)
         if keyword == "const":
             return _primitive(node.get("const"))
-        return keyword in ANTHROPIC_STRICT_KEYWORDS
-
-    def boolean(self, node: bool, pointer: str) -> Any:
-        return _strict_boolean(node, pointer)
+        return super().allows(keyword, node)
 
     def transform(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
-        _one_of_as_any_of(self, node, pointer, "strict mode has no oneOf; rewritten as anyOf")
+        node = super().transform(node, pointer)
         if "object" in types_of(node) or "properties" in node:
             _closable(node, pointer)
             node["additionalProperties"] = False
