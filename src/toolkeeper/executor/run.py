@@ -144,14 +144,20 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         return _Outcome(status=CallStatus.FAILED, error=error)
     # From here on the tool has run: a result that cannot be made JSON is not a failure of
     # the call (its effect happened), only of its record.
-    output = value if isinstance(value, ToolOutput) else ToolOutput(data=value)
-    content = output.content
+    output = value if isinstance(value, ToolOutput) else None
     try:
-        data = json_safe(to_jsonable(output.data))
+        data = json_safe(to_jsonable(value if output is None else output.data))
     except (ValueError, TypeError, RecursionError) as exc:
-        data, content = _unrecordable(spec.name, f"{type(exc).__name__}: {exc}"), None
+        note = _unrecordable(spec.name, f"{type(exc).__name__}: {exc}")
+        effect_ref = output.effect_ref if output is not None else None
+        return _Outcome(status=CallStatus.SUCCEEDED, data=note, effect_ref=effect_ref)
+    if output is None:
+        return _Outcome(status=CallStatus.SUCCEEDED, data=data)
     return _Outcome(
-        status=CallStatus.SUCCEEDED, data=data, effect_ref=output.effect_ref, content=content
+        status=CallStatus.SUCCEEDED,
+        data=data,
+        effect_ref=output.effect_ref,
+        content=output.content,
     )
 
 
