@@ -139,3 +139,103 @@ def test_a_cache_in_a_folder_that_does_not_exist_is_a_usage_error_and_makes_no_f
     assert exit_info.value.code == 2
     assert f"argument --cache: the folder of {cache} does not exist" in capsys.readouterr().err
     assert not (tmp_path / "no").exists()
+
+
+def test_fit_adapter_writes_an_adapter_that_eval_retrieval_uses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "adapter.npy"
+    common = ["--cache", str(tmp_path / "vectors.sqlite")]
+    code = main(
+        [
+            "eval",
+            "fit-adapter",
+            "--set",
+            str(FIXTURES / "bfcl.tools.jsonl"),
+            str(FIXTURES / "bfcl.queries.jsonl"),
+            "name",
+            "--set",
+            str(FIXTURES / "sealtools.tools.jsonl"),
+            str(FIXTURES / "sealtools.queries.jsonl"),
+            "id",
+            "--out",
+            str(out),
+            "--holdout",
+            "--epochs",
+            "2",
+            "--json",
+            *common,
+        ]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    held = report["holdout"][str(FIXTURES / "bfcl.tools.jsonl")]
+    assert held["queries"] > 0 and {"5", "10"} <= set(held["with"])
+    assert out.exists()
+    queries = ["--queries", str(FIXTURES / "bfcl.queries.jsonl")]
+    tools = ["--tools", str(FIXTURES / "bfcl.tools.jsonl")]
+    reports = {}
+    for adapter in (str(out), "none"):
+        assert (
+            main(
+                [
+                    "eval",
+                    "retrieval",
+                    *tools,
+                    *queries,
+                    "--score",
+                    "name",
+                    "--query-adapter",
+                    adapter,
+                    "--json",
+                    "--quiet",
+                    *common,
+                ]
+            )
+            == 0
+        )
+        reports[adapter] = json.loads(capsys.readouterr().out)["methods"]["dense"]
+    # (the two cosines of each tool differ, so at least one figure does)
+    assert reports[str(out)] != reports["none"]
+
+
+def test_a_query_adapter_that_cannot_be_read_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "broken.npy"
+    broken.write_text("not numpy")
+    code = main(
+        [
+            "eval",
+            "abstain",
+            "--queries",
+            str(FIXTURES / "abstain.queries.jsonl"),
+            "--query-adapter",
+            str(broken),
+            "--quiet",
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("toolkeeper eval: --query-adapter: cannot read")
+    assert "\n" not in err
+
+
+def test_fit_adapter_refuses_a_score_that_is_neither_id_nor_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "eval",
+            "fit-adapter",
+            "--set",
+            str(FIXTURES / "bfcl.tools.jsonl"),
+            str(FIXTURES / "bfcl.queries.jsonl"),
+            "names",
+            "--out",
+            str(tmp_path / "a.npy"),
+        ]
+    )
+    assert code == 2
+    assert "SCORE is id or name, not 'names'" in capsys.readouterr().err

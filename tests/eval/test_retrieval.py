@@ -61,7 +61,9 @@ def test_the_learned_ranker_orders_real_requests_better_than_rank_fusion() -> No
 
     catalog = load_tools(FIXTURES / "bfcl.tools.jsonl")
     queries = load_queries(FIXTURES / "bfcl.queries.jsonl")
-    embedder = MiniLMEmbedder()
+    # Without the query adapter: with it, these 25 requests are near-perfect either way
+    # (nDCG@10 .97-.98), too few to tell the rankers apart (see RankModel for the full sets).
+    embedder = MiniLMEmbedder(query_adapter=False)
 
     def hybrid(config: FusionConfig) -> dict[str, float]:
         report = evaluate_retrieval(

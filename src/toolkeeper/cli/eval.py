@@ -47,6 +47,41 @@ def register(subparsers: Any) -> None:
     _common(abstain)
     abstain.set_defaults(func=_abstain)
 
+    fit = sub.add_parser(
+        "fit-adapter",
+        help="fit the query adapter of the dense ranking on catalogs and their queries",
+        description="Fit the matrix that maps query vectors towards their tools' vectors "
+        "(the bundled one was fitted this way on the three retrieval dev sets) and write it "
+        "as .npy; use it with MiniLMEmbedder(query_adapter=QueryAdapter.load(FILE)) or "
+        "`eval retrieval --query-adapter FILE`.",
+    )
+    fit.add_argument(
+        "--set",
+        dest="sets",
+        nargs=3,
+        action="append",
+        required=True,
+        metavar=("TOOLS", "QUERIES", "SCORE"),
+        help="a tools.jsonl, its queries.jsonl, and id or name (how gold tools are named); "
+        "repeat for more catalogs, each weighs the same",
+    )
+    fit.add_argument("--out", required=True, help="the .npy file to write")
+    fit.add_argument(
+        "--holdout",
+        action="store_true",
+        help="first fit on a random half of every set's queries and print the dense "
+        "Recall@5/10 of the other half with and without that adapter",
+    )
+    fit.add_argument("--epochs", type=count(1), default=10, help="passes over the data")
+    fit.add_argument("--json", action="store_true", help="print the JSON report")
+    fit.add_argument(
+        "--cache",
+        type=_cache_file,
+        metavar="FILE",
+        help="embedding cache file (as for `eval retrieval`)",
+    )
+    fit.set_defaults(func=_fit_adapter)
+
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON report")
@@ -59,6 +94,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "$TOOLKEEPER_CACHE/embeddings.sqlite, else ~/.cache/toolkeeper/embeddings.sqlite)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--query-adapter",
+        default="bundled",
+        metavar="bundled|none|FILE",
+        help="the adapter of query vectors: the bundled one (default), none, or a .npy file "
+        "written by `eval fit-adapter`",
+    )
 
 
 def _cache_file(text: str) -> Path:
@@ -78,7 +120,22 @@ def _dense(args: argparse.Namespace) -> dict[str, Any]:
     from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder, default_cache_path
 
     cache = EmbeddingCache(args.cache or default_cache_path())
-    return {"embedder": MiniLMEmbedder(), "cache": cache}
+    return {"embedder": MiniLMEmbedder(query_adapter=args.adapter), "cache": cache}
+
+
+def _query_adapter(text: str) -> Any:
+    """`--query-adapter`: True (bundled), False (none), or the adapter in a file; or why
+    it cannot be read."""
+    if text == "bundled":
+        return True
+    if text == "none":
+        return False
+    from ..retrieval.adapter import QueryAdapter
+
+    try:
+        return QueryAdapter.load(text)
+    except (OSError, ValueError) as exc:
+        return f"--query-adapter: cannot read {text}: {exc}"
 
 
 def _fail(message: str) -> int:
@@ -90,6 +147,9 @@ def _retrieval(args: argparse.Namespace) -> int:
     from ..eval.datasets import DatasetError, load_queries, load_tools
     from ..eval.retrieval import evaluate_retrieval
 
+    args.adapter = _query_adapter(args.query_adapter)
+    if isinstance(args.adapter, str):
+        return _fail(args.adapter)
     if args.plot:
         # Checked before the run, so that a long evaluation never ends in a lost report.
         try:
@@ -163,11 +223,58 @@ def _abstain(args: argparse.Namespace) -> int:
     from ..eval.datasets import DatasetError, load_abstain_queries
     from ..eval.retrieval import evaluate_abstention
 
+    args.adapter = _query_adapter(args.query_adapter)
+    if isinstance(args.adapter, str):
+        return _fail(args.adapter)
     try:
         queries = load_abstain_queries(args.queries)[: args.limit]
     except DatasetError as exc:
         return _fail(str(exc))
     report = evaluate_abstention(queries, **_dense(args), show_progress=not args.quiet)
+    _emit(report, args.json)
+    return 0
+
+
+def _fit_adapter(args: argparse.Namespace) -> int:
+    from ..eval.adapter_fit import adapter_set, dense_recall, split
+    from ..eval.datasets import DatasetError, load_queries, load_tools
+    from ..retrieval.adapter import fit_query_adapter
+    from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder, default_cache_path
+
+    out = Path(args.out)
+    if out.is_dir() or not out.resolve().parent.is_dir():
+        return _fail(f"--out: {args.out} is a folder or in a folder that does not exist")
+    bad = [score for _, _, score in args.sets if score not in ("id", "name")]
+    if bad:
+        return _fail(f"--set: SCORE is id or name, not {bad[0]!r}")
+    try:
+        loaded = [
+            (tools, load_tools(tools), load_queries(queries), score)
+            for tools, queries, score in args.sets
+        ]
+    except DatasetError as exc:
+        return _fail(str(exc))
+    embedder = MiniLMEmbedder(query_adapter=False)
+    cache = EmbeddingCache(args.cache or default_cache_path())
+    fits = [
+        adapter_set(catalog, queries, embedder=embedder, cache=cache, score=score)
+        for _, catalog, queries, score in loaded
+    ]
+    if not any(p for f in fits for p in f.data.positives):
+        return _fail("--set: no query has a gold tool in its catalog")
+    report: dict[str, Any] = {"sets": [tools for tools, *_ in loaded], "out": str(out)}
+    if args.holdout:
+        halves = [split(f) for f in fits]
+        adapter = fit_query_adapter([a.data for a, _ in halves], epochs=args.epochs)
+        report["holdout"] = {
+            tools: {
+                "without": dense_recall(b, None),
+                "with": dense_recall(b, adapter),
+                "queries": len(b.gold),
+            }
+            for (tools, *_), (_, b) in zip(loaded, halves, strict=True)
+        }
+    fit_query_adapter([f.data for f in fits], epochs=args.epochs).save(out)
     _emit(report, args.json)
     return 0
 

@@ -1,11 +1,13 @@
 """Tool retrieval: which tools a model gets to see for one turn.
 
 Hard filter first (`toolkeeper.policy.may_use`, tenant, environment, connected sources), then
-keyword (BM25 on tantivy) and dense (all-MiniLM-L6-v2, int8 ONNX, offline) rankings fused,
+keyword (BM25 on tantivy) and dense (all-MiniLM-L6-v2, int8 ONNX, offline; queries mapped by a
+learned `QueryAdapter`) rankings fused,
 abstention when nothing fits, and the progressive-discovery meta-tools. Importing this package
 imports no optional dependency; building an index needs `pip install "toolkeeper[retrieval]"`.
 """
 
+from .adapter import AdapterSet, QueryAdapter, bundled_adapter, fit_query_adapter
 from .dense import VectorIndex
 from .embed import (
     Embedder,
@@ -37,6 +39,7 @@ __all__ = [
     "META_TOOL_NAMES",
     "SEARCH_TOOLS",
     "AbstentionModel",
+    "AdapterSet",
     "CallFunction",
     "Candidate",
     "Coverage",
@@ -46,6 +49,7 @@ __all__ = [
     "HashingEmbedder",
     "KeywordIndex",
     "MiniLMEmbedder",
+    "QueryAdapter",
     "QueryContext",
     "RankModel",
     "Ranking",
@@ -53,9 +57,11 @@ __all__ = [
     "Selector",
     "ToolText",
     "VectorIndex",
+    "bundled_adapter",
     "compose_query",
     "count_tokens",
     "default_cache_path",
+    "fit_query_adapter",
     "fuse",
     "meta_specs",
     "meta_tools",

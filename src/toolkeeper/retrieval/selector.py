@@ -328,7 +328,8 @@ class Selector:
         if self._dense is not None and self._embedder is not None and allowed:
             # The query is embedded on another thread while BM25 runs here (onnxruntime
             # releases the GIL): the keyword search costs no wall time.
-            embedding = self._embedding_pool().submit(self._embedder.embed, [dense_text])
+            embed = getattr(self._embedder, "embed_queries", self._embedder.embed)
+            embedding = self._embedding_pool().submit(embed, [dense_text])
         keyword = self._keyword.search(text, depth, allowed=restrict) if allowed else []
         if restrict is None:  # all allowed: still nothing the index holds that `allowed` lacks
             keyword = [hit for hit in keyword if hit[0] in allowed]

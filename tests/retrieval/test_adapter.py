@@ -1,0 +1,124 @@
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolkeeper.core.values import Effect, ToolSpec
+from toolkeeper.retrieval.adapter import (
+    AdapterSet,
+    QueryAdapter,
+    bundled_adapter,
+    fit_query_adapter,
+)
+from toolkeeper.retrieval.embed import HashingEmbedder
+from toolkeeper.retrieval.selector import Selector
+
+np = pytest.importorskip("numpy")
+
+
+def _unit(rows: Any) -> Any:
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def _skewed_queries(rng: Any, tools: Any, skew: Any, n: int) -> tuple[Any, list[list[int]]]:
+    """Queries that ask for one tool each, written in a space skewed away from the tools'."""
+    gold = rng.integers(0, len(tools), size=n)
+    noise = rng.normal(scale=0.15, size=(n, tools.shape[1]))
+    return _unit((tools[gold] + noise) @ skew.T), [[int(g)] for g in gold]
+
+
+def _top1(queries: Any, tools: Any, positives: Sequence[Sequence[int]]) -> float:
+    best = np.argmax(queries @ tools.T, axis=1)
+    return float(np.mean([b in p for b, p in zip(best.tolist(), positives, strict=True)]))
+
+
+def test_an_adapter_fitted_on_some_queries_finds_the_tools_of_queries_it_never_saw() -> None:
+    rng = np.random.default_rng(7)
+    dim = 24
+    tools = _unit(rng.normal(size=(80, dim)))
+    skew = np.eye(dim) + rng.normal(scale=0.45, size=(dim, dim))
+    train, train_gold = _skewed_queries(rng, tools, skew, 800)
+    test, test_gold = _skewed_queries(rng, tools, skew, 400)
+    adapter = fit_query_adapter(
+        [AdapterSet(queries=train, tools=tools, positives=train_gold)],
+        epochs=30,
+        learning_rate=1e-2,
+    )
+    before = _top1(test, tools, test_gold)
+    after = _top1(adapter.apply(test), tools, test_gold)
+    assert before < 0.75
+    assert after > before + 0.15
+
+
+def test_adapted_queries_are_unit_vectors_and_a_saved_adapter_reads_back(
+    tmp_path: Path,
+) -> None:
+    rng = np.random.default_rng(1)
+    adapter = QueryAdapter(rng.normal(scale=0.05, size=(16, 16)))
+    queries = _unit(rng.normal(size=(5, 16))).astype(np.float32)
+    mapped = adapter.apply(queries)
+    assert mapped.shape == (5, 16)
+    assert np.allclose(np.linalg.norm(mapped, axis=1), 1.0, atol=1e-5)
+    adapter.save(tmp_path / "adapter.npy")
+    again = QueryAdapter.load(tmp_path / "adapter.npy")
+    assert np.allclose(again.apply(queries), mapped, atol=1e-3)
+
+
+def test_a_zero_adapter_leaves_queries_as_they_are() -> None:
+    queries = _unit(np.random.default_rng(2).normal(size=(3, 8))).astype(np.float32)
+    assert np.allclose(QueryAdapter(np.zeros((8, 8))).apply(queries), queries, atol=1e-6)
+
+
+def test_an_adapter_that_is_not_a_square_matrix_is_refused() -> None:
+    with pytest.raises(ValueError, match="square matrix"):
+        QueryAdapter(np.zeros((4, 3)))
+
+
+def test_fitting_without_any_gold_tool_is_refused() -> None:
+    empty = AdapterSet(queries=np.zeros((2, 4)), tools=np.eye(4), positives=[[], []])
+    with pytest.raises(ValueError, match="no query has a gold tool"):
+        fit_query_adapter([empty])
+
+
+def test_the_bundled_adapter_fits_the_bundled_model_and_moves_queries() -> None:
+    adapter = bundled_adapter()
+    assert adapter.dimension == 384
+    queries = _unit(np.random.default_rng(3).normal(size=(4, 384))).astype(np.float32)
+    moved = (adapter.apply(queries) * queries).sum(axis=1)
+    assert np.all(moved < 0.999)  # fitted, not the identity
+    assert np.all(moved > 0.5)  # near it: the map stays close to the embedder's space
+
+
+class _Steering(HashingEmbedder):
+    """Tools embed by their words; a query's vector is that of the text it is steered to."""
+
+    def __init__(self, steer_to: str) -> None:
+        super().__init__()
+        self.steer_to = steer_to
+        self.query_texts: list[str] = []
+
+    def embed_queries(self, texts: Sequence[str]) -> Any:
+        self.query_texts.extend(texts)
+        return self.embed([self.steer_to] * len(texts))
+
+
+def test_the_selector_embeds_queries_with_embed_queries_and_tools_with_embed() -> None:
+    embedder = _Steering("archive old invoices ledger")
+    selector = Selector(embedder=embedder)
+    selector.upsert_many(
+        [
+            ToolSpec(
+                name="archive_invoices",
+                description="archive old invoices ledger",
+                effect=Effect.READ_ONLY,
+            ),
+            ToolSpec(
+                name="weather", description="current weather forecast", effect=Effect.READ_ONLY
+            ),
+        ]
+    )
+    ranking = selector.rank("weather forecast", allowed={"archive_invoices", "weather"}, depth=2)
+    selector.close()
+    assert embedder.query_texts == ["weather forecast"]
+    assert ranking.dense[0][0] == "archive_invoices"
