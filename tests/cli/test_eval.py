@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from toolkeeper.cli import main
+from toolkeeper.retrieval.adapter import QueryAdapter
 
 pytest.importorskip("tantivy")
 
@@ -195,9 +196,11 @@ def test_fit_adapter_writes_an_adapter_that_eval_retrieval_uses(
             )
             == 0
         )
-        reports[adapter] = json.loads(capsys.readouterr().out)["methods"]["dense"]
+        reports[adapter] = json.loads(capsys.readouterr().out)
     # (the two cosines of each tool differ, so at least one figure does)
-    assert reports[str(out)] != reports["none"]
+    assert reports[str(out)]["methods"]["dense"] != reports["none"]["methods"]["dense"]
+    assert reports[str(out)]["query_adapter"] == QueryAdapter.load(out).id
+    assert reports["none"]["query_adapter"] is None
 
 
 def test_a_query_adapter_that_cannot_be_read_is_one_line(

@@ -31,7 +31,7 @@ from ..retrieval.tokens import count_tokens, tool_definition_json
 from .datasets import DatasetError, load_queries, load_tools, unique_names
 from .metrics import percentile
 from .progress import progress
-from .retrieval import EVALUATOR
+from .retrieval import EVALUATOR, adapter_id
 
 __all__ = ["build_catalog", "configure_retrieval", "run_bench"]
 
@@ -166,6 +166,7 @@ def run_bench(
         "queries": len(texts),
         "k": k,
         "embedder": embedder.model_id,
+        "query_adapter": adapter_id(embedder),
         "latency_ms": {
             "p50": percentile(latencies, 50) * 1000,
             "p99": percentile(latencies, 99) * 1000,

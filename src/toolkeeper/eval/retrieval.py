@@ -31,7 +31,13 @@ from .metrics import (
 )
 from .progress import progress
 
-__all__ = ["CURVE_KS", "EVALUATOR", "evaluate_abstention", "evaluate_retrieval"]
+__all__ = [
+    "CURVE_KS",
+    "EVALUATOR",
+    "adapter_id",
+    "evaluate_abstention",
+    "evaluate_retrieval",
+]
 
 CURVE_KS = (1, 2, 3, 5, 10, 20, 50)
 """The k values of the recall@k curves."""
@@ -40,6 +46,12 @@ EVALUATOR = Principal(id="evaluator", grants=frozenset({"*"}))
 """The principal of the evaluation: every benchmark tool is visible to it."""
 
 _RESTRICTED = Principal(id="eval-restricted")
+
+
+def adapter_id(embedder: Embedder | None) -> str | None:
+    """The id of the adapter that maps `embedder`'s queries, if any (for reports)."""
+    adapter = getattr(embedder, "query_adapter", None)
+    return getattr(adapter, "id", None)
 
 
 def _summary(ranked: Sequence[Sequence[str]], gold: Sequence[Sequence[str]]) -> dict[str, Any]:
@@ -118,6 +130,7 @@ def evaluate_retrieval(
         "queries": len(queries),
         "score": score,
         "embedder": embedder.model_id if embedder is not None else None,
+        "query_adapter": adapter_id(embedder),
         "methods": {name: _summary(ranked, gold) for name, ranked in methods.items()},
         "latency_ms": {
             "p50": percentile(latencies, 50) * 1000,
@@ -229,6 +242,8 @@ def evaluate_abstention(
     best, f1 = best_threshold(confidence, should)
     return {
         "queries": len(queries),
+        "embedder": embedder.model_id if embedder is not None else None,
+        "query_adapter": adapter_id(embedder),
         "should_abstain": sum(should),
         "threshold": config.abstain_below,
         "precision": counts.precision,

@@ -25,6 +25,7 @@ what it was fitted on, and `eval fit-adapter` fits one on a catalog of your own.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from collections.abc import Sequence
@@ -63,6 +64,9 @@ class QueryAdapter:
         # Applied as `q @ W.T` to rows of queries.
         self._weights_t: Any = (np.eye(delta.shape[0], dtype=np.float32) + delta).T.copy()
         self.dimension = int(delta.shape[0])
+        # Names this matrix in reports: a digest of its float16 entries, as `save` writes them.
+        digest = hashlib.sha256(delta.astype(np.float16).tobytes()).hexdigest()[:12]
+        self.id = f"query-adapter-{self.dimension}-{digest}"
 
     @classmethod
     def load(cls, path: str | Path) -> QueryAdapter:

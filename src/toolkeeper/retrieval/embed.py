@@ -304,6 +304,11 @@ class MiniLMEmbedder:
             out[rows] = self._run([texts[i] for i in rows])
         return out  # type: ignore[no-any-return]
 
+    @property
+    def query_adapter(self) -> QueryAdapter | None:
+        """The adapter `embed_queries` applies, if any."""
+        return self._adapter
+
     def embed_queries(self, texts: Sequence[str]) -> Matrix:
         """Embed search queries: as `embed`, then mapped by the query adapter (if any) into
         the space where their tools' vectors lie nearest. Tool texts go through `embed`."""
