@@ -51,7 +51,7 @@ from .policy.grants import may_use
 from .schema.from_callable import function_schema
 
 if TYPE_CHECKING:
-    from .retrieval import FusionConfig, QueryContext, Selection, Selector
+    from .retrieval import FusionConfig, QueryAdapter, QueryContext, Selection, Selector
 
 __all__ = ["DEFAULT_LEDGER", "DEFAULT_TOOL_THREADS", "Keeper", "KeeperState", "default_audit"]
 
@@ -131,6 +131,9 @@ class Keeper:
         sleep: Waits between retries (defaults to `anyio.sleep`); tests pass a fake one.
         selection: How `select` ranks and when it abstains (`retrieval.FusionConfig`; the
             default is the one configuration measured on every benchmark).
+        query_adapter: The map of `select`'s query vectors (`retrieval.QueryAdapter`): True
+            the bundled one, False none, or one fitted on your own tools and requests
+            (`toolkeeper eval fit-adapter`).
         tool_threads: How many sync tool functions may run at once, each in a worker thread
             of the keeper's own (`thread_limiter`), apart from the threads the rest of the
             application takes through `anyio.to_thread`. A call that finds none free by its
@@ -153,6 +156,7 @@ class Keeper:
         sleep: Callable[[float], Awaitable[None]] | None = None,
         selection: FusionConfig | None = None,
         tool_threads: int = DEFAULT_TOOL_THREADS,
+        query_adapter: QueryAdapter | bool = True,
     ) -> None:
         if tool_threads < 1:
             raise ConfigurationError("tool_threads must be at least 1")
@@ -160,6 +164,7 @@ class Keeper:
         self.thread_limiter = anyio.CapacityLimiter(tool_threads)
         """The worker threads sync tools run in (`tool_threads` of them)."""
         self._selection = selection
+        self._query_adapter = query_adapter
         self.store: LedgerStore = _open_store(ledger)
         self.audit: AuditSink = audit if audit is not None else default_audit(ledger, self.store)
         self.state = KeeperState.NEW
@@ -411,7 +416,9 @@ class Keeper:
                 if self._selector is None:
                     from .retrieval import Selector
 
-                    self._selector = Selector.default(self.catalog, config=self._selection)
+                    self._selector = Selector.default(
+                        self.catalog, config=self._selection, query_adapter=self._query_adapter
+                    )
         return self._selector
 
     def select(

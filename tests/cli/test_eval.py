@@ -171,7 +171,8 @@ def test_fit_adapter_writes_an_adapter_that_eval_retrieval_uses(
     )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    held = report["holdout"][str(FIXTURES / "bfcl.tools.jsonl")]
+    held = report["holdout"][0]
+    assert held["tools"] == str(FIXTURES / "bfcl.tools.jsonl")
     assert held["queries"] > 0 and {"5", "10"} <= set(held["with"])
     assert out.exists()
     queries = ["--queries", str(FIXTURES / "bfcl.queries.jsonl")]

@@ -122,3 +122,32 @@ def test_the_selector_embeds_queries_with_embed_queries_and_tools_with_embed() -
     selector.close()
     assert embedder.query_texts == ["weather forecast"]
     assert ranking.dense[0][0] == "archive_invoices"
+
+
+def test_an_adapter_of_another_dimension_is_refused_when_the_embedder_is_made() -> None:
+    pytest.importorskip("onnxruntime")
+    from toolkeeper.retrieval.embed import MiniLMEmbedder
+
+    with pytest.raises(ValueError, match="maps 16-dimensional vectors; this model's have 384"):
+        MiniLMEmbedder(query_adapter=QueryAdapter(np.zeros((16, 16))))
+
+
+def test_a_keeper_selects_with_the_query_adapter_it_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("onnxruntime")
+    from toolkeeper import Keeper
+
+    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
+
+    adapter = QueryAdapter(np.zeros((384, 384)))
+    keeper = Keeper(ledger="memory://", query_adapter=adapter)
+    plain = Keeper(ledger="memory://", query_adapter=False)
+    default = Keeper(ledger="memory://")
+    try:
+        assert keeper.selector._embedder.query_adapter is adapter  # type: ignore[union-attr]
+        assert plain.selector._embedder.query_adapter is None  # type: ignore[union-attr]
+        assert default.selector._embedder.query_adapter is bundled_adapter()  # type: ignore[union-attr]
+    finally:
+        for k in (keeper, plain, default):
+            k.selector.close()

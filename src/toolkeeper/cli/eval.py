@@ -74,6 +74,7 @@ def register(subparsers: Any) -> None:
     )
     fit.add_argument("--epochs", type=count(1), default=10, help="passes over the data")
     fit.add_argument("--json", action="store_true", help="print the JSON report")
+    fit.add_argument("--quiet", action="store_true", help="no progress lines")
     fit.add_argument(
         "--cache",
         type=_cache_file,
@@ -256,24 +257,29 @@ def _fit_adapter(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     embedder = MiniLMEmbedder(query_adapter=False)
     cache = EmbeddingCache(args.cache or default_cache_path())
-    fits = [
-        adapter_set(catalog, queries, embedder=embedder, cache=cache, score=score)
-        for _, catalog, queries, score in loaded
-    ]
+    fits = []
+    for tools, catalog, queries, score in loaded:
+        if not args.quiet:
+            print(
+                f"embedding {tools}: {len(catalog.specs)} tools, {len(queries)} queries",
+                file=sys.stderr,
+            )
+        fits.append(adapter_set(catalog, queries, embedder=embedder, cache=cache, score=score))
     if not any(p for f in fits for p in f.data.positives):
         return _fail("--set: no query has a gold tool in its catalog")
     report: dict[str, Any] = {"sets": [tools for tools, *_ in loaded], "out": str(out)}
     if args.holdout:
         halves = [split(f) for f in fits]
         adapter = fit_query_adapter([a.data for a, _ in halves], epochs=args.epochs)
-        report["holdout"] = {
-            tools: {
+        report["holdout"] = [
+            {
+                "tools": tools,
+                "queries": len(b.gold),
                 "without": dense_recall(b, None),
                 "with": dense_recall(b, adapter),
-                "queries": len(b.gold),
             }
             for (tools, *_), (_, b) in zip(loaded, halves, strict=True)
-        }
+        ]
     fit_query_adapter([f.data for f in fits], epochs=args.epochs).save(out)
     _emit(report, args.json)
     return 0

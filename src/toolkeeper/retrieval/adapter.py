@@ -25,6 +25,7 @@ what it was fitted on, and `eval fit-adapter` fits one on a catalog of your own.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import random
@@ -88,8 +89,10 @@ class QueryAdapter:
         return mapped / np.clip(norms, 1e-12, None)  # type: ignore[no-any-return]
 
 
+@functools.cache
 def bundled_adapter() -> QueryAdapter:
-    """The adapter fitted for the bundled MiniLM embedder (see the module docstring)."""
+    """The adapter fitted for the bundled MiniLM embedder (see the module docstring); read
+    once per process (it is never changed in place)."""
     with resources.as_file(resources.files(__package__).joinpath(BUNDLED)) as path:
         return QueryAdapter.load(path)
 

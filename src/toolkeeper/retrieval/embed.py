@@ -257,6 +257,11 @@ class MiniLMEmbedder:
         self._np: Any = require("numpy")
         if query_adapter is True:
             query_adapter = bundled_adapter()
+        if query_adapter and query_adapter.dimension != self.dimension:
+            raise ValueError(
+                f"the query adapter maps {query_adapter.dimension}-dimensional vectors; "
+                f"this model's have {self.dimension}"
+            )
         self._adapter = query_adapter or None
         ort: Any = require("onnxruntime")
         tokenizers: Any = require("tokenizers")

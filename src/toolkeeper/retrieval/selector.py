@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.values import ANONYMOUS, Principal, ToolSpec
 from ..policy.grants import may_use
+from .adapter import QueryAdapter
 from .dense import VectorIndex
 from .embed import Embedder, EmbeddingCache, MiniLMEmbedder, default_cache_path
 from .fusion import Coverage, Fused, FusionConfig, fuse
@@ -127,17 +128,23 @@ class Selector:
 
     @classmethod
     def default(
-        cls, catalog: Catalog, *, cache: str | Path | None = None, **kwargs: Any
+        cls,
+        catalog: Catalog,
+        *,
+        cache: str | Path | None = None,
+        query_adapter: QueryAdapter | bool = True,
+        **kwargs: Any,
     ) -> Selector:
         """The bundled setup over `catalog`: MiniLM (int8 ONNX, offline) with tool vectors
-        cached on disk (`cache`, default `default_cache_path()`), following the catalog.
+        cached on disk (`cache`, default `default_cache_path()`), following the catalog;
+        queries mapped by `query_adapter` (see `MiniLMEmbedder`).
 
         Raises:
             ImportError: the `[retrieval]` extra is not installed.
         """
         selector = cls.for_catalog(
             catalog,
-            embedder=MiniLMEmbedder(),
+            embedder=MiniLMEmbedder(query_adapter=query_adapter),
             cache=EmbeddingCache(cache or default_cache_path()),
             **kwargs,
         )
