@@ -151,3 +151,15 @@ def test_a_keeper_selects_with_the_query_adapter_it_was_given(
     finally:
         for k in (keeper, plain, default):
             k.selector.close()
+
+
+def test_a_gold_tool_named_twice_fits_as_if_named_once() -> None:
+    rng = np.random.default_rng(4)
+    tools = _unit(rng.normal(size=(6, 8)))
+    queries = _unit(rng.normal(size=(3, 8)))
+    once = AdapterSet(queries=queries, tools=tools, positives=[[0], [1, 2], [3]])
+    twice = AdapterSet(queries=queries, tools=tools, positives=[[0, 0], [1, 2, 1], [3]])
+    expected = fit_query_adapter([once], epochs=5, learning_rate=1e-2).apply(queries)
+    assert np.allclose(
+        fit_query_adapter([twice], epochs=5, learning_rate=1e-2).apply(queries), expected
+    )

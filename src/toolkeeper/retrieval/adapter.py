@@ -182,7 +182,8 @@ def _gradient(
     probs = weights / weights.sum(axis=1, keepdims=True)
     gold = np.zeros_like(probs)
     for row, index in enumerate(chosen):
-        positives = list(data.positives[index])
+        # A row named twice is one gold tool: counted twice, it would halve the gold shares.
+        positives = sorted(set(data.positives[index]))
         share = weights[row, positives]
         gold[row, positives] = share / share.sum()
     d_unit = (probs - gold) @ tools / temperature
