@@ -75,6 +75,14 @@ def test_an_adapter_that_is_not_a_square_matrix_is_refused() -> None:
         QueryAdapter(np.zeros((4, 3)))
 
 
+@pytest.mark.parametrize("entry", [float("nan"), float("inf")])
+def test_an_adapter_with_an_entry_that_is_not_finite_is_refused(entry: float) -> None:
+    delta = np.zeros((4, 4))
+    delta[1, 2] = entry
+    with pytest.raises(ValueError, match="finite numbers"):
+        QueryAdapter(delta)
+
+
 def test_fitting_without_any_gold_tool_is_refused() -> None:
     empty = AdapterSet(queries=np.zeros((2, 4)), tools=np.eye(4), positives=[[], []])
     with pytest.raises(ValueError, match="no query has a gold tool"):

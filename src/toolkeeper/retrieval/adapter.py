@@ -54,6 +54,9 @@ class QueryAdapter:
 
     Args:
         delta: `W - I`, a square matrix of the embedder's dimension.
+
+    Raises:
+        ValueError: `delta` is not a square matrix of finite numbers.
     """
 
     def __init__(self, delta: Any) -> None:
@@ -61,6 +64,9 @@ class QueryAdapter:
         delta = np.asarray(delta, dtype=np.float32)
         if delta.ndim != 2 or delta.shape[0] != delta.shape[1]:
             raise ValueError(f"a query adapter is a square matrix, not of shape {delta.shape}")
+        if not np.isfinite(delta).all():
+            # NaN or infinity would make every mapped query NaN: the dense ranking lost unseen.
+            raise ValueError("a query adapter's entries are finite numbers, not NaN or infinity")
         self._np = np
         # Applied as `q @ W.T` to rows of queries.
         self._weights_t: Any = (np.eye(delta.shape[0], dtype=np.float32) + delta).T.copy()
