@@ -226,6 +226,31 @@ def test_a_query_adapter_that_cannot_be_read_is_one_line(
     assert "\n" not in err
 
 
+def test_a_query_adapter_of_another_dimension_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np = pytest.importorskip("numpy")
+    small = tmp_path / "small.npy"
+    QueryAdapter(np.zeros((16, 16))).save(small)
+    code = main(
+        [
+            "eval",
+            "abstain",
+            "--queries",
+            str(FIXTURES / "abstain.queries.jsonl"),
+            "--query-adapter",
+            str(small),
+            "--quiet",
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"toolkeeper eval: --query-adapter: {small} maps 16-dimensional vectors; "
+        "the model's have 384"
+    )
+
+
 def test_fit_adapter_refuses_a_score_that_is_neither_id_nor_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

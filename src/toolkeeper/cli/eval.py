@@ -132,11 +132,18 @@ def _query_adapter(text: str) -> Any:
     if text == "none":
         return False
     from ..retrieval.adapter import QueryAdapter
+    from ..retrieval.embed import MiniLMEmbedder
 
     try:
-        return QueryAdapter.load(text)
+        adapter = QueryAdapter.load(text)
     except (OSError, ValueError) as exc:
         return f"--query-adapter: cannot read {text}: {exc}"
+    if adapter.dimension != MiniLMEmbedder.dimension:
+        return (
+            f"--query-adapter: {text} maps {adapter.dimension}-dimensional vectors; "
+            f"the model's have {MiniLMEmbedder.dimension}"
+        )
+    return adapter
 
 
 def _fail(message: str) -> int:
