@@ -268,3 +268,31 @@ def test_fit_adapter_refuses_a_score_that_is_neither_id_nor_name(
     )
     assert code == 2
     assert "SCORE is id or name, not 'names'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc, where no file can be made")
+def test_fit_adapter_that_cannot_write_its_out_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("onnxruntime")
+    code = main(
+        [
+            "eval",
+            "fit-adapter",
+            "--set",
+            str(FIXTURES / "sealtools.tools.jsonl"),
+            str(FIXTURES / "sealtools.queries.jsonl"),
+            "id",
+            "--out",
+            "/proc/adapter.npy",
+            "--epochs",
+            "1",
+            "--quiet",
+            "--cache",
+            str(tmp_path / "vectors.sqlite"),
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("toolkeeper eval: --out: cannot write /proc/adapter.npy")
+    assert "\n" not in err

@@ -287,7 +287,11 @@ def _fit_adapter(args: argparse.Namespace) -> int:
             }
             for (tools, *_), (_, b) in zip(loaded, halves, strict=True)
         ]
-    fit_query_adapter([f.data for f in fits], epochs=args.epochs).save(out)
+    fitted = fit_query_adapter([f.data for f in fits], epochs=args.epochs)
+    try:
+        fitted.save(out)
+    except OSError as exc:
+        return _fail(f"--out: cannot write {args.out}: {exc.strerror or exc}")
     _emit(report, args.json)
     return 0
 
