@@ -296,3 +296,36 @@ def test_fit_adapter_that_cannot_write_its_out_file_is_one_line(
     err = capsys.readouterr().err.strip()
     assert err.startswith("toolkeeper eval: --out: cannot write /proc/adapter.npy")
     assert "\n" not in err
+
+
+def test_fit_adapter_refuses_a_set_whose_queries_name_no_tool_of_its_catalog(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("onnxruntime")
+    sealtools = str(FIXTURES / "sealtools.tools.jsonl")
+    bfcl_queries = str(FIXTURES / "bfcl.queries.jsonl")
+    code = main(
+        [
+            "eval",
+            "fit-adapter",
+            "--set",
+            sealtools,
+            str(FIXTURES / "sealtools.queries.jsonl"),
+            "id",
+            "--set",
+            sealtools,
+            bfcl_queries,
+            "name",
+            "--out",
+            str(tmp_path / "adapter.npy"),
+            "--quiet",
+            "--cache",
+            str(tmp_path / "vectors.sqlite"),
+        ]
+    )
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"toolkeeper eval: --set {sealtools} {bfcl_queries}: "
+        "no query has a gold tool in its catalog"
+    )
+    assert not (tmp_path / "adapter.npy").exists()

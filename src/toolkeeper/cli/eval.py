@@ -272,8 +272,10 @@ def _fit_adapter(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         fits.append(adapter_set(catalog, queries, embedder=embedder, cache=cache, score=score))
-    if not any(p for f in fits for p in f.data.positives):
-        return _fail("--set: no query has a gold tool in its catalog")
+    for (tools, queries, _), fit in zip(args.sets, fits, strict=True):
+        # A set with none would add nothing to the fit and zeros to the holdout report.
+        if not any(fit.data.positives):
+            return _fail(f"--set {tools} {queries}: no query has a gold tool in its catalog")
     report: dict[str, Any] = {"sets": [tools for tools, *_ in loaded], "out": str(out)}
     if args.holdout:
         halves = [split(f) for f in fits]
