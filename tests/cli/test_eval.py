@@ -329,3 +329,31 @@ def test_fit_adapter_refuses_a_set_whose_queries_name_no_tool_of_its_catalog(
         "no query has a gold tool in its catalog"
     )
     assert not (tmp_path / "adapter.npy").exists()
+
+
+def test_fit_adapter_holdout_with_too_few_queries_to_halve_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("onnxruntime")
+    one = tmp_path / "one.jsonl"
+    one.write_text((FIXTURES / "sealtools.queries.jsonl").read_text().splitlines()[0] + "\n")
+    code = main(
+        [
+            "eval",
+            "fit-adapter",
+            "--set",
+            str(FIXTURES / "sealtools.tools.jsonl"),
+            str(one),
+            "id",
+            "--out",
+            str(tmp_path / "adapter.npy"),
+            "--holdout",
+            "--quiet",
+            "--cache",
+            str(tmp_path / "vectors.sqlite"),
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("toolkeeper eval: --holdout: too few queries")
+    assert "\n" not in err

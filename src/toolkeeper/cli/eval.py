@@ -279,6 +279,11 @@ def _fit_adapter(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"sets": [tools for tools, *_ in loaded], "out": str(out)}
     if args.holdout:
         halves = [split(f) for f in fits]
+        if not any(p for a, _ in halves for p in a.data.positives):
+            return _fail(
+                "--holdout: too few queries: none of the half to fit on has a gold tool "
+                "in its catalog"
+            )
         adapter = fit_query_adapter([a.data for a, _ in halves], epochs=args.epochs)
         report["holdout"] = [
             {
