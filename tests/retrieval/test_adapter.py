@@ -65,6 +65,12 @@ def test_adapted_queries_are_unit_vectors_and_a_saved_adapter_reads_back(
     assert np.allclose(again.apply(queries), mapped, atol=1e-3)
 
 
+def test_an_adapter_has_the_id_of_the_file_it_saves(tmp_path: Path) -> None:
+    adapter = QueryAdapter(np.random.default_rng(5).normal(scale=0.05, size=(64, 64)))
+    adapter.save(tmp_path / "adapter.npy")
+    assert QueryAdapter.load(tmp_path / "adapter.npy").id == adapter.id
+
+
 def test_a_zero_adapter_leaves_queries_as_they_are() -> None:
     queries = _unit(np.random.default_rng(2).normal(size=(3, 8))).astype(np.float32)
     assert np.allclose(QueryAdapter(np.zeros((8, 8))).apply(queries), queries, atol=1e-6)

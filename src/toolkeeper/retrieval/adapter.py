@@ -71,8 +71,9 @@ class QueryAdapter:
         # Applied as `q @ W.T` to rows of queries.
         self._weights_t: Any = (np.eye(delta.shape[0], dtype=np.float32) + delta).T.copy()
         self.dimension = int(delta.shape[0])
-        # Names this matrix in reports: a digest of its float16 entries, as `save` writes them.
-        digest = hashlib.sha256(delta.astype(np.float16).tobytes()).hexdigest()[:12]
+        # `save` writes these entries and `id` digests them: a saved file loads with this id.
+        self._saved = delta.astype(np.float16)
+        digest = hashlib.sha256(self._saved.tobytes()).hexdigest()[:12]
         self.id = f"query-adapter-{self.dimension}-{digest}"
 
     @classmethod
@@ -83,9 +84,7 @@ class QueryAdapter:
 
     def save(self, path: str | Path) -> None:
         """Write `delta` as float16 `.npy` (its entries are small: float16 keeps them)."""
-        np = self._np
-        delta = self._weights_t.T - np.eye(self.dimension, dtype=np.float32)
-        np.save(Path(path), delta.astype(np.float16), allow_pickle=False)
+        self._np.save(Path(path), self._saved, allow_pickle=False)
 
     def apply(self, queries: Matrix) -> Matrix:
         """The adapted, L2-normalized rows of `queries`."""
