@@ -357,3 +357,70 @@ def test_fit_adapter_holdout_with_too_few_queries_to_halve_is_one_line(
     err = capsys.readouterr().err.strip()
     assert err.startswith("toolkeeper eval: --holdout: too few queries")
     assert "\n" not in err
+
+
+def test_fit_adapter_with_abstain_requests_prints_the_abstention_model_fitted_for_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "adapter.npy"
+    code = main(
+        [
+            "eval",
+            "fit-adapter",
+            "--set",
+            str(FIXTURES / "bfcl.tools.jsonl"),
+            str(FIXTURES / "bfcl.queries.jsonl"),
+            "name",
+            "--abstain",
+            str(FIXTURES / "abstain.queries.jsonl"),
+            "--out",
+            str(out),
+            "--holdout",
+            "--epochs",
+            "2",
+            "--json",
+            "--quiet",
+            "--cache",
+            str(tmp_path / "vectors.sqlite"),
+        ]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["abstention_model"]) == {
+        "bias",
+        "similarity_weight",
+        "coverage_weight",
+        "length_weight",
+    }
+    assert {"threshold", "f1", "gold_in_top3_answerable"} <= set(
+        report["abstention_cross_validated"][0]
+    )
+    assert QueryAdapter.load(out).dimension == 384
+
+
+def test_fit_adapter_refuses_abstain_requests_of_one_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answerable = tmp_path / "answerable.jsonl"
+    lines = (FIXTURES / "abstain.queries.jsonl").read_text().splitlines()
+    answerable.write_text(
+        "\n".join(line for line in lines if json.loads(line)["gold_tool_names"]) + "\n"
+    )
+    code = main(
+        [
+            "eval",
+            "fit-adapter",
+            "--set",
+            str(FIXTURES / "bfcl.tools.jsonl"),
+            str(FIXTURES / "bfcl.queries.jsonl"),
+            "name",
+            "--abstain",
+            str(answerable),
+            "--out",
+            str(tmp_path / "a.npy"),
+        ]
+    )
+    assert code == 2
+    assert "needs answerable requests and others" in capsys.readouterr().err
+    assert not (tmp_path / "a.npy").exists()

@@ -94,3 +94,33 @@ def test_the_exposure_check_sees_a_leak_when_the_filter_lets_one_through(
     monkeypatch.setattr(Selector, "_allowed_names", lambda self, principal: set(self._specs))
     assert _unsafe_exposure(selector, catalog, queries) > 0.5
     selector.close()
+
+
+def test_a_fitted_abstention_model_is_reported_with_cross_validated_figures() -> None:
+    from toolkeeper.eval.adapter_fit import SWEEP, fit_abstention
+    from toolkeeper.retrieval.fusion import AbstentionModel
+
+    pytest.importorskip("onnxruntime")
+    from toolkeeper.retrieval.embed import MiniLMEmbedder
+
+    queries = load_abstain_queries(FIXTURES / "abstain.queries.jsonl")
+    model, sweep = fit_abstention(queries, embedder=MiniLMEmbedder())
+    assert isinstance(model, AbstentionModel)
+    assert model != AbstentionModel()  # fitted, not the defaults
+    assert model.similarity_weight < 0  # a closer best tool: less likely that none fits
+    assert [row["threshold"] for row in sweep] == list(SWEEP)
+    for row in sweep:
+        assert 0.0 <= row["f1"] <= 1.0 and 0.0 <= row["gold_in_top3_answerable"] <= 1.0
+    # A higher threshold abstains more: never fewer requests kept out of the top 3.
+    kept = [row["gold_in_top3_answerable"] for row in sweep]
+    assert kept == sorted(kept, reverse=True)
+
+
+def test_fitting_abstention_needs_both_kinds_of_request() -> None:
+    from toolkeeper.eval.adapter_fit import fit_abstention
+
+    answerable = [
+        q for q in load_abstain_queries(FIXTURES / "abstain.queries.jsonl") if q.gold_names
+    ]
+    with pytest.raises(ValueError, match="answerable requests and others"):
+        fit_abstention(answerable, embedder=HashingEmbedder())

@@ -6,6 +6,7 @@ import pytest
 
 from toolkeeper.core.values import Effect, ToolSpec
 from toolkeeper.retrieval.adapter import (
+    AbstainSet,
     AdapterSet,
     QueryAdapter,
     bundled_adapter,
@@ -177,3 +178,99 @@ def test_a_gold_tool_named_twice_fits_as_if_named_once() -> None:
     assert np.allclose(
         fit_query_adapter([twice], epochs=5, learning_rate=1e-2).apply(queries), expected
     )
+
+
+def _abstain_requests(rng: Any, tools: Any, answered: Any, unanswered: Any, n: int) -> AbstainSet:
+    """Requests with three tools each, written like the first of them; the answerable ones
+    in one style (`answered`), the others in another (`unanswered`)."""
+    queries, catalogs, offsets, answerable = [], [], [0], []
+    for _ in range(n):
+        catalog = rng.choice(len(tools), 3, replace=False)
+        fits = bool(rng.random() < 0.5)
+        style = answered if fits else unanswered
+        noise = 0.1 * rng.normal(size=tools.shape[1]) / np.sqrt(tools.shape[1])
+        queries.append(0.6 * tools[catalog[0]] + 0.8 * style + noise)
+        catalogs.extend(tools[catalog])
+        offsets.append(offsets[-1] + 3)
+        answerable.append(fits)
+    return AbstainSet(
+        queries=_unit(np.array(queries)),
+        tools=np.array(catalogs),
+        offsets=offsets,
+        answerable=answerable,
+    )
+
+
+def _separation(adapter: QueryAdapter, data: AbstainSet) -> float:
+    """The chance that an answerable request's best cosine beats an unanswerable one's."""
+    queries = adapter.apply(data.queries)
+    best = np.array(
+        [
+            (data.tools[data.offsets[i] : data.offsets[i + 1]] @ queries[i]).max()
+            for i in range(len(queries))
+        ]
+    )
+    fits = np.array(data.answerable)
+    return float((best[fits][:, None] > best[~fits][None, :]).mean())
+
+
+def test_fitted_with_requests_no_tool_answers_the_adapter_keeps_their_cosines_lower() -> None:
+    rng = np.random.default_rng(5)
+    dim = 24
+    tools = _unit(rng.normal(size=(200, dim)))
+    answered, unanswered = _unit(rng.normal(size=(2, dim)))
+    train = _abstain_requests(rng, tools, answered, unanswered, 400)
+    test = _abstain_requests(rng, tools, answered, unanswered, 300)
+    gold = rng.integers(0, len(tools), 400)
+    noise = 0.1 * rng.normal(size=(400, dim)) / np.sqrt(dim)
+    requests = AdapterSet(
+        queries=_unit(0.6 * tools[gold] + 0.8 * answered + noise),
+        tools=tools,
+        positives=[[int(g)] for g in gold],
+    )
+    plain = fit_query_adapter([requests])
+    taught = fit_query_adapter([requests], abstain=train)
+    assert _separation(taught, test) > _separation(plain, test) + 0.04
+
+
+def test_the_abstention_gradient_is_that_of_its_loss() -> None:
+    from toolkeeper.retrieval.adapter import _SMOOTH_MAX, _abstain_gradient, _abstain_rows
+
+    rng = np.random.default_rng(0)
+    dim = 6
+    data = AbstainSet(
+        queries=_unit(rng.normal(size=(5, dim))),
+        tools=_unit(rng.normal(size=(9, dim))),
+        offsets=[0, 2, 2, 5, 7, 9],  # (the second request has no tool: it is left out)
+        answerable=[True, False, False, True, False],
+    )
+    rows = _abstain_rows(np, data)
+    delta = rng.normal(scale=0.1, size=(dim, dim))
+    scale = np.array([8.0, 0.3])
+
+    def loss(delta: Any, scale: Any) -> float:
+        queries, labels, tools, owner = rows
+        mapped = _unit(queries + queries @ delta.T)
+        cosines = (mapped[owner] * tools).sum(axis=1)
+        total = 0.0
+        for i in range(len(queries)):
+            best = _SMOOTH_MAX * np.log(np.exp(cosines[owner == i] / _SMOOTH_MAX).sum())
+            p = 1 / (1 + np.exp(-scale[0] * (best - scale[1])))
+            total -= labels[i] * np.log(p) + (1 - labels[i]) * np.log(1 - p)
+        return total / len(queries)
+
+    d_delta, d_scale = _abstain_gradient(np, delta, scale, rows)
+    step = 1e-6
+    numeric = np.zeros_like(delta)
+    for i in range(dim):
+        for j in range(dim):
+            up, down = delta.copy(), delta.copy()
+            up[i, j] += step
+            down[i, j] -= step
+            numeric[i, j] = (loss(up, scale) - loss(down, scale)) / (2 * step)
+    assert np.allclose(d_delta, numeric, atol=1e-7)
+    for k in range(2):
+        bump = np.eye(2)[k] * step
+        assert d_scale[k] == pytest.approx(
+            (loss(delta, scale + bump) - loss(delta, scale - bump)) / (2 * step), abs=1e-7
+        )

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -71,6 +72,20 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="first fit on a random half of every set's queries and print the dense "
         "Recall@5/10 of the other half with and without that adapter",
+    )
+    fit.add_argument(
+        "--abstain",
+        metavar="QUERIES",
+        help="requests with candidate_tools of their own, some answered by none (the "
+        "bfcl-abstain format): the adapter also learns to keep the cosines of those low, and "
+        "the abstention model is fitted anew for it (its weights and cross-validated "
+        "figures are printed)",
+    )
+    fit.add_argument(
+        "--abstain-weight",
+        type=float,
+        default=10.0,
+        help="weight of the abstention loss against one set's (default 10)",
     )
     fit.add_argument("--epochs", type=count(1), default=10, help="passes over the data")
     fit.add_argument("--json", action="store_true", help="print the JSON report")
@@ -244,8 +259,14 @@ def _abstain(args: argparse.Namespace) -> int:
 
 
 def _fit_adapter(args: argparse.Namespace) -> int:
-    from ..eval.adapter_fit import adapter_set, dense_recall, split
-    from ..eval.datasets import DatasetError, load_queries, load_tools
+    from ..eval.adapter_fit import (
+        abstain_set,
+        adapter_set,
+        cross_fitted_abstention,
+        dense_recall,
+        split,
+    )
+    from ..eval.datasets import DatasetError, load_abstain_queries, load_queries, load_tools
     from ..retrieval.adapter import fit_query_adapter
     from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder, default_cache_path
 
@@ -260,8 +281,13 @@ def _fit_adapter(args: argparse.Namespace) -> int:
             (tools, load_tools(tools), load_queries(queries), score)
             for tools, queries, score in args.sets
         ]
+        abstaining = load_abstain_queries(args.abstain) if args.abstain else []
     except DatasetError as exc:
         return _fail(str(exc))
+    if args.abstain and (
+        all(q.answerable for q in abstaining) or not any(q.answerable for q in abstaining)
+    ):
+        return _fail(f"--abstain: {args.abstain} needs answerable requests and others")
     embedder = MiniLMEmbedder(query_adapter=False)
     cache = EmbeddingCache(args.cache or default_cache_path())
     fits = []
@@ -277,14 +303,23 @@ def _fit_adapter(args: argparse.Namespace) -> int:
         if not any(fit.data.positives):
             return _fail(f"--set {tools} {queries}: no query has a gold tool in its catalog")
     report: dict[str, Any] = {"sets": [tools for tools, *_ in loaded], "out": str(out)}
+    requests = abstain_set(abstaining, embedder=embedder, cache=cache) if abstaining else None
     if args.holdout:
-        halves = [split(f) for f in fits]
-        if not any(p for a, _ in halves for p in a.data.positives):
+        parts = [split(f) for f in fits]
+        if not any(p for a, _ in parts for p in a.data.positives):
             return _fail(
                 "--holdout: too few queries: none of the half to fit on has a gold tool "
                 "in its catalog"
             )
-        adapter = fit_query_adapter([a.data for a, _ in halves], epochs=args.epochs)
+        # (requests that a held-out half also holds are left out of the fit)
+        held_texts = {t for _, b in parts for t in b.texts}
+        taught = [q for q in abstaining if q.text not in held_texts]
+        adapter = fit_query_adapter(
+            [a.data for a, _ in parts],
+            abstain=abstain_set(taught, embedder=embedder, cache=cache) if taught else None,
+            abstain_weight=args.abstain_weight,
+            epochs=args.epochs,
+        )
         report["holdout"] = [
             {
                 "tools": tools,
@@ -292,13 +327,36 @@ def _fit_adapter(args: argparse.Namespace) -> int:
                 "without": dense_recall(b, None),
                 "with": dense_recall(b, adapter),
             }
-            for (tools, *_), (_, b) in zip(loaded, halves, strict=True)
+            for (tools, *_), (_, b) in zip(loaded, parts, strict=True)
         ]
-    fitted = fit_query_adapter([f.data for f in fits], epochs=args.epochs)
+    fitted = fit_query_adapter(
+        [f.data for f in fits],
+        abstain=requests,
+        abstain_weight=args.abstain_weight,
+        epochs=args.epochs,
+    )
     try:
         fitted.save(out)
     except OSError as exc:
         return _fail(f"--out: cannot write {args.out}: {exc.strerror or exc}")
+    if abstaining:
+        if not args.quiet:
+            print(
+                "fitting the abstention model on requests each adapter never saw", file=sys.stderr
+            )
+        try:
+            model, sweep = cross_fitted_abstention(
+                fits,
+                abstaining,
+                embedder=embedder,
+                cache=cache,
+                abstain_weight=args.abstain_weight,
+                epochs=args.epochs,
+            )
+        except ValueError as exc:
+            return _fail(f"--abstain: {exc}")
+        report["abstention_model"] = dataclasses.asdict(model)
+        report["abstention_cross_validated"] = sweep
     _emit(report, args.json)
     return 0
 

@@ -9,19 +9,39 @@ adapter itself (see `toolkeeper.retrieval.adapter`) or a command line (see `tool
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
 from ..retrieval._deps import require
-from ..retrieval.adapter import AdapterSet, QueryAdapter
+from ..retrieval.adapter import AbstainSet, AdapterSet, QueryAdapter, fit_query_adapter
 from ..retrieval.embed import Embedder, EmbeddingCache
-from ..retrieval.fusion import FusionConfig
+from ..retrieval.fusion import AbstentionModel, FusionConfig
+from ..retrieval.selector import Selector
 from ..retrieval.text import tool_text
-from .datasets import Catalog, Query
+from .datasets import AbstainQuery, Catalog, Query
+from .metrics import AbstainCounts
+from .retrieval import EVALUATOR
 
-__all__ = ["FitData", "adapter_set", "dense_recall", "split"]
+__all__ = [
+    "SWEEP",
+    "FitData",
+    "abstain_set",
+    "abstention_signals",
+    "adapter_set",
+    "cross_fitted_abstention",
+    "dense_recall",
+    "fit_abstention",
+    "fit_abstention_model",
+    "halves",
+    "split",
+]
+
+SWEEP = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+"""The fit-probability thresholds `fit_abstention` reports."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -33,6 +53,26 @@ class FitData:
     """Each tool row's dataset id (or name, when scored by name)."""
     gold: Sequence[Sequence[str]]
     """Each query's gold ids (or names)."""
+    texts: Sequence[str] = ()
+    """Each query's text."""
+
+    def without(self, texts: AbstractSet[str]) -> FitData:
+        """The same data without the queries whose text is in `texts`."""
+        return self.subset([i for i, t in enumerate(self.texts) if t not in texts])
+
+    def subset(self, rows: Sequence[int]) -> FitData:
+        """These queries only (the tools stay whole)."""
+        rows = list(rows)
+        return FitData(
+            data=AdapterSet(
+                queries=self.data.queries[rows],
+                tools=self.data.tools,
+                positives=[self.data.positives[i] for i in rows],
+            ),
+            labels=self.labels,
+            gold=[self.gold[i] for i in rows],
+            texts=[self.texts[i] for i in rows] if self.texts else (),
+        )
 
 
 def adapter_set(
@@ -64,28 +104,21 @@ def adapter_set(
         data=AdapterSet(queries=vectors, tools=np.asarray(tools), positives=positives),
         labels=[label[spec.name] for spec in catalog.specs],
         gold=gold,
+        texts=[q.text for q in queries],
     )
 
 
 def split(fit: FitData, seed: int = 0) -> tuple[FitData, FitData]:
     """Two halves of `fit`'s queries, drawn at random (`seed`); the tools stay whole."""
-    data = fit.data
-    order = list(range(len(data.positives)))
+    first, second = halves(len(fit.gold), seed)
+    return fit.subset(first), fit.subset(second)
+
+
+def halves(n: int, seed: int = 0) -> tuple[list[int], list[int]]:
+    """0..n-1 shuffled (`seed`) and cut in two."""
+    order = list(range(n))
     random.Random(seed).shuffle(order)
-    half = len(order) // 2
-
-    def part(rows: list[int]) -> FitData:
-        return FitData(
-            data=AdapterSet(
-                queries=data.queries[rows],
-                tools=data.tools,
-                positives=[data.positives[i] for i in rows],
-            ),
-            labels=fit.labels,
-            gold=[fit.gold[i] for i in rows],
-        )
-
-    return part(order[:half]), part(order[half:])
+    return order[: n // 2], order[n // 2 :]
 
 
 def dense_recall(
@@ -110,3 +143,183 @@ def dense_recall(
             seen = {fit.labels[i] for i in top[row, :k].tolist()}
             totals[k] += len(wanted & seen) / len(wanted)
     return {k: totals[k] / counted if counted else 0.0 for k in ks}
+
+
+def abstain_set(
+    queries: Sequence[AbstainQuery], *, embedder: Embedder, cache: EmbeddingCache | None = None
+) -> AbstainSet:
+    """The abstention training data: each request's vector before any adapter, the vectors of
+    its own catalog (as the selector indexes them), and whether one of them answers it."""
+    np: Any = require("numpy")
+    passages = [tool_text(spec).dense for q in queries for spec in q.tools]
+    tools = cache.embed(embedder, passages) if cache is not None else embedder.embed(passages)
+    cut = FusionConfig().query_chars
+    offsets = [0]
+    for q in queries:
+        offsets.append(offsets[-1] + len(q.tools))
+    return AbstainSet(
+        queries=embedder.embed([q.text[:cut] for q in queries])
+        if queries
+        else np.zeros((0, embedder.dimension), dtype=np.float32),
+        tools=np.asarray(tools),
+        offsets=offsets,
+        answerable=[q.answerable for q in queries],
+    )
+
+
+def abstention_signals(
+    queries: Sequence[AbstainQuery], *, embedder: Embedder, cache: EmbeddingCache | None = None
+) -> tuple[list[tuple[float, float, int]], list[bool]]:
+    """What `AbstentionModel` weighs for each request, as the selector measures it over the
+    request's own catalog with `embedder`, and whether a gold tool is among its first 3."""
+    config = FusionConfig(abstain_below=None)
+    signals: list[tuple[float, float, int]] = []
+    top3: list[bool] = []
+    for query in queries:
+        selector = Selector(embedder=embedder, cache=cache, config=config)
+        try:
+            selector.upsert_many(query.tools)
+            ranking = selector.rank(
+                query.text, allowed=selector.allowed(EVALUATOR), depth=config.depth
+            )
+        finally:
+            selector.close()
+        signals.append(ranking.abstention_signals() or (0.0, 0.0, 0))
+        names = {f.name.split("~")[0] for f in ranking.fused[:3]}
+        top3.append(bool(names & set(query.gold_names)))
+    return signals, top3
+
+
+def fit_abstention(
+    queries: Sequence[AbstainQuery],
+    *,
+    embedder: Embedder,
+    cache: EmbeddingCache | None = None,
+    folds: int = 5,
+) -> tuple[AbstentionModel, list[dict[str, float]]]:
+    """Fit `AbstentionModel` on `queries` as `embedder` lets the selector see them (see
+    `fit_abstention_model`)."""
+    signals, top3 = abstention_signals(queries, embedder=embedder, cache=cache)
+    return fit_abstention_model(signals, top3, [q.answerable for q in queries], folds=folds)
+
+
+def fit_abstention_model(
+    signals: Sequence[tuple[float, float, int]],
+    top3: Sequence[bool],
+    answerable: Sequence[bool],
+    *,
+    folds: int = 5,
+) -> tuple[AbstentionModel, list[dict[str, float]]]:
+    """Fit `AbstentionModel` (logistic regression of "no tool fits" on its three signals)
+    and report, cross-validated over `folds` folds, precision, recall and F1 of abstaining
+    and the share of answerable requests whose gold tool is in the top 3 and not abstained
+    from, at each threshold of `SWEEP`.
+
+    Raises:
+        ValueError: No request is answerable, or every one is.
+    """
+    np: Any = require("numpy")
+    abstain = np.array([not a for a in answerable], dtype=np.float64)
+    if abstain.all() or not abstain.any():
+        raise ValueError("fitting abstention needs answerable requests and others")
+    rows = [(s, c, math.log1p(n)) for s, c, n in signals]
+    features = np.c_[np.ones(len(rows)), np.asarray(rows, dtype=np.float64)]
+    part = np.arange(len(rows)) % folds
+    probability = np.zeros(len(rows))  # of fitting, as `AbstentionModel.fit_probability`
+    for fold in range(folds):
+        weights = _logistic(np, features[part != fold], abstain[part != fold])
+        probability[part == fold] = 1.0 - _sigmoid(np, features[part == fold] @ weights)
+    report = []
+    for threshold in SWEEP:
+        abstained = (probability < threshold).tolist()
+        counts = AbstainCounts.count(abstained, [bool(a) for a in abstain])
+        kept = [t and not a for t, a, fits in zip(top3, abstained, answerable, strict=True) if fits]
+        report.append(
+            {
+                "threshold": threshold,
+                "precision": counts.precision,
+                "recall": counts.recall,
+                "f1": counts.f1,
+                "gold_in_top3_answerable": sum(kept) / len(kept),
+            }
+        )
+    bias, similarity, coverage, length = (float(w) for w in _logistic(np, features, abstain))
+    model = AbstentionModel(
+        bias=bias, similarity_weight=similarity, coverage_weight=coverage, length_weight=length
+    )
+    return model, report
+
+
+def cross_fitted_abstention(
+    fits: Sequence[FitData],
+    requests: Sequence[AbstainQuery],
+    *,
+    embedder: Embedder,
+    cache: EmbeddingCache | None = None,
+    abstain_weight: float = 10.0,
+    epochs: int = 10,
+    seed: int = 0,
+) -> tuple[AbstentionModel, list[dict[str, float]]]:
+    """The abstention model for an adapter fitted on `fits` and `requests`, fitted on what
+    requests it never saw look like.
+
+    An adapter fitted with `requests` tells them apart almost perfectly (it can learn each),
+    so signals measured with it would make an overconfident model. Instead, each half of the
+    requests is measured with an adapter fitted on the other half, and on `fits` without the
+    queries that have the half's texts (a retrieval set may hold the same requests); the
+    model is fitted on both halves' signals. `embedder` embeds without an adapter.
+    """
+    signals: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * len(requests)
+    top3 = [False] * len(requests)
+    first, second = halves(len(requests), seed)
+    for held, taught in ((second, first), (first, second)):
+        texts = {requests[i].text for i in held}
+        adapter = fit_query_adapter(
+            [f.without(texts).data for f in fits],
+            abstain=abstain_set([requests[i] for i in taught], embedder=embedder, cache=cache),
+            abstain_weight=abstain_weight,
+            epochs=epochs,
+        )
+        measured, ranked = abstention_signals(
+            [requests[i] for i in held],
+            embedder=_Adapted(embedder, adapter),
+            cache=cache,
+        )
+        for i, signal, hit in zip(held, measured, ranked, strict=True):
+            signals[i], top3[i] = signal, hit
+    return fit_abstention_model(signals, top3, [q.answerable for q in requests])
+
+
+class _Adapted:
+    """An embedder whose queries another adapter maps (tool vectors unchanged)."""
+
+    def __init__(self, embedder: Embedder, adapter: QueryAdapter) -> None:
+        self._embedder = embedder
+        self.query_adapter = adapter
+        self.model_id = embedder.model_id
+        self.dimension = embedder.dimension
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        return self._embedder.embed(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> Any:
+        return self.query_adapter.apply(self._embedder.embed(texts))
+
+
+def _sigmoid(np: Any, logits: Any) -> Any:
+    return 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
+
+
+def _logistic(np: Any, features: Any, labels: Any, ridge: float = 1e-6) -> Any:
+    """Logistic regression weights by Newton's method (a tiny ridge keeps it defined when
+    the classes separate)."""
+    weights = np.zeros(features.shape[1])
+    for _ in range(50):
+        p = _sigmoid(np, features @ weights)
+        grad = features.T @ (p - labels) + ridge * weights
+        hessian = (features * (p * (1 - p))[:, None]).T @ features + ridge * np.eye(len(weights))
+        step = np.linalg.solve(hessian, grad)
+        weights -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return weights

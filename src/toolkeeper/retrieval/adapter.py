@@ -4,23 +4,28 @@ What it is: `QueryAdapter` multiplies a query's embedding by a square matrix `I 
 normalizes it again before it is compared with tool vectors, which stay as the embedder made
 them (so cached tool vectors stay valid). `fit_query_adapter` fits `delta` (numpy only) by a
 softmax over every tool of a catalog: each query's gold tools against all the others, with an
-L2 pull towards the identity. What it is not: an embedder of its own (see `embed`), or a
+L2 pull towards the identity; given requests that bring catalogs of their own (`AbstainSet`),
+also by how well a request's best cosine tells whether some tool of its catalog answers it,
+which is what abstention reads. What it is not: an embedder of its own (see `embed`), or a
 ranker (see `fusion`).
 
 The bundled matrix (`minilm_query_adapter.npy`, float16, 295 KB) is for the bundled MiniLM
 embedder. It was written by::
 
-    toolkeeper eval fit-adapter --out minilm_query_adapter.npy \
-        --set bench/bfcl/tools.jsonl bench/bfcl/queries.dev.jsonl name \
-        --set bench/metatool/tools.jsonl bench/metatool/queries.dev.jsonl id \
-        --set bench/sealtools/tools.jsonl bench/sealtools/queries.dev.jsonl id
+    toolkeeper eval fit-adapter --out minilm_query_adapter.npy \\
+        --set bench/bfcl/tools.jsonl bench/bfcl/queries.dev.jsonl name \\
+        --set bench/metatool/tools.jsonl bench/metatool/queries.dev.jsonl id \\
+        --set bench/sealtools/tools.jsonl bench/sealtools/queries.dev.jsonl id \\
+        --abstain bench/bfcl-abstain/queries.dev.jsonl
 
-Fitted on a random half of each set's queries and scored on the other half (`--holdout`),
-dense Recall@5 / @10 goes from .759 / .836 to .871 / .915 on BFCL (by name), from .760 / .825
-to .892 / .928 on MetaTool, and stays at .584 / .671 on Seal-Tools. Fitted on two of the sets
-and scored on the third, whose tools it never saw, it changes Recall@5 by +.004 (BFCL), +.030
-(MetaTool) and +.007 (Seal-Tools): it helps most where the catalog and its requests resemble
-what it was fitted on, and `eval fit-adapter` fits one on a catalog of your own.
+which also printed the `AbstentionModel` defaults. Fitted on a random half of each set's
+queries and scored on the other half (`--holdout`), dense Recall@5 / @10 goes from .759 /
+.836 to .871 / .915 on BFCL (by name), from .760 / .825 to .892 / .928 on MetaTool, and stays
+at .584 / .671 on Seal-Tools (without `--abstain`; with it, .868 / .921, .885 / .919 and .594 /
+.678). Fitted on two of the sets and scored on the third, whose tools it never saw, it changes
+Recall@5 by +.004 (BFCL), +.030 (MetaTool) and +.007 (Seal-Tools): it helps most where the
+catalog and its requests resemble what it was fitted on, and `eval fit-adapter` fits one on a
+catalog of your own.
 """
 
 from __future__ import annotations
@@ -43,7 +48,13 @@ if TYPE_CHECKING:
 
     Matrix = npt.NDArray[np.float32]
 
-__all__ = ["AdapterSet", "QueryAdapter", "bundled_adapter", "fit_query_adapter"]
+__all__ = [
+    "AbstainSet",
+    "AdapterSet",
+    "QueryAdapter",
+    "bundled_adapter",
+    "fit_query_adapter",
+]
 
 BUNDLED = "minilm_query_adapter.npy"
 """The file, in this package, of the adapter fitted for the bundled MiniLM embedder."""
@@ -114,9 +125,45 @@ class AdapterSet:
     """For each query, the rows of `tools` that answer it (a query with none is skipped)."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AbstainSet:
+    """Requests that each bring a small catalog of their own, which answers some of them and
+    none of the others: fitted with them, the adapter also keeps a request's best cosine low
+    when no tool of its catalog answers it, which is what abstention reads."""
+
+    queries: Any
+    """(n, d) unit query vectors."""
+    tools: Any
+    """The unit vectors of every request's catalog, one after the other."""
+    offsets: Sequence[int]
+    """Request i's tools are rows `offsets[i]:offsets[i + 1]` of `tools` (n + 1 entries)."""
+    answerable: Sequence[bool]
+    """Whether some tool of request i's catalog answers it."""
+
+
+class _Adam:
+    """Adam's update for one array."""
+
+    def __init__(self, np: Any, value: Any, learning_rate: float) -> None:
+        self.value, self.rate, self.step = value, learning_rate, 0
+        self.m1, self.m2 = np.zeros_like(value), np.zeros_like(value)
+        self._np = np
+
+    def update(self, grad: Any) -> None:
+        beta1, beta2 = 0.9, 0.999
+        self.step += 1
+        self.m1 = beta1 * self.m1 + (1 - beta1) * grad
+        self.m2 = beta2 * self.m2 + (1 - beta2) * grad * grad
+        self.value = self.value - self.rate * (self.m1 / (1 - beta1**self.step)) / (
+            self._np.sqrt(self.m2 / (1 - beta2**self.step)) + 1e-8
+        )
+
+
 def fit_query_adapter(
     sets: Sequence[AdapterSet],
     *,
+    abstain: AbstainSet | None = None,
+    abstain_weight: float = 10.0,
     l2: float = 1e-2,
     temperature: float = 0.05,
     epochs: int = 10,
@@ -128,10 +175,15 @@ def fit_query_adapter(
 
     A query's loss is `logsumexp(s) - logsumexp(s[gold])` over its cosines `s / temperature`
     with every tool of its set; `l2 * |delta|^2` keeps the map near the identity. Every set
-    weighs the same, however many queries it has.
+    weighs the same, however many queries it has. With `abstain`, every step also adds
+    `abstain_weight` times the mean logistic loss of telling its answerable requests from the
+    others by `sigmoid(a * (m - b))`, where `m` is a smooth maximum of a request's cosines with
+    its own catalog and `a`, `b` are fitted along.
 
     Args:
         sets: The catalogs with their queries; all of one dimension.
+        abstain: Requests with catalogs of their own, some of which no tool answers.
+        abstain_weight: Weight of the abstention loss against one set's.
         l2: Weight of the pull towards the identity.
         temperature: Softmax temperature of the cosines.
         epochs: Passes over every set.
@@ -145,32 +197,79 @@ def fit_query_adapter(
         raise ValueError("no query has a gold tool to fit on")
     dim = int(usable[0].queries.shape[1])
     rng = random.Random(seed)
-    delta = np.zeros((dim, dim), dtype=np.float64)
-    m1 = np.zeros_like(delta)
-    m2 = np.zeros_like(delta)
-    beta1, beta2, eps = 0.9, 0.999, 1e-8
-    step = 0
+    delta = _Adam(np, np.zeros((dim, dim), dtype=np.float64), learning_rate)
+    scale = _Adam(np, np.array([10.0, 0.5]), learning_rate)  # a, b of the abstention loss
+    abstain_rows = _abstain_rows(np, abstain) if abstain is not None else None
     for _ in range(epochs):
         for data in usable:
             rows = [i for i, p in enumerate(data.positives) if p]
             rng.shuffle(rows)
             batches = max(1, math.ceil(len(rows) / batch))
             tools = np.asarray(data.tools, dtype=np.float64)
+            share = len(usable) * batches
             for start in range(0, len(rows), batch):
                 chosen = rows[start : start + batch]
-                grad = _gradient(np, delta, data, chosen, tools, temperature) / (
-                    len(chosen) * batches * len(usable)
+                grad = _gradient(np, delta.value, data, chosen, tools, temperature) / (
+                    len(chosen) * share
                 )
-                grad += 2.0 * l2 * delta / (len(usable) * batches)
-                step += 1
-                m1 = beta1 * m1 + (1 - beta1) * grad
-                m2 = beta2 * m2 + (1 - beta2) * grad * grad
-                delta -= (
-                    learning_rate
-                    * (m1 / (1 - beta1**step))
-                    / (np.sqrt(m2 / (1 - beta2**step)) + eps)
-                )
-    return QueryAdapter(delta)
+                grad += 2.0 * l2 * delta.value / share
+                if abstain_rows is not None:
+                    d_delta, d_scale = _abstain_gradient(np, delta.value, scale.value, abstain_rows)
+                    grad += abstain_weight * d_delta / share
+                    scale.update(abstain_weight * d_scale / share)
+                delta.update(grad)
+    return QueryAdapter(delta.value)
+
+
+_SMOOTH_MAX = 0.02
+"""Temperature of the smooth maximum of a request's cosines in the abstention loss."""
+
+
+def _abstain_rows(np: Any, data: AbstainSet) -> tuple[Any, Any, Any, Any]:
+    """The requests that have tools: their vectors, labels, tool vectors and tool owners."""
+    offsets = np.asarray(data.offsets)
+    sizes = np.diff(offsets)
+    keep = sizes > 0
+    starts = offsets[:-1][keep]
+    sizes = sizes[keep]
+    tools = np.concatenate(
+        [
+            np.asarray(data.tools[s : s + n], dtype=np.float64)
+            for s, n in zip(starts, sizes, strict=True)
+        ]
+    )
+    return (
+        np.asarray(data.queries, dtype=np.float64)[keep],
+        np.asarray(data.answerable, dtype=np.float64)[keep],
+        tools,
+        np.repeat(np.arange(len(sizes)), sizes),
+    )
+
+
+def _abstain_gradient(
+    np: Any, delta: Any, scale: Any, rows: tuple[Any, Any, Any, Any]
+) -> tuple[Any, Any]:
+    """The gradient of the mean abstention loss with respect to W and to (a, b)."""
+    q, y, tools, owner = rows
+    mapped = q + q @ delta.T
+    norms = np.linalg.norm(mapped, axis=1, keepdims=True)
+    unit = mapped / norms
+    cosines = (unit[owner] * tools).sum(axis=1) / _SMOOTH_MAX
+    top = np.full(len(q), -np.inf)
+    np.maximum.at(top, owner, cosines)
+    weights = np.exp(cosines - top[owner])
+    totals = np.zeros(len(q))
+    np.add.at(totals, owner, weights)
+    smooth = (top + np.log(totals)) * _SMOOTH_MAX
+    a, b = scale
+    prob = 1.0 / (1.0 + np.exp(-np.clip(a * (smooth - b), -50, 50)))
+    d_logit = (prob - y) / len(q)
+    d_scale = np.array([(d_logit * (smooth - b)).sum(), -a * d_logit.sum()])
+    d_cos = (a * d_logit)[owner] * weights / totals[owner]
+    d_unit = np.zeros_like(unit)
+    np.add.at(d_unit, owner, d_cos[:, None] * tools)
+    d_mapped = (d_unit - unit * (d_unit * unit).sum(axis=1, keepdims=True)) / norms
+    return d_mapped.T @ q, d_scale
 
 
 def _gradient(

@@ -64,6 +64,16 @@ class Ranking:
     query_words: int
     """Content words in the query."""
 
+    def abstention_signals(self) -> tuple[float, float, int] | None:
+        """What `AbstentionModel` weighs: the best cosine and the best query-word coverage
+        among the first candidates, and the query's content words (None: no candidate)."""
+        top = self.fused[:_CONFIDENCE_DEPTH]
+        if not top:
+            return None
+        similarity = max((f.similarity for f in top if f.similarity is not None), default=0.0)
+        coverage = max(self.coverage[f.name].query for f in top)
+        return similarity, coverage, self.query_words
+
 
 @dataclass(slots=True)
 class _Allowed:
@@ -380,16 +390,14 @@ class Selector:
         return out
 
     def _fit_probability(self, ranking: Ranking) -> float:
-        top = ranking.fused[:_CONFIDENCE_DEPTH]
-        if not top:
+        signals = ranking.abstention_signals()
+        if signals is None:
             return 0.0
         if self._dense is None:
             # The abstention model weighs the dense similarity most: without it, any keyword
             # match is taken to fit (keyword search only abstains when nothing matches).
             return 1.0
-        similarity = max((f.similarity for f in top if f.similarity is not None), default=0.0)
-        coverage = max(ranking.coverage[f.name].query for f in top)
-        return self.config.abstention.fit_probability(similarity, coverage, ranking.query_words)
+        return self.config.abstention.fit_probability(*signals)
 
     # -- one turn -----------------------------------------------------------------------------
 
