@@ -265,9 +265,10 @@ def cross_fitted_abstention(
 
     An adapter fitted with `requests` tells them apart almost perfectly (it can learn each),
     so signals measured with it would make an overconfident model. Instead, each half of the
-    requests is measured with an adapter fitted on the other half, and on `fits` without the
-    queries that have the half's texts (a retrieval set may hold the same requests); the
-    model is fitted on both halves' signals. `embedder` embeds without an adapter.
+    requests is measured with an adapter fitted on the other half, and on `fits`, both
+    without the requests that have the half's texts (`requests` and a retrieval set may hold
+    the same request twice); the model is fitted on both halves' signals. `embedder` embeds
+    without an adapter.
     """
     signals: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * len(requests)
     top3 = [False] * len(requests)
@@ -276,7 +277,11 @@ def cross_fitted_abstention(
         texts = {requests[i].text for i in held}
         adapter = fit_query_adapter(
             [f.without(texts).data for f in fits],
-            abstain=abstain_set([requests[i] for i in taught], embedder=embedder, cache=cache),
+            abstain=abstain_set(
+                [requests[i] for i in taught if requests[i].text not in texts],
+                embedder=embedder,
+                cache=cache,
+            ),
             abstain_weight=abstain_weight,
             epochs=epochs,
         )
