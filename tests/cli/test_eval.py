@@ -424,3 +424,37 @@ def test_fit_adapter_refuses_abstain_requests_of_one_kind(
     assert code == 2
     assert "needs answerable requests and others" in capsys.readouterr().err
     assert not (tmp_path / "a.npy").exists()
+
+
+def test_fit_adapter_refuses_abstain_requests_without_candidate_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    toolless = tmp_path / "toolless.jsonl"
+    lines = (FIXTURES / "abstain.queries.jsonl").read_text().splitlines()
+    toolless.write_text(
+        "".join(json.dumps({**json.loads(line), "candidate_tools": []}) + "\n" for line in lines)
+    )
+    code = main(
+        [
+            "eval",
+            "fit-adapter",
+            "--set",
+            str(FIXTURES / "bfcl.tools.jsonl"),
+            str(FIXTURES / "bfcl.queries.jsonl"),
+            "name",
+            "--abstain",
+            str(toolless),
+            "--out",
+            str(tmp_path / "a.npy"),
+            "--quiet",
+            "--cache",
+            str(tmp_path / "vectors.sqlite"),
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"toolkeeper eval: --abstain: {toolless} needs answerable requests and others, "
+        "with candidate tools"
+    )
+    assert not (tmp_path / "a.npy").exists()

@@ -274,3 +274,17 @@ def test_the_abstention_gradient_is_that_of_its_loss() -> None:
         assert d_scale[k] == pytest.approx(
             (loss(delta, scale + bump) - loss(delta, scale - bump)) / (2 * step), abs=1e-7
         )
+
+
+def test_requests_without_tools_teach_the_adapter_nothing() -> None:
+    rng = np.random.default_rng(2)
+    tools = _unit(rng.normal(size=(10, 8)))
+    requests = AdapterSet(queries=tools[:4], tools=tools, positives=[[0], [1], [2], [3]])
+    toolless = AbstainSet(
+        queries=_unit(rng.normal(size=(2, 8))),
+        tools=np.zeros((0, 8)),
+        offsets=[0, 0, 0],
+        answerable=[True, False],
+    )
+    plain = fit_query_adapter([requests], epochs=2)
+    assert fit_query_adapter([requests], abstain=toolless, epochs=2).id == plain.id

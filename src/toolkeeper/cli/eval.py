@@ -284,10 +284,11 @@ def _fit_adapter(args: argparse.Namespace) -> int:
         abstaining = load_abstain_queries(args.abstain) if args.abstain else []
     except DatasetError as exc:
         return _fail(str(exc))
-    if args.abstain and (
-        all(q.answerable for q in abstaining) or not any(q.answerable for q in abstaining)
-    ):
-        return _fail(f"--abstain: {args.abstain} needs answerable requests and others")
+    # (a request without candidate tools teaches nothing: it is abstained from whatever it says)
+    if args.abstain and len({q.answerable for q in abstaining if q.tools}) < 2:
+        return _fail(
+            f"--abstain: {args.abstain} needs answerable requests and others, with candidate tools"
+        )
     embedder = MiniLMEmbedder(query_adapter=False)
     cache = EmbeddingCache(args.cache or default_cache_path())
     fits = []

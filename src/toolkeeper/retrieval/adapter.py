@@ -225,11 +225,14 @@ _SMOOTH_MAX = 0.02
 """Temperature of the smooth maximum of a request's cosines in the abstention loss."""
 
 
-def _abstain_rows(np: Any, data: AbstainSet) -> tuple[Any, Any, Any, Any]:
-    """The requests that have tools: their vectors, labels, tool vectors and tool owners."""
+def _abstain_rows(np: Any, data: AbstainSet) -> tuple[Any, Any, Any, Any] | None:
+    """The requests that have tools: their vectors, labels, tool vectors and tool owners
+    (None: no request has a tool)."""
     offsets = np.asarray(data.offsets)
     sizes = np.diff(offsets)
     keep = sizes > 0
+    if not keep.any():
+        return None
     starts = offsets[:-1][keep]
     sizes = sizes[keep]
     tools = np.concatenate(
