@@ -458,3 +458,33 @@ def test_fit_adapter_refuses_abstain_requests_without_candidate_tools(
         "with candidate tools"
     )
     assert not (tmp_path / "a.npy").exists()
+
+
+@pytest.mark.parametrize("weight", ["-1", "nan", "inf"])
+def test_fit_adapter_refuses_an_abstain_weight_that_is_no_weight(
+    weight: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "eval",
+            "fit-adapter",
+            "--set",
+            str(FIXTURES / "bfcl.tools.jsonl"),
+            str(FIXTURES / "bfcl.queries.jsonl"),
+            "name",
+            "--abstain",
+            str(FIXTURES / "abstain.queries.jsonl"),
+            "--abstain-weight",
+            weight,
+            "--out",
+            str(tmp_path / "a.npy"),
+            "--quiet",
+            "--cache",
+            str(tmp_path / "vectors.sqlite"),
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("toolkeeper eval: --abstain-weight: a weight of 0 or more, not ")
+    assert "\n" not in err
+    assert not (tmp_path / "a.npy").exists()

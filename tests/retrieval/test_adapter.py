@@ -288,3 +288,11 @@ def test_requests_without_tools_teach_the_adapter_nothing() -> None:
     )
     plain = fit_query_adapter([requests], epochs=2)
     assert fit_query_adapter([requests], abstain=toolless, epochs=2).id == plain.id
+
+
+@pytest.mark.parametrize("weight", [-1.0, float("nan"), float("inf")])
+def test_an_abstention_weight_that_is_no_weight_is_refused(weight: float) -> None:
+    tools = _unit(np.eye(4))
+    requests = AdapterSet(queries=tools, tools=tools, positives=[[0], [1], [2], [3]])
+    with pytest.raises(ValueError, match="abstain_weight"):
+        fit_query_adapter([requests], abstain_weight=weight, epochs=1)

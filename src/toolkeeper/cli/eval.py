@@ -276,6 +276,8 @@ def _fit_adapter(args: argparse.Namespace) -> int:
     bad = [score for _, _, score in args.sets if score not in ("id", "name")]
     if bad:
         return _fail(f"--set: SCORE is id or name, not {bad[0]!r}")
+    if not 0 <= args.abstain_weight < float("inf"):  # (NaN is neither)
+        return _fail(f"--abstain-weight: a weight of 0 or more, not {args.abstain_weight}")
     try:
         loaded = [
             (tools, load_tools(tools), load_queries(queries), score)

@@ -190,11 +190,16 @@ def fit_query_adapter(
         learning_rate: Adam's step size.
         batch: Queries per step.
         seed: Seed of the order of the queries.
+
+    Raises:
+        ValueError: No query has a gold tool, or `abstain_weight` is negative, NaN or infinite.
     """
     np: Any = require("numpy")
     usable = [s for s in sets if any(s.positives)]
     if not usable:
         raise ValueError("no query has a gold tool to fit on")
+    if not 0 <= abstain_weight < math.inf:  # (NaN is neither)
+        raise ValueError(f"abstain_weight is a weight of 0 or more, not {abstain_weight}")
     dim = int(usable[0].queries.shape[1])
     rng = random.Random(seed)
     delta = _Adam(np, np.zeros((dim, dim), dtype=np.float64), learning_rate)
