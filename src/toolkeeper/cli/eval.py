@@ -52,8 +52,9 @@ def register(subparsers: Any) -> None:
         "fit-adapter",
         help="fit the query adapter of the dense ranking on catalogs and their queries",
         description="Fit the matrix that maps query vectors towards their tools' vectors "
-        "(the bundled one was fitted this way on the three retrieval dev sets) and write it "
-        "as .npy; use it with MiniLMEmbedder(query_adapter=QueryAdapter.load(FILE)) or "
+        "(the bundled one was fitted this way on the three retrieval dev sets, and with "
+        "--abstain on the abstention one) and write it as .npy; use it with "
+        "MiniLMEmbedder(query_adapter=QueryAdapter.load(FILE)) or "
         "`eval retrieval --query-adapter FILE`.",
     )
     fit.add_argument(

@@ -238,8 +238,9 @@ class MiniLMEmbedder:
         model_dir: Where the int8 graph is kept once built (None: `default_model_dir()`;
             False: nowhere, it is built in memory on every start, about 3 s).
         query_adapter: What `embed_queries` applies to query vectors: True (the default) the
-            bundled `QueryAdapter`, fitted for this model on the three retrieval dev sets;
-            False none (queries embed as documents do); or an adapter of your own.
+            bundled `QueryAdapter`, fitted for this model on the three retrieval dev sets and
+            the abstention one; False none (queries embed as documents do); or an adapter of
+            your own.
     """
 
     dimension = 384
