@@ -251,20 +251,32 @@ def test_a_query_adapter_of_another_dimension_is_one_line(
     )
 
 
+BFCL_SET = (
+    "--set",
+    str(FIXTURES / "bfcl.tools.jsonl"),
+    str(FIXTURES / "bfcl.queries.jsonl"),
+    "name",
+)
+
+
+def _fit_adapter(tmp_path: Path, argv: list[str]) -> int:
+    """`toolkeeper eval fit-adapter ARGV`, with an embedding cache of this test's own."""
+    return main(["eval", "fit-adapter", *argv, "--cache", str(tmp_path / "vectors.sqlite")])
+
+
 def test_fit_adapter_refuses_a_score_that_is_neither_id_nor_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(
+    code = _fit_adapter(
+        tmp_path,
         [
-            "eval",
-            "fit-adapter",
             "--set",
             str(FIXTURES / "bfcl.tools.jsonl"),
             str(FIXTURES / "bfcl.queries.jsonl"),
             "names",
             "--out",
             str(tmp_path / "a.npy"),
-        ]
+        ],
     )
     assert code == 2
     assert "SCORE is id or name, not 'names'" in capsys.readouterr().err
@@ -275,10 +287,9 @@ def test_fit_adapter_that_cannot_write_its_out_file_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("onnxruntime")
-    code = main(
+    code = _fit_adapter(
+        tmp_path,
         [
-            "eval",
-            "fit-adapter",
             "--set",
             str(FIXTURES / "sealtools.tools.jsonl"),
             str(FIXTURES / "sealtools.queries.jsonl"),
@@ -288,9 +299,7 @@ def test_fit_adapter_that_cannot_write_its_out_file_is_one_line(
             "--epochs",
             "1",
             "--quiet",
-            "--cache",
-            str(tmp_path / "vectors.sqlite"),
-        ]
+        ],
     )
     assert code == 2
     err = capsys.readouterr().err.strip()
@@ -304,10 +313,9 @@ def test_fit_adapter_refuses_a_set_whose_queries_name_no_tool_of_its_catalog(
     pytest.importorskip("onnxruntime")
     sealtools = str(FIXTURES / "sealtools.tools.jsonl")
     bfcl_queries = str(FIXTURES / "bfcl.queries.jsonl")
-    code = main(
+    code = _fit_adapter(
+        tmp_path,
         [
-            "eval",
-            "fit-adapter",
             "--set",
             sealtools,
             str(FIXTURES / "sealtools.queries.jsonl"),
@@ -319,9 +327,7 @@ def test_fit_adapter_refuses_a_set_whose_queries_name_no_tool_of_its_catalog(
             "--out",
             str(tmp_path / "adapter.npy"),
             "--quiet",
-            "--cache",
-            str(tmp_path / "vectors.sqlite"),
-        ]
+        ],
     )
     assert code == 2
     assert capsys.readouterr().err.strip() == (
@@ -337,10 +343,9 @@ def test_fit_adapter_holdout_with_too_few_queries_to_halve_is_one_line(
     pytest.importorskip("onnxruntime")
     one = tmp_path / "one.jsonl"
     one.write_text((FIXTURES / "sealtools.queries.jsonl").read_text().splitlines()[0] + "\n")
-    code = main(
+    code = _fit_adapter(
+        tmp_path,
         [
-            "eval",
-            "fit-adapter",
             "--set",
             str(FIXTURES / "sealtools.tools.jsonl"),
             str(one),
@@ -349,9 +354,7 @@ def test_fit_adapter_holdout_with_too_few_queries_to_halve_is_one_line(
             str(tmp_path / "adapter.npy"),
             "--holdout",
             "--quiet",
-            "--cache",
-            str(tmp_path / "vectors.sqlite"),
-        ]
+        ],
     )
     assert code == 2
     err = capsys.readouterr().err.strip()
@@ -364,14 +367,10 @@ def test_fit_adapter_with_abstain_requests_prints_the_abstention_model_fitted_fo
 ) -> None:
     pytest.importorskip("onnxruntime")
     out = tmp_path / "adapter.npy"
-    code = main(
+    code = _fit_adapter(
+        tmp_path,
         [
-            "eval",
-            "fit-adapter",
-            "--set",
-            str(FIXTURES / "bfcl.tools.jsonl"),
-            str(FIXTURES / "bfcl.queries.jsonl"),
-            "name",
+            *BFCL_SET,
             "--abstain",
             str(FIXTURES / "abstain.queries.jsonl"),
             "--out",
@@ -381,9 +380,7 @@ def test_fit_adapter_with_abstain_requests_prints_the_abstention_model_fitted_fo
             "2",
             "--json",
             "--quiet",
-            "--cache",
-            str(tmp_path / "vectors.sqlite"),
-        ]
+        ],
     )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
@@ -407,19 +404,15 @@ def test_fit_adapter_refuses_abstain_requests_of_one_kind(
     answerable.write_text(
         "\n".join(line for line in lines if json.loads(line)["gold_tool_names"]) + "\n"
     )
-    code = main(
+    code = _fit_adapter(
+        tmp_path,
         [
-            "eval",
-            "fit-adapter",
-            "--set",
-            str(FIXTURES / "bfcl.tools.jsonl"),
-            str(FIXTURES / "bfcl.queries.jsonl"),
-            "name",
+            *BFCL_SET,
             "--abstain",
             str(answerable),
             "--out",
             str(tmp_path / "a.npy"),
-        ]
+        ],
     )
     assert code == 2
     assert "needs answerable requests and others" in capsys.readouterr().err
@@ -434,22 +427,16 @@ def test_fit_adapter_refuses_abstain_requests_without_candidate_tools(
     toolless.write_text(
         "".join(json.dumps({**json.loads(line), "candidate_tools": []}) + "\n" for line in lines)
     )
-    code = main(
+    code = _fit_adapter(
+        tmp_path,
         [
-            "eval",
-            "fit-adapter",
-            "--set",
-            str(FIXTURES / "bfcl.tools.jsonl"),
-            str(FIXTURES / "bfcl.queries.jsonl"),
-            "name",
+            *BFCL_SET,
             "--abstain",
             str(toolless),
             "--out",
             str(tmp_path / "a.npy"),
             "--quiet",
-            "--cache",
-            str(tmp_path / "vectors.sqlite"),
-        ]
+        ],
     )
     assert code == 2
     err = capsys.readouterr().err.strip()
@@ -464,14 +451,10 @@ def test_fit_adapter_refuses_abstain_requests_without_candidate_tools(
 def test_fit_adapter_refuses_an_abstain_weight_that_is_no_weight(
     weight: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(
+    code = _fit_adapter(
+        tmp_path,
         [
-            "eval",
-            "fit-adapter",
-            "--set",
-            str(FIXTURES / "bfcl.tools.jsonl"),
-            str(FIXTURES / "bfcl.queries.jsonl"),
-            "name",
+            *BFCL_SET,
             "--abstain",
             str(FIXTURES / "abstain.queries.jsonl"),
             "--abstain-weight",
@@ -479,9 +462,7 @@ def test_fit_adapter_refuses_an_abstain_weight_that_is_no_weight(
             "--out",
             str(tmp_path / "a.npy"),
             "--quiet",
-            "--cache",
-            str(tmp_path / "vectors.sqlite"),
-        ]
+        ],
     )
     assert code == 2
     err = capsys.readouterr().err.strip()
