@@ -140,6 +140,20 @@ class AbstainSet:
     answerable: Sequence[bool]
     """Whether some tool of request i's catalog answers it."""
 
+    def subset(self, rows: Sequence[int]) -> AbstainSet:
+        """These requests only, with their catalogs (nothing embedded again)."""
+        rows = list(rows)
+        parts = [range(self.offsets[i], self.offsets[i + 1]) for i in rows]
+        offsets = [0]
+        for part in parts:
+            offsets.append(offsets[-1] + len(part))
+        return AbstainSet(
+            queries=self.queries[rows],
+            tools=self.tools[[t for part in parts for t in part]],
+            offsets=offsets,
+            answerable=[self.answerable[i] for i in rows],
+        )
+
 
 class _Adam:
     """Adam's update for one array."""
@@ -205,12 +219,12 @@ def fit_query_adapter(
     delta = _Adam(np, np.zeros((dim, dim), dtype=np.float64), learning_rate)
     scale = _Adam(np, np.array([10.0, 0.5]), learning_rate)  # a, b of the abstention loss
     abstain_rows = _abstain_rows(np, abstain) if abstain is not None else None
+    tool_rows = [np.asarray(data.tools, dtype=np.float64) for data in usable]
     for _ in range(epochs):
-        for data in usable:
+        for data, tools in zip(usable, tool_rows, strict=True):
             rows = [i for i, p in enumerate(data.positives) if p]
             rng.shuffle(rows)
             batches = max(1, math.ceil(len(rows) / batch))
-            tools = np.asarray(data.tools, dtype=np.float64)
             share = len(usable) * batches
             for start in range(0, len(rows), batch):
                 chosen = rows[start : start + batch]
@@ -259,9 +273,7 @@ def _abstain_gradient(
 ) -> tuple[Any, Any]:
     """The gradient of the mean abstention loss with respect to W and to (a, b)."""
     q, y, tools, owner = rows
-    mapped = q + q @ delta.T
-    norms = np.linalg.norm(mapped, axis=1, keepdims=True)
-    unit = mapped / norms
+    unit, norms = _mapped(np, q, delta)
     cosines = (unit[owner] * tools).sum(axis=1) / _SMOOTH_MAX
     top = np.full(len(q), -np.inf)
     np.maximum.at(top, owner, cosines)
@@ -276,8 +288,7 @@ def _abstain_gradient(
     d_cos = (a * d_logit)[owner] * weights / totals[owner]
     d_unit = np.zeros_like(unit)
     np.add.at(d_unit, owner, d_cos[:, None] * tools)
-    d_mapped = (d_unit - unit * (d_unit * unit).sum(axis=1, keepdims=True)) / norms
-    return d_mapped.T @ q, d_scale
+    return _through_map(np, q, unit, norms, d_unit), d_scale
 
 
 def _gradient(
@@ -285,9 +296,7 @@ def _gradient(
 ) -> Any:
     """The gradient of the summed softmax loss of the `chosen` queries with respect to W."""
     q = np.asarray(data.queries[chosen], dtype=np.float64)
-    mapped = q + q @ delta.T
-    norms = np.linalg.norm(mapped, axis=1, keepdims=True)
-    unit = mapped / norms
+    unit, norms = _mapped(np, q, delta)
     scores = unit @ tools.T / temperature
     scores -= scores.max(axis=1, keepdims=True)
     weights = np.exp(scores)
@@ -299,5 +308,18 @@ def _gradient(
         share = weights[row, positives]
         gold[row, positives] = share / share.sum()
     d_unit = (probs - gold) @ tools / temperature
+    return _through_map(np, q, unit, norms, d_unit)
+
+
+def _mapped(np: Any, q: Any, delta: Any) -> tuple[Any, Any]:
+    """The rows of `q` mapped by `I + delta` and normalized, and their norms before."""
+    mapped = q + q @ delta.T
+    norms = np.linalg.norm(mapped, axis=1, keepdims=True)
+    return mapped / norms, norms
+
+
+def _through_map(np: Any, q: Any, unit: Any, norms: Any, d_unit: Any) -> Any:
+    """The gradient with respect to W of a loss whose gradient is `d_unit` at the mapped,
+    normalized rows `unit` of `q` (see `_mapped`)."""
     d_mapped = (d_unit - unit * (d_unit * unit).sum(axis=1, keepdims=True)) / norms
     return d_mapped.T @ q
