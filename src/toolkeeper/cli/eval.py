@@ -317,10 +317,10 @@ def _fit_adapter(args: argparse.Namespace) -> int:
             )
         # (requests that a held-out half also holds are left out of the fit)
         held_texts = {t for _, b in parts for t in b.texts}
-        taught = [q for q in abstaining if q.text not in held_texts]
+        taught = [i for i, q in enumerate(abstaining) if q.text not in held_texts]
         adapter = fit_query_adapter(
             [a.data for a, _ in parts],
-            abstain=abstain_set(taught, embedder=embedder, cache=cache) if taught else None,
+            abstain=requests.subset(taught) if requests is not None and taught else None,
             abstain_weight=args.abstain_weight,
             epochs=args.epochs,
         )

@@ -16,6 +16,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.values import ToolSpec
 from ..retrieval._deps import require
 from ..retrieval.adapter import AbstainSet, AdapterSet, QueryAdapter, fit_query_adapter
 from ..retrieval.embed import Embedder, EmbeddingCache
@@ -23,8 +24,7 @@ from ..retrieval.fusion import AbstentionModel, FusionConfig
 from ..retrieval.selector import Selector
 from ..retrieval.text import tool_text
 from .datasets import AbstainQuery, Catalog, Query
-from .metrics import AbstainCounts
-from .retrieval import EVALUATOR
+from .retrieval import EVALUATOR, tradeoff
 
 __all__ = [
     "SWEEP",
@@ -87,17 +87,12 @@ def adapter_set(
     its queries' vectors before any adapter, and each query's gold rows (by dataset id, or by
     name with `score="name"`: every tool of a gold name is gold)."""
     np: Any = require("numpy")
-    passages = [tool_text(spec).dense for spec in catalog.specs]
-    tools = cache.embed(embedder, passages) if cache is not None else embedder.embed(passages)
+    tools = _tool_vectors(catalog.specs, embedder, cache)
     label = catalog.name_of if score == "name" else catalog.id_of
     rows: dict[str, list[int]] = {}
     for row, spec in enumerate(catalog.specs):
         rows.setdefault(label[spec.name], []).append(row)
-    cut = FusionConfig().query_chars
-    texts = [q.text[:cut] for q in queries]
-    vectors = (
-        embedder.embed(texts) if texts else np.zeros((0, embedder.dimension), dtype=np.float32)
-    )
+    vectors = _query_vectors(queries, embedder)
     gold = [tuple(q.gold_names if score == "name" else q.gold_ids) for q in queries]
     positives = [[r for g in wanted for r in rows.get(g, ())] for wanted in gold]
     return FitData(
@@ -106,6 +101,26 @@ def adapter_set(
         gold=gold,
         texts=[q.text for q in queries],
     )
+
+
+def _tool_vectors(
+    specs: Sequence[ToolSpec], embedder: Embedder, cache: EmbeddingCache | None
+) -> Any:
+    """The vectors of tools as the selector indexes them (through `cache`, if any)."""
+    np: Any = require("numpy")
+    passages = [tool_text(spec).dense for spec in specs]
+    return np.asarray(
+        cache.embed(embedder, passages) if cache is not None else embedder.embed(passages)
+    )
+
+
+def _query_vectors(queries: Sequence[Query | AbstainQuery], embedder: Embedder) -> Any:
+    """The vectors of requests before any adapter, cut as the selector cuts them."""
+    np: Any = require("numpy")
+    if not queries:
+        return np.zeros((0, embedder.dimension), dtype=np.float32)
+    cut = FusionConfig().query_chars
+    return embedder.embed([q.text[:cut] for q in queries])
 
 
 def split(fit: FitData, seed: int = 0) -> tuple[FitData, FitData]:
@@ -150,18 +165,12 @@ def abstain_set(
 ) -> AbstainSet:
     """The abstention training data: each request's vector before any adapter, the vectors of
     its own catalog (as the selector indexes them), and whether one of them answers it."""
-    np: Any = require("numpy")
-    passages = [tool_text(spec).dense for q in queries for spec in q.tools]
-    tools = cache.embed(embedder, passages) if cache is not None else embedder.embed(passages)
-    cut = FusionConfig().query_chars
     offsets = [0]
     for q in queries:
         offsets.append(offsets[-1] + len(q.tools))
     return AbstainSet(
-        queries=embedder.embed([q.text[:cut] for q in queries])
-        if queries
-        else np.zeros((0, embedder.dimension), dtype=np.float32),
-        tools=np.asarray(tools),
+        queries=_query_vectors(queries, embedder),
+        tools=_tool_vectors([spec for q in queries for spec in q.tools], embedder, cache),
         offsets=offsets,
         answerable=[q.answerable for q in queries],
     )
@@ -229,20 +238,8 @@ def fit_abstention_model(
     for fold in range(folds):
         weights = _logistic(np, features[part != fold], abstain[part != fold])
         probability[part == fold] = 1.0 - _sigmoid(np, features[part == fold] @ weights)
-    report = []
-    for threshold in SWEEP:
-        abstained = (probability < threshold).tolist()
-        counts = AbstainCounts.count(abstained, [bool(a) for a in abstain])
-        kept = [t and not a for t, a, fits in zip(top3, abstained, answerable, strict=True) if fits]
-        report.append(
-            {
-                "threshold": threshold,
-                "precision": counts.precision,
-                "recall": counts.recall,
-                "f1": counts.f1,
-                "gold_in_top3_answerable": sum(kept) / len(kept),
-            }
-        )
+    should = [not a for a in answerable]
+    report = [tradeoff(t, probability.tolist(), should, top3) for t in SWEEP]
     bias, similarity, coverage, length = (float(w) for w in _logistic(np, features, abstain))
     model = AbstentionModel(
         bias=bias, similarity_weight=similarity, coverage_weight=coverage, length_weight=length

@@ -37,6 +37,7 @@ __all__ = [
     "adapter_id",
     "evaluate_abstention",
     "evaluate_retrieval",
+    "tradeoff",
 ]
 
 CURVE_KS = (1, 2, 3, 5, 10, 20, 50)
@@ -178,9 +179,12 @@ def _unsafe_exposure(selector: Selector, catalog: Catalog, queries: Sequence[Que
 _SWEEP = (0.2, 0.3, 0.4, 0.5, 0.6)
 
 
-def _tradeoff(
+def tradeoff(
     threshold: float, confidence: Sequence[float], should: Sequence[bool], top3: Sequence[bool]
 ) -> dict[str, float]:
+    """Precision, recall and F1 of abstaining when `confidence` (of some tool fitting) is
+    below `threshold`, and the share of the requests that should not abstain whose gold tool
+    is in the top 3 (`top3`) and not abstained from."""
     abstain = [c < threshold for c in confidence]
     counts = AbstainCounts.count(abstain, should)
     kept = [t and not a for t, a, s in zip(top3, abstain, should, strict=True) if not s]
@@ -251,7 +255,7 @@ def evaluate_abstention(
         "f1": counts.f1,
         "gold_in_top3_answerable": sum(top3) / len(top3) if top3 else 0.0,
         "best_threshold_on_this_set": {"threshold": best, "f1": f1},
-        "tradeoff": [_tradeoff(t, confidence, should, ranked_top3) for t in _SWEEP],
+        "tradeoff": [tradeoff(t, confidence, should, ranked_top3) for t in _SWEEP],
         "latency_ms": {
             "p50": percentile(latencies, 50) * 1000,
             "p99": percentile(latencies, 99) * 1000,
