@@ -91,23 +91,16 @@ def register(subparsers: Any) -> None:
     fit.add_argument("--epochs", type=count(1), default=10, help="passes over the data")
     fit.add_argument("--json", action="store_true", help="print the JSON report")
     fit.add_argument("--quiet", action="store_true", help="no progress lines")
-    fit.add_argument(
-        "--cache",
-        type=_cache_file,
-        metavar="FILE",
-        help="embedding cache file (as for `eval retrieval`)",
-    )
+    _cache_option(fit, "embedding cache file (as for `eval retrieval`)")
     fit.set_defaults(func=_fit_adapter)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--no-dense", action="store_true", help="keyword search only")
-    parser.add_argument(
-        "--cache",
-        type=_cache_file,
-        metavar="FILE",
-        help="embedding cache file, made if missing in a folder that must exist (default: "
+    _cache_option(
+        parser,
+        "embedding cache file, made if missing in a folder that must exist (default: "
         "$TOOLKEEPER_CACHE/embeddings.sqlite, else ~/.cache/toolkeeper/embeddings.sqlite)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -118,6 +111,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="the adapter of query vectors: the bundled one (default), none, or a .npy file "
         "written by `eval fit-adapter`",
     )
+
+
+def _cache_option(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--cache", type=_cache_file, metavar="FILE", help=help)
 
 
 def _cache_file(text: str) -> Path:
