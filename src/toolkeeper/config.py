@@ -31,6 +31,7 @@ from pydantic import (
 
 from .core.errors import ConfigurationError
 from .core.values import Effect
+from .dialects.base import RESULT_CHARS
 from .keeper import DEFAULT_TOOL_THREADS
 from .ledger.factory import open_store
 
@@ -101,6 +102,11 @@ class ServerSettings(_Model):
     principal, if there is exactly one."""
     name: str = "toolkeeper"
     """The server name shown to clients."""
+    max_result_chars: int = Field(default=RESULT_CHARS, ge=0)
+    """The most characters of a result's text a client is sent (default 100,000, about 25,000
+    tokens); a longer one is cut with a note saying so, and the ledger keeps it whole. A tool
+    that declares an output schema still sends its whole `structuredContent` (MCP requires
+    it). 0 sends every result whole."""
     tool_threads: int = Field(default=DEFAULT_TOOL_THREADS, ge=1)
     """How many sync local tool functions may run at once, each in a worker thread of the
     keeper's own (`Keeper(tool_threads=...)`). A call that finds none free by its timeout fails

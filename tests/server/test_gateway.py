@@ -429,3 +429,44 @@ def test_a_principals_token_is_not_in_its_repr_and_still_authenticates() -> None
     gateway = Gateway(Keeper(ledger="memory://"), [entry])
     assert "secret-token-42" not in repr(entry)
     assert gateway.authenticate("secret-token-42") is entry
+
+
+async def test_a_long_result_reaches_the_client_cut_with_a_note_and_the_ledger_keeps_it_whole() -> (
+    None
+):
+    keeper = Keeper(ledger="memory://")
+    keeper.add_function(lambda n: "z" * n, name="blob", effect="read_only")
+    gateway = Gateway(
+        keeper,
+        [
+            GatewayPrincipal(
+                principal=Principal(id="a", grants=frozenset({"*"})), token=None, exposure="direct"
+            )
+        ],
+        max_result_chars=500,
+    )
+    who = gateway.principals["a"]
+    async with keeper:
+        cut = await gateway.call_tool(
+            who, mcp_types.CallToolRequestParams(name="blob", arguments={"n": 5000})
+        )
+        short = await gateway.call_tool(
+            who, mcp_types.CallToolRequestParams(name="blob", arguments={"n": 400})
+        )
+        [record] = [r for r in await keeper.store.list_calls() if r.result == "z" * 5000]
+    assert isinstance(cut, mcp_types.CallToolResult) and not cut.is_error
+    text = cut.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("z" * 500) and not text.startswith("z" * 501)
+    assert "5,000 characters" in text and record.call_id in text
+    assert isinstance(short, mcp_types.CallToolResult)
+    assert short.content[0].text == "z" * 400  # type: ignore[union-attr]
+
+
+async def test_a_configured_result_limit_of_zero_sends_results_whole(tmp_path: Path) -> None:
+    text = config_text(tmp_path).replace("[server]\n", "[server]\nmax_result_chars = 0\n", 1)
+    config = parse_config(text, file="test.toml", base_dir=str(tmp_path))
+    assert config.server.max_result_chars == 0
+    async with build(config) as running:
+        assert running.gateway.max_result_chars is None
+    default = parse_config(config_text(tmp_path), file="test.toml", base_dir=str(tmp_path))
+    assert default.server.max_result_chars == 100_000

@@ -135,9 +135,7 @@ class Anthropic(Dialect):
         kind = data.get("type")
         return kind if isinstance(kind, str) and kind in _STREAM_EVENTS else None
 
-    def format_result(
-        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
-    ) -> dict[str, Any]:
+    def result_message(self, result: ToolResult, tools: Sequence[ToolSpec]) -> dict[str, Any]:
         spec = next((t for t in tools if t.name == result.tool), None)
         if spec is not None and result.error is not None:
             result = self._exported_violations(result, spec)

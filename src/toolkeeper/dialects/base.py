@@ -21,16 +21,17 @@ import uuid
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
-from ..core.values import Effect, ToolCall, ToolResult, ToolSpec
+from ..core.values import MCP_CONTENT, Effect, ToolCall, ToolResult, ToolSpec
 from ..schema.canonical import canonical_json
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .keys import rename_properties, translate
 from .schemas import merged_root
 
 __all__ = [
+    "RESULT_CHARS",
     "ChoiceMode",
     "Dialect",
     "Importer",
@@ -44,8 +45,13 @@ __all__ = [
     "mapping",
     "plain",
     "result_text",
+    "shown_result",
     "strict_metadata",
 ]
+
+RESULT_CHARS = 100_000
+"""The most characters of a result's text a model is shown by default (`format_result`):
+about 25,000 tokens, the default cap Claude Code puts on an MCP tool's output."""
 
 
 class NotAFunction(ValueError):
@@ -151,6 +157,73 @@ def result_text(result: ToolResult) -> str:
     if isinstance(result.data, str):
         return result.data
     return json.dumps(result.data, ensure_ascii=False, default=str)
+
+
+def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
+    """`result` as a model is shown it: its text cut to `max_chars` characters, with a note
+    that says so, when it is longer (None: never cut).
+
+    What is cut: the data as the model reads it (`result_text`: a longer structure becomes
+    text), an error's message (its details are left out), and the text blocks of an MCP
+    upstream's content (other blocks, images say, go as they are). The `ToolResult` the
+    executor returned and the ledger's record keep the whole result; the note names the call.
+
+    Raises:
+        ValueError: `max_chars` is below 1.
+    """
+    if max_chars is None:
+        return result
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be at least 1 (or None), not {max_chars}")
+    if result.error is not None:
+        text = result_text(result)
+        if len(text) <= max_chars:
+            return result
+        message = _cut(result.error.message, max_chars, len(text), result.call_id)
+        return replace(result, error=replace(result.error, message=message, details={}))
+    changes: dict[str, Any] = {}
+    text = result_text(result)
+    if len(text) > max_chars:
+        changes["data"] = _cut(text, max_chars, len(text), result.call_id)
+    blocks = result.metadata.get(MCP_CONTENT)
+    if blocks:
+        shown = _cut_blocks(blocks, max_chars, result.call_id)
+        if shown is not None:
+            changes["metadata"] = {**result.metadata, MCP_CONTENT: shown}
+    return replace(result, **changes) if changes else result
+
+
+def _cut(text: str, max_chars: int, total: int, call_id: str) -> str:
+    return text[:max_chars] + _cut_note(max_chars, total, call_id)
+
+
+def _cut_note(max_chars: int, total: int, call_id: str) -> str:
+    return (
+        f"\n[toolkeeper: this result is {total:,} characters long; only the first "
+        f"{max_chars:,} are shown. Ask for less (a filter, fewer items, a page) to see the "
+        f"rest; the whole result is kept in the ledger (call {call_id}).]"
+    )
+
+
+def _cut_blocks(
+    blocks: Sequence[Mapping[str, Any]], max_chars: int, call_id: str
+) -> list[dict[str, Any]] | None:
+    """MCP content blocks whose texts together hold at most `max_chars` characters, then a
+    note; None when they already do."""
+    texts = [b.get("text") if b.get("type") == "text" else None for b in blocks]
+    total = sum(len(t) for t in texts if isinstance(t, str))
+    if total <= max_chars:
+        return None
+    left = max_chars
+    shown: list[dict[str, Any]] = []
+    for block, text in zip(blocks, texts, strict=True):
+        if not isinstance(text, str):
+            shown.append(dict(block))
+        elif left > 0:
+            shown.append({**block, "text": text[:left]})
+            left -= min(left, len(text))
+    shown.append({"type": "text", "text": _cut_note(max_chars, total, call_id).lstrip("\n")})
+    return shown
 
 
 def declared_strict(spec: ToolSpec) -> bool | None:
@@ -371,15 +444,29 @@ class Dialect(Importer):
             )
         return data
 
-    @abstractmethod
     def format_result(
-        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
+        self,
+        result: ToolResult,
+        *,
+        tools: Sequence[ToolSpec] = (),
+        max_chars: int | None = RESULT_CHARS,
     ) -> dict[str, Any]:
         """The vendor's message (or content block, or item) carrying `result` to the model.
 
         `tools`, the tools the request exported, name the tool as the model saw it where the
-        format answers by name (Gemini) and the name had to be rewritten.
+        format answers by name (Gemini) and the name had to be rewritten. A result whose text
+        is longer than `max_chars` characters is cut there, with a note saying so (see
+        `shown_result`; None sends it whole): a tool that answers with megabytes must not
+        fill the model's context. The result itself, and its record, stay whole.
+
+        Raises:
+            ValueError: `max_chars` is below 1.
         """
+        return self.result_message(shown_result(result, max_chars), tools)
+
+    @abstractmethod
+    def result_message(self, result: ToolResult, tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        """`format_result` once the result is as the model may see it: the vendor's shape."""
 
     # --- tool_choice ------------------------------------------------------------------------
 

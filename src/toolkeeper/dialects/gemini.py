@@ -152,9 +152,7 @@ class Gemini(Dialect):
             )
         return calls
 
-    def format_result(
-        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
-    ) -> dict[str, Any]:
+    def result_message(self, result: ToolResult, tools: Sequence[ToolSpec]) -> dict[str, Any]:
         if result.error is not None:
             body: dict[str, Any] = {"error": result.error.to_dict()}
         else:

@@ -133,9 +133,7 @@ class MCP(Dialect):
             )
         return calls
 
-    def format_result(
-        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
-    ) -> dict[str, Any]:
+    def result_message(self, result: ToolResult, tools: Sequence[ToolSpec]) -> dict[str, Any]:
         blocks = result.metadata.get(MCP_CONTENT) if result.error is None else None
         # An upstream's own content blocks (images, resources) go as they are.
         out: dict[str, Any] = {

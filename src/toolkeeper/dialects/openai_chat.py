@@ -248,9 +248,7 @@ class OpenAIChat(Dialect):
     def stream_piece(self, data: Mapping[str, Any]) -> str | None:
         return "a chat.completion.chunk" if data.get("object") == "chat.completion.chunk" else None
 
-    def format_result(
-        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
-    ) -> dict[str, Any]:
+    def result_message(self, result: ToolResult, tools: Sequence[ToolSpec]) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": result.call_id, "content": result_text(result)}
 
     def export_tool_choice(

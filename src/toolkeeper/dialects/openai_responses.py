@@ -121,9 +121,7 @@ class OpenAIResponses(Dialect):
             return kind
         return None
 
-    def format_result(
-        self, result: ToolResult, *, tools: Sequence[ToolSpec] = ()
-    ) -> dict[str, Any]:
+    def result_message(self, result: ToolResult, tools: Sequence[ToolSpec]) -> dict[str, Any]:
         return {
             "type": "function_call_output",
             "call_id": result.call_id,

@@ -228,5 +228,11 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         upstream = by_source.get(source)
         return upstream is None or upstream.connected
 
-    gateway = Gateway(keeper, principals, name=config.server.name, connected=connected)
+    gateway = Gateway(
+        keeper,
+        principals,
+        name=config.server.name,
+        connected=connected,
+        max_result_chars=config.server.max_result_chars or None,
+    )
     return Deployment(keeper, gateway, upstreams)

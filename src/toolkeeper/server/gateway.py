@@ -34,6 +34,7 @@ from ..catalog.registry import CatalogEvent, Tool
 from ..core.errors import ErrorCode
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
+from ..dialects.base import RESULT_CHARS
 from ..dialects.mcp import MCP, object_schema
 from ..keeper import Keeper
 from ..ledger.base import ApprovalRecord
@@ -123,6 +124,10 @@ class Gateway:
         keeper: The keeper whose catalog, policy and ledger every call goes through.
         principals: Who may connect, by principal id.
         name: The server name shown to clients.
+        connected: Whether an upstream source is connected (discovery leaves out the tools of
+            one that is not); None treats every source as connected.
+        max_result_chars: The most characters of a result's text a client is sent; a longer
+            one is cut with a note (`MCP.format_result`). None sends every result whole.
     """
 
     def __init__(
@@ -132,9 +137,11 @@ class Gateway:
         *,
         name: str = "toolkeeper",
         connected: Connected | None = None,
+        max_result_chars: int | None = RESULT_CHARS,
     ) -> None:
         self.keeper = keeper
         self.name = name
+        self.max_result_chars = max_result_chars
         self.principals = {p.principal.id: p for p in principals}
         self._tokens = [(_token_digest(p.token), p) for p in principals if p.token is not None]
         self._call_ids = CallIds(keeper.store)
@@ -378,7 +385,7 @@ class Gateway:
             result = dataclasses.replace(
                 result, error=dataclasses.replace(result.error, message=result.error.message + hint)
             )
-        wire = self._dialect.format_result(result)
+        wire = self._dialect.format_result(result, max_chars=self.max_result_chars)
         if (
             result.error is None
             and spec is not None
