@@ -142,6 +142,40 @@ def test_a_cache_in_a_folder_that_does_not_exist_is_a_usage_error_and_makes_no_f
     assert not (tmp_path / "no").exists()
 
 
+@pytest.mark.parametrize("kind", ["symlink loop", "name too long"])
+def test_an_output_path_that_cannot_be_followed_is_one_line_for_every_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    if kind == "symlink loop":
+        (tmp_path / "a").symlink_to(tmp_path / "b")
+        (tmp_path / "b").symlink_to(tmp_path / "a")
+        bad = tmp_path / "a" / "x"
+    else:
+        bad = tmp_path / ("x" * 300)
+    seal = ["--tools", str(FIXTURES / "sealtools.tools.jsonl")]
+    seal += ["--queries", str(FIXTURES / "sealtools.queries.jsonl")]
+    assert _eval("retrieval", *seal, "--plot", f"{bad}.png") == 2
+    plot = capsys.readouterr().err.strip()
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "eval",
+                "abstain",
+                "--queries",
+                str(FIXTURES / "abstain.queries.jsonl"),
+                "--cache",
+                str(bad),
+            ]
+        )
+    cache = capsys.readouterr().err.strip().splitlines()[-1]
+    sets = ["--set", str(FIXTURES / "sealtools.tools.jsonl")]
+    sets += [str(FIXTURES / "sealtools.queries.jsonl"), "id"]
+    assert main(["eval", "fit-adapter", *sets, "--out", f"{bad}.npy", "--quiet"]) == 2
+    out = capsys.readouterr().err.strip()
+    for err, option in ((plot, "--plot"), (cache, "--cache"), (out, "--out")):
+        assert option in err and "cannot be used" in err and "\n" not in err, err
+
+
 def test_fit_adapter_writes_an_adapter_that_eval_retrieval_uses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

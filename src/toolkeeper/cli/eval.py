@@ -120,12 +120,25 @@ def _cache_option(parser: argparse.ArgumentParser, help: str) -> None:
 def _cache_file(text: str) -> Path:
     """A usage error for a cache path that is a folder, or in one that does not exist: a
     mistyped path must not leave folders behind (as --plot, the folder is not made)."""
-    path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a folder: name the cache file in it")
-    if not path.resolve().parent.is_dir():
-        raise argparse.ArgumentTypeError(f"the folder of {text} does not exist")
-    return path
+    problem = _file_problem(Path(text), text, "name the cache file in it")
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return Path(text)
+
+
+def _file_problem(path: Path, text: str, instead: str) -> str | None:
+    """Why a file cannot be written at `path` (`text` as the user gave it), if it cannot:
+    it is a folder (`instead` says what to name), its folder does not exist, or the path
+    cannot be followed at all (too long a name, a loop of symbolic links)."""
+    try:
+        if path.is_dir():
+            return f"{text} is a folder: {instead}"
+        if not path.resolve().parent.is_dir():
+            return f"the folder of {text} does not exist"
+    except (OSError, RuntimeError) as exc:  # (3.11 reports a symlink loop as RuntimeError)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return f"{text} cannot be used: {reason}"
+    return None
 
 
 def _dense(args: argparse.Namespace) -> dict[str, Any]:
@@ -209,15 +222,12 @@ def _plot_file(text: str) -> Path | str:
     """The PNG file `--plot` names (`.png` added when it has no suffix), or why it cannot be
     written."""
     path = Path(text)
-    if path.is_dir():
-        return f"{text} is a folder: name the PNG file, e.g. {path / 'recall.png'}"
-    if not path.suffix:
-        path = path.with_suffix(".png")
-    elif path.suffix.lower() != ".png":
+    if path.suffix and path.suffix.lower() != ".png":
         return f"{text}: the plot is a PNG, name a .png file"
-    if not path.resolve().parent.is_dir():
-        return f"the folder of {text} does not exist"
-    return path
+    problem = _file_problem(path, text, f"name the PNG file, e.g. {path / 'recall.png'}")
+    if problem is not None:
+        return problem
+    return path if path.suffix else path.with_suffix(".png")
 
 
 def _unscorable(catalog: Any, queries: Any, args: argparse.Namespace) -> str | None:
@@ -269,8 +279,9 @@ def _fit_adapter(args: argparse.Namespace) -> int:
     from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder, default_cache_path
 
     out = Path(args.out)
-    if out.is_dir() or not out.resolve().parent.is_dir():
-        return _fail(f"--out: {args.out} is a folder or in a folder that does not exist")
+    problem = _file_problem(out, args.out, "name the .npy file to write in it")
+    if problem is not None:
+        return _fail(f"--out: {problem}")
     bad = [score for _, _, score in args.sets if score not in ("id", "name")]
     if bad:
         return _fail(f"--set: SCORE is id or name, not {bad[0]!r}")
