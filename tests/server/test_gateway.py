@@ -470,3 +470,10 @@ async def test_a_configured_result_limit_of_zero_sends_results_whole(tmp_path: P
         assert running.gateway.max_result_chars is None
     default = parse_config(config_text(tmp_path), file="test.toml", base_dir=str(tmp_path))
     assert default.server.max_result_chars == 100_000
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_a_result_limit_below_one_is_refused_when_the_gateway_is_made(bad: int) -> None:
+    # Not at each call's answer, after the call has run and the ledger holds it done.
+    with pytest.raises(ValueError, match="max_result_chars"):
+        Gateway(Keeper(ledger="memory://"), [], max_result_chars=bad)

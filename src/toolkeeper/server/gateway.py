@@ -128,6 +128,9 @@ class Gateway:
             one that is not); None treats every source as connected.
         max_result_chars: The most characters of a result's text a client is sent; a longer
             one is cut with a note (`MCP.format_result`). None sends every result whole.
+
+    Raises:
+        ValueError: `max_result_chars` is below 1 (use None to send results whole).
     """
 
     def __init__(
@@ -139,6 +142,11 @@ class Gateway:
         connected: Connected | None = None,
         max_result_chars: int | None = RESULT_CHARS,
     ) -> None:
+        if max_result_chars is not None and max_result_chars < 1:
+            # Refused here, not at each call's answer once the call has run.
+            raise ValueError(
+                f"max_result_chars must be at least 1 (or None), not {max_result_chars}"
+            )
         self.keeper = keeper
         self.name = name
         self.max_result_chars = max_result_chars
