@@ -109,3 +109,24 @@ def test_mcp_text_blocks_are_cut_and_other_blocks_kept() -> None:
 def test_a_limit_below_one_is_refused(bad: int) -> None:
     with pytest.raises(ValueError, match="max_chars"):
         get_dialect("openai_chat").format_result(BIG, max_chars=bad)
+
+
+@pytest.mark.parametrize("name", sorted(DIALECTS))
+def test_a_cut_approval_request_still_names_its_approval(name: str) -> None:
+    reason = "writes to production: " + "x" * 300  # (a rule's reason, quoted in the message)
+    error = ToolError.of(
+        ErrorCode.APPROVAL_REQUIRED,
+        f"this call needs a person's approval ({reason}) and has not run. Ask the user to "
+        "approve request apr-7 (toolkeeper approvals approve apr-7)",
+        details={"approval_id": "apr-7", "reason": reason},
+    )
+    waiting = ToolResult(
+        call_id="c7",
+        tool="t",
+        status=CallStatus.AWAITING_APPROVAL,
+        error=error,
+        approval_id="apr-7",
+    )
+    message = get_dialect(name).format_result(waiting, max_chars=200)
+    RESULT[name](message)
+    assert NOTE in json.dumps(message) and "apr-7" in json.dumps(message)

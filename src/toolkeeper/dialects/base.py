@@ -164,9 +164,10 @@ def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
     that says so, when it is longer (None: never cut).
 
     What is cut: the data as the model reads it (`result_text`: a longer structure becomes
-    text), an error's message (its details are left out), and the text blocks of an MCP
-    upstream's content (other blocks, images say, go as they are). The `ToolResult` the
-    executor returned and the ledger's record keep the whole result; the note names the call.
+    text), an error's message (its details are left out, but for the approval id), and the
+    text blocks of an MCP upstream's content (other blocks, images say, go as they are). The
+    `ToolResult` the executor returned and the ledger's record keep the whole result; the
+    note names the call.
 
     Raises:
         ValueError: `max_chars` is below 1.
@@ -180,7 +181,9 @@ def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
         if len(text) <= max_chars:
             return result
         message = _cut(result.error.message, max_chars, len(text), result.call_id)
-        return replace(result, error=replace(result.error, message=message, details={}))
+        # The approval to ask a person for stays, wherever the message was cut.
+        kept = {"approval_id": result.approval_id} if result.approval_id else {}
+        return replace(result, error=replace(result.error, message=message, details=kept))
     changes: dict[str, Any] = {}
     text = result_text(result)
     if len(text) > max_chars:
