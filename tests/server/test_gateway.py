@@ -477,3 +477,18 @@ def test_a_result_limit_below_one_is_refused_when_the_gateway_is_made(bad: int) 
     # Not at each call's answer, after the call has run and the ledger holds it done.
     with pytest.raises(ValueError, match="max_result_chars"):
         Gateway(Keeper(ledger="memory://"), [], max_result_chars=bad)
+
+
+async def test_a_cut_approval_request_still_says_to_make_the_same_call_again() -> None:
+    keeper = Keeper(ledger="memory://")
+    keeper.add_function(lambda: "gone", name="wipe", effect="destructive")
+    who = GatewayPrincipal(
+        principal=Principal(id="a", grants=frozenset({"*"})), token=None, exposure="direct"
+    )
+    gateway = Gateway(keeper, [who], max_result_chars=60)
+    async with keeper:
+        asked = await gateway.call_tool(who, mcp_types.CallToolRequestParams(name="wipe"))
+    assert isinstance(asked, mcp_types.CallToolResult) and asked.is_error
+    text = asked.content[0].text  # type: ignore[union-attr]
+    assert "only the first 60" in text and "make the same call again" in text
+    assert (asked.meta or {})["dev.toolkeeper/approval-id"] in text

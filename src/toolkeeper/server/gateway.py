@@ -34,7 +34,7 @@ from ..catalog.registry import CatalogEvent, Tool
 from ..core.errors import ErrorCode
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
-from ..dialects.base import RESULT_CHARS
+from ..dialects.base import RESULT_CHARS, shown_result
 from ..dialects.mcp import MCP, object_schema
 from ..keeper import Keeper
 from ..ledger.base import ApprovalRecord
@@ -385,15 +385,17 @@ class Gateway:
 
     def _wire(self, result: ToolResult, spec: ToolSpec | None) -> dict[str, Any]:
         """`result` as the wire dict of an MCP `CallToolResult`."""
-        if _needs_approval(result) and result.error is not None:
+        shown = shown_result(result, self.max_result_chars)
+        if _needs_approval(shown) and shown.error is not None:
             # Here ids are derived from the call itself: the same call made again is this one.
+            # (Added once the message is cut, so a long one does not cut it off.)
             hint = (
                 "; once approved, make the same call again, with the same arguments: it runs once"
             )
-            result = dataclasses.replace(
-                result, error=dataclasses.replace(result.error, message=result.error.message + hint)
+            shown = dataclasses.replace(
+                shown, error=dataclasses.replace(shown.error, message=shown.error.message + hint)
             )
-        wire = self._dialect.format_result(result, max_chars=self.max_result_chars)
+        wire = self._dialect.format_result(shown, max_chars=None)
         if (
             result.error is None
             and spec is not None
