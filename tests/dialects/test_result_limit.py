@@ -130,3 +130,12 @@ def test_a_cut_approval_request_still_names_its_approval(name: str) -> None:
     message = get_dialect(name).format_result(waiting, max_chars=200)
     RESULT[name](message)
     assert NOTE in json.dumps(message) and "apr-7" in json.dumps(message)
+
+
+def test_the_note_of_an_error_long_by_its_details_counts_what_is_shown() -> None:
+    error = ToolError.of(ErrorCode.TOOL_ERROR, "disk full", details={"log": "y" * 5000})
+    failed = ToolResult(call_id="c3", tool="t", status=CallStatus.FAILED, error=error)
+    shown = shown_result(failed, 1000)
+    assert shown.error is not None and shown.error.message.startswith("disk full\n[")
+    assert f"is {len(result_text(failed)):,} characters long" in shown.error.message
+    assert "only the first 9 are shown" in shown.error.message

@@ -197,7 +197,8 @@ def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
 
 
 def _cut(text: str, max_chars: int, total: int, call_id: str) -> str:
-    return text[:max_chars] + _cut_note(max_chars, total, call_id)
+    # (An error's message may be shorter than the limit when its details made it long.)
+    return text[:max_chars] + _cut_note(min(max_chars, len(text)), total, call_id)
 
 
 def _cut_note(max_chars: int, total: int, call_id: str) -> str:
