@@ -139,3 +139,28 @@ def test_the_note_of_an_error_long_by_its_details_counts_what_is_shown() -> None
     assert shown.error is not None and shown.error.message.startswith("disk full\n[")
     assert f"is {len(result_text(failed)):,} characters long" in shown.error.message
     assert "only the first 9 are shown" in shown.error.message
+
+
+def test_mcp_embedded_text_resources_are_cut_as_text_blocks_are() -> None:
+    resource = {"uri": "file:///log.txt", "mimeType": "text/plain", "text": "y" * 5000}
+    blob = {"uri": "file:///a.bin", "blob": "aGVsbG8=" * 1000}
+    blocks = [
+        {"type": "resource", "resource": resource},
+        {"type": "resource", "resource": blob},
+        {"type": "text", "text": "t" * 50},
+    ]
+    result = ToolResult(
+        call_id="c4",
+        tool="t",
+        status=CallStatus.SUCCEEDED,
+        data="summary",
+        metadata={MCP_CONTENT: blocks},
+    )
+    out = MCP().format_result(result, max_chars=1000)
+    RESULT["mcp"](out)
+    content = out["content"]
+    assert content[0]["resource"] == {**resource, "text": "y" * 1000}
+    assert content[1] == blocks[1]  # a binary resource goes as it is
+    assert [b["type"] for b in content] == ["resource", "resource", "text"]  # t: past the limit
+    assert NOTE in content[2]["text"] and "5,050" in content[2]["text"]
+    assert resource["text"] == "y" * 5000

@@ -165,9 +165,9 @@ def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
 
     What is cut: the data as the model reads it (`result_text`: a longer structure becomes
     text), an error's message (its details are left out, but for the approval id), and the
-    text blocks of an MCP upstream's content (other blocks, images say, go as they are). The
-    `ToolResult` the executor returned and the ledger's record keep the whole result; the
-    note names the call.
+    text of an MCP upstream's content blocks (text blocks and embedded text resources; other
+    blocks, images say, go as they are). The `ToolResult` the executor returned and the
+    ledger's record keep the whole result; the note names the call.
 
     Raises:
         ValueError: `max_chars` is below 1.
@@ -213,21 +213,39 @@ def _cut_blocks(
     blocks: Sequence[Mapping[str, Any]], max_chars: int, call_id: str
 ) -> list[dict[str, Any]] | None:
     """MCP content blocks whose texts together hold at most `max_chars` characters, then a
-    note; None when they already do."""
-    texts = [b.get("text") if b.get("type") == "text" else None for b in blocks]
-    total = sum(len(t) for t in texts if isinstance(t, str))
+    note; None when they already do. An embedded text resource's text counts as text."""
+    texts = [_block_text(b) for b in blocks]
+    total = sum(len(t) for t in texts if t is not None)
     if total <= max_chars:
         return None
     left = max_chars
     shown: list[dict[str, Any]] = []
     for block, text in zip(blocks, texts, strict=True):
-        if not isinstance(text, str):
+        if text is None:
             shown.append(dict(block))
         elif left > 0:
-            shown.append({**block, "text": text[:left]})
+            shown.append(_with_text(block, text[:left]))
             left -= min(left, len(text))
     shown.append({"type": "text", "text": _cut_note(max_chars, total, call_id).lstrip("\n")})
     return shown
+
+
+def _block_text(block: Mapping[str, Any]) -> str | None:
+    """The text a model reads in an MCP content block: a text block's, or an embedded text
+    resource's; None for others (images, audio, links, binary resources)."""
+    if block.get("type") == "text":
+        text = block.get("text")
+    elif block.get("type") == "resource":
+        text = mapping(block.get("resource")).get("text")
+    else:
+        return None
+    return text if isinstance(text, str) else None
+
+
+def _with_text(block: Mapping[str, Any], text: str) -> dict[str, Any]:
+    if block.get("type") == "resource":
+        return {**block, "resource": {**block["resource"], "text": text}}
+    return {**block, "text": text}
 
 
 def declared_strict(spec: ToolSpec) -> bool | None:
