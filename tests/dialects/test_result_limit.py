@@ -139,6 +139,7 @@ def test_the_note_of_an_error_long_by_its_details_counts_what_is_shown() -> None
     assert shown.error is not None and shown.error.message.startswith("disk full\n[")
     assert f"is {len(result_text(failed)):,} characters long" in shown.error.message
     assert "only the first 9 are shown" in shown.error.message
+    assert "Ask for less" not in shown.error.message  # (no smaller piece of an error to ask for)
 
 
 def test_mcp_embedded_text_resources_are_cut_as_text_blocks_are() -> None:

@@ -180,7 +180,7 @@ def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
         text = result_text(result)
         if len(text) <= max_chars:
             return result
-        message = _cut(result.error.message, max_chars, len(text), result.call_id)
+        message = _cut(result.error.message, max_chars, len(text), result.call_id, data=False)
         # The approval to ask a person for stays, wherever the message was cut.
         kept = {"approval_id": result.approval_id} if result.approval_id else {}
         return replace(result, error=replace(result.error, message=message, details=kept))
@@ -196,16 +196,18 @@ def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
     return replace(result, **changes) if changes else result
 
 
-def _cut(text: str, max_chars: int, total: int, call_id: str) -> str:
+def _cut(text: str, max_chars: int, total: int, call_id: str, *, data: bool = True) -> str:
     # (An error's message may be shorter than the limit when its details made it long.)
-    return text[:max_chars] + _cut_note(min(max_chars, len(text)), total, call_id)
+    return text[:max_chars] + _cut_note(min(max_chars, len(text)), total, call_id, data=data)
 
 
-def _cut_note(max_chars: int, total: int, call_id: str) -> str:
+def _cut_note(shown: int, total: int, call_id: str, *, data: bool = True) -> str:
+    # Only data can be asked for in smaller pieces; an error is the error, however long.
+    whole = "Ask for less (a filter, fewer items, a page) to see the rest; the whole"
     return (
         f"\n[toolkeeper: this result is {total:,} characters long; only the first "
-        f"{max_chars:,} are shown. Ask for less (a filter, fewer items, a page) to see the "
-        f"rest; the whole result is kept in the ledger (call {call_id}).]"
+        f"{shown:,} are shown. {whole if data else 'The whole'} result is kept in the ledger "
+        f"(call {call_id}).]"
     )
 
 
