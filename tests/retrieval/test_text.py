@@ -1,3 +1,5 @@
+import pytest
+
 from toolkeeper.core.values import ToolSpec
 from toolkeeper.retrieval.text import QueryContext, compose_query, split_identifier, tool_text
 
@@ -67,3 +69,18 @@ def test_a_query_cut_to_a_length_cuts_the_message_and_keeps_the_context() -> Non
     assert compose_query("ship the fix", QueryContext(missing="", application="")) == (
         "ship the fix"
     )
+
+
+def test_recent_tools_given_as_one_name_or_a_list_are_tool_names() -> None:
+    # A name given as text was iterated: "mail.send" became the hint "m a i l s e n d".
+    one = QueryContext(recent_tools="mail.send")  # type: ignore[arg-type]
+    assert one.recent_tools == ("mail.send",)
+    assert compose_query("x", one) == "x mail send"
+    listed = QueryContext(recent_tools=["mail.send"])  # type: ignore[arg-type]
+    assert listed.recent_tools == ("mail.send",)
+    assert hash(listed) == hash(one)
+    # A name that is not text is refused when the context is made, not at selection.
+    with pytest.raises(TypeError, match="recent_tools"):
+        QueryContext(recent_tools=(1,))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        QueryContext(recent_tools=None)  # type: ignore[arg-type]

@@ -232,6 +232,14 @@ class QueryContext:
             value = getattr(self, field)
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"{field} must be a str or None, not {type(value).__name__}")
+        # One name given as text is one tool, not its characters (`"orders.get"` added the
+        # hint "o r d e r s g e t"); a name that is not text failed only when selecting.
+        recent = self.recent_tools
+        names = (recent,) if isinstance(recent, str) else tuple(recent)
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"recent_tools must hold str names, not {type(name).__name__}")
+        object.__setattr__(self, "recent_tools", names)
 
 
 def compose_query(
