@@ -58,3 +58,28 @@ async def test_discovery_never_offers_a_tool_of_a_source_that_is_down(keeper: Ke
     up["weather-upstream"] = True
     found = await meta.call(who, "search_tools", {"query": "weather alerts", "k": 5})
     assert "get_weather_alerts" in [t["name"] for t in found.data["tools"]]
+
+
+async def test_search_tools_ranks_and_abstains_as_the_keepers_own_select(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gateway's search ignored `Keeper(selection=...)`: a keeper told never to abstain
+    # still answered no_tool_fits=true, and a `query_adapter` of its own went unused.
+    from toolkeeper.retrieval.fusion import FusionConfig
+
+    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
+    keeper = Keeper(ledger="memory://", selection=FusionConfig(abstain_below=None))
+
+    @keeper.tool(effect="read_only")
+    async def get_forecast(city: str) -> str:
+        """Weather forecast for a city."""
+        return city
+
+    who = Principal(id="p")
+    assert keeper.select("bake a cake", principal=who).names == ("get_forecast",)
+    meta = MetaTools(keeper, _not_run)  # type: ignore[arg-type]
+    found = await meta.call(who, "search_tools", {"query": "bake a cake"})
+    assert found.data == {
+        "tools": [{"name": "get_forecast", "summary": "Weather forecast for a city."}],
+        "no_tool_fits": False,
+    }

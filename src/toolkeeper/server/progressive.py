@@ -57,7 +57,7 @@ class MetaTools:
 
     def _built(self) -> tuple[dict[str, Tool], Selector]:
         if self._tools is None or self._selector is None:
-            self._selector = _selector(self._keeper.catalog, self._connected)
+            self._selector = _selector(self._keeper, self._connected)
             tools = meta_tools(self._selector, self._run, call_permission=None)
             self._tools = {t.name: t for t in tools}
         return self._tools, self._selector
@@ -107,18 +107,22 @@ class MetaTools:
         return ToolResult(call_id=ctx.call_id, tool=name, status=CallStatus.SUCCEEDED, data=data)
 
 
-def _selector(catalog: Any, connected: Connected | None) -> Selector:
+def _selector(keeper: Keeper, connected: Connected | None) -> Selector:
     """The bundled model with its vectors cached on disk (a restart does not embed the
-    catalog again); keyword ranking alone when the model is not installed."""
+    catalog again); keyword ranking alone when the model is not installed. Ranked and
+    abstaining as the keeper's own `select` (its `selection` and `query_adapter`)."""
+    catalog, config = keeper.catalog, keeper._selection
     try:
-        return Selector.default(catalog, connected=connected)
+        return Selector.default(
+            catalog, connected=connected, config=config, query_adapter=keeper._query_adapter
+        )
     except ImportError as exc:
         _log.warning(
             "search_tools ranks by keywords only, without abstention (%s); install "
             '"toolkeeper[retrieval]" for the bundled model',
             exc,
         )
-        return Selector.for_catalog(catalog, embedder=None, connected=connected)
+        return Selector.for_catalog(catalog, embedder=None, connected=connected, config=config)
 
 
 def _invalid(tool: Tool, arguments: Mapping[str, Any]) -> ToolResult | None:
