@@ -410,8 +410,11 @@ class Keeper:
 
     @property
     def selector(self) -> Selector:
-        """The search index over this keeper's catalog, built on first use, following it."""
+        """The search index over this keeper's catalog, built on first use, following it
+        until the keeper is closed (a closed keeper's selector answers no more searches)."""
         if self._selector is None:
+            if self._is_closed():  # (one built now would never be closed)
+                raise ConfigurationError("this Keeper is closed")
             with self._selector_lock:  # two threads' first selections build one index
                 if self._selector is None:
                     from .retrieval import Selector
@@ -435,6 +438,7 @@ class Keeper:
         Raises:
             TypeError: `query` is not a str, or `context` not a `QueryContext`.
             ValueError: `k` is not a whole number of at least 1.
+            ConfigurationError: the keeper is closed.
         """
         return self.selector.select(
             query, principal=principal or self.runtime.principal, k=k, context=context

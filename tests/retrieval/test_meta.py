@@ -383,3 +383,26 @@ async def test_call_tool_records_no_inner_argument_of_its_own_in_the_clear() -> 
     stored = json.dumps(dataclasses.asdict(record), default=str)
     stored += json.dumps([dataclasses.asdict(e) for e in audit.events], default=str)
     assert "sk-SECRET-123" not in stored
+
+
+def test_a_closed_keeper_never_selects_a_tool_as_it_was_before_a_change(
+    weather_keepers: Any,
+) -> None:
+    # Closing stopped the index from following the catalog, but it still answered: a tool
+    # changed afterwards to need a grant the principal lacks was still selected for it.
+    import anyio
+
+    from toolkeeper.core.errors import ConfigurationError
+
+    keeper = weather_keepers()
+    assert keeper.select("weather in Lisbon", principal=USER).names == ("get_weather",)
+    anyio.run(keeper.aclose)
+    keeper.add_function(get_weather, effect="read_only", permissions=["weather:admin"])
+    with pytest.raises(ConfigurationError):
+        keeper.select("weather in Lisbon", principal=USER)
+    with pytest.raises(ConfigurationError):
+        keeper.selector.allowed(USER)
+    unbuilt = weather_keepers()
+    anyio.run(unbuilt.aclose)
+    with pytest.raises(ConfigurationError):  # (a selector made now would never be closed)
+        unbuilt.select("weather in Lisbon", principal=USER)

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.errors import ConfigurationError
 from ..core.values import ANONYMOUS, Principal, ToolSpec
 from ..policy.grants import may_use
 from .adapter import QueryAdapter
@@ -112,6 +113,7 @@ class Selector:
         self._allowed: dict[tuple[Any, ...], _Allowed] = {}
         self._unsubscribe: Callable[[], None] | None = None
         self._owns_cache = False
+        self._closed = False
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         # One change or one turn at a time: the indexes are not safe to change while another
@@ -163,7 +165,9 @@ class Selector:
 
     def close(self) -> None:
         """Stop following the catalog and the embedding thread, and close the embedding
-        cache if `default` opened it (one given to the selector is the giver's); idempotent."""
+        cache if `default` opened it (one given to the selector is the giver's); idempotent.
+        A closed selector answers no more searches: its index no longer follows the catalog."""
+        self._closed = True
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -304,6 +308,7 @@ class Selector:
     def allowed(self, principal: Principal) -> set[str]:
         """Names of the indexed tools `principal` may use from connected sources."""
         with self._lock:
+            self._check_open()
             return set(self._allowed_names(principal))
 
     def _allowed_names(self, principal: Principal) -> AbstractSet[str]:
@@ -334,6 +339,7 @@ class Selector:
         (the dense embedding reads its first `config.query_chars` characters)."""
         text = text[:_QUERY_CHARS]
         with self._lock:
+            self._check_open()
             return self._rank(text, text[: self.config.query_chars], allowed=allowed, depth=depth)
 
     def _rank(
@@ -422,6 +428,7 @@ class Selector:
         Raises:
             TypeError: `query` is not a str, or `context` not a `QueryContext`.
             ValueError: `k` is not a whole number of at least 1.
+            ConfigurationError: the selector is closed.
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, not {type(query).__name__}")
@@ -437,7 +444,14 @@ class Selector:
             else compose_query(query, context, max_chars=self.config.query_chars)
         )
         with self._lock:
+            self._check_open()
             return self._select(text, dense_text, principal, k, abstain)
+
+    def _check_open(self) -> None:
+        # Closed, it no longer follows the catalog: a tool removed, or changed to need a
+        # permission the principal lacks, was still searched as it had been.
+        if self._closed:
+            raise ConfigurationError("this selector is closed")
 
     def _select(
         self, text: str, dense_text: str, principal: Principal, k: int, abstain: bool
