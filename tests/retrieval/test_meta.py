@@ -406,3 +406,24 @@ def test_a_closed_keeper_never_selects_a_tool_as_it_was_before_a_change(
     anyio.run(unbuilt.aclose)
     with pytest.raises(ConfigurationError):  # (a selector made now would never be closed)
         unbuilt.select("weather in Lisbon", principal=USER)
+
+
+@pytest.mark.anyio
+async def test_a_search_that_finds_no_tool_says_none_fits_even_when_never_abstaining() -> None:
+    # With `abstain_below=None`, a principal who may use no tool was told
+    # {"tools": [], "no_tool_fits": false}.
+    keeper = Keeper(ledger="memory://")
+
+    def list_salaries() -> str:
+        """List salaries of the team."""
+        return "secret"
+
+    keeper.add_function(list_salaries, effect="read_only", permissions=["hr:read"])
+    config = FusionConfig(abstain_below=None)
+    selector = Selector.for_catalog(keeper.catalog, embedder=HashingEmbedder(), config=config)
+    for tool in meta_tools(selector, keeper.execute):
+        keeper.add(tool)
+    async with keeper:
+        found = await keeper.execute(_call("search_tools", {"query": "list salaries"}, 1))
+    assert found.data == {"tools": [], "no_tool_fits": True}
+    selector.close()

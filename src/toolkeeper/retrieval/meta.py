@@ -181,7 +181,9 @@ def meta_tools(
                 {"name": spec.name, "summary": summary(spec.description)}
                 for spec in selection.specs
             ],
-            "no_tool_fits": threshold is not None and selection.confidence < threshold,
+            # (nothing found fits nothing, even for a selector that never abstains)
+            "no_tool_fits": not selection.candidates
+            or (threshold is not None and selection.confidence < threshold),
         }
 
     async def get_tool_details(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
