@@ -412,3 +412,14 @@ def test_the_default_selector_closes_the_embedding_cache_it_opened(tmp_path: Pat
     selector.close()
     selector.close()  # (idempotent)
     assert str(cache) not in _open_files()
+
+
+def test_k_of_any_integer_type_is_a_whole_number() -> None:
+    # `k=np.int64(2)` (a count computed with numpy) was refused as "not a whole number".
+    np = pytest.importorskip("numpy")
+    selector = _selector(_catalog())
+    assert len(selector.select("read a file", principal=READER, k=np.int64(2)).names) == 2
+    for k in (np.int64(0), np.float64(2.0), np.bool_(True)):
+        with pytest.raises(ValueError, match="k must be a whole number of at least 1"):
+            selector.select("read a file", principal=READER, k=k)
+    selector.close()

@@ -11,6 +11,7 @@ candidate is too weak. What it is not: an authorization decision of its own (it 
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
@@ -80,6 +81,14 @@ class Ranking:
 class _Allowed:
     principal: Principal
     names: set[str]
+
+
+def _whole(value: Any) -> int | None:
+    """`value` as an int when it is a whole number of an integer type, else None."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 class Selector:
@@ -434,8 +443,11 @@ class Selector:
             raise TypeError(f"query must be a str, not {type(query).__name__}")
         if context is not None and not isinstance(context, QueryContext):
             raise TypeError(f"context must be a QueryContext, not {type(context).__name__}")
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        # A whole number of any integer type (numpy's too, as `range` takes it); not a bool.
+        whole = None if isinstance(k, bool) else _whole(k)
+        if whole is None or whole < 1:
             raise ValueError(f"k must be a whole number of at least 1, not {k!r}")
+        k = whole
         # Each search reads so much of the query, the context always included.
         text = compose_query(query, context, max_chars=_QUERY_CHARS)
         dense_text = (
