@@ -52,6 +52,7 @@ from .schema.from_callable import function_schema
 
 if TYPE_CHECKING:
     from .retrieval import FusionConfig, QueryAdapter, QueryContext, Selection, Selector
+    from .retrieval.selector import Connected
 
 __all__ = ["DEFAULT_LEDGER", "DEFAULT_TOOL_THREADS", "Keeper", "KeeperState", "default_audit"]
 
@@ -417,12 +418,30 @@ class Keeper:
                 raise ConfigurationError("this Keeper is closed")
             with self._selector_lock:  # two threads' first selections build one index
                 if self._selector is None:
-                    from .retrieval import Selector
-
-                    self._selector = Selector.default(
-                        self.catalog, config=self._selection, query_adapter=self._query_adapter
-                    )
+                    self._selector = self.new_selector()
         return self._selector
+
+    def new_selector(self, *, connected: Connected | None = None, dense: bool = True) -> Selector:
+        """A search index of its own over this keeper's catalog, following it, that ranks and
+        abstains as `select` does (the keeper's `selection` and `query_adapter`); the caller
+        closes it. `connected` says whether a source is connected (its tools are left out
+        while it is not); `dense=False` ranks by keywords alone, with no model.
+
+        Raises:
+            ImportError: the `[retrieval]` extra is not installed (for `dense`, its model).
+        """
+        from .retrieval import Selector
+
+        if not dense:
+            return Selector.for_catalog(
+                self.catalog, embedder=None, connected=connected, config=self._selection
+            )
+        return Selector.default(
+            self.catalog,
+            connected=connected,
+            config=self._selection,
+            query_adapter=self._query_adapter,
+        )
 
     def select(
         self,

@@ -111,18 +111,15 @@ def _selector(keeper: Keeper, connected: Connected | None) -> Selector:
     """The bundled model with its vectors cached on disk (a restart does not embed the
     catalog again); keyword ranking alone when the model is not installed. Ranked and
     abstaining as the keeper's own `select` (its `selection` and `query_adapter`)."""
-    catalog, config = keeper.catalog, keeper._selection
     try:
-        return Selector.default(
-            catalog, connected=connected, config=config, query_adapter=keeper._query_adapter
-        )
+        return keeper.new_selector(connected=connected)
     except ImportError as exc:
         _log.warning(
             "search_tools ranks by keywords only, without abstention (%s); install "
             '"toolkeeper[retrieval]" for the bundled model',
             exc,
         )
-        return Selector.for_catalog(catalog, embedder=None, connected=connected, config=config)
+        return keeper.new_selector(connected=connected, dense=False)
 
 
 def _invalid(tool: Tool, arguments: Mapping[str, Any]) -> ToolResult | None:
