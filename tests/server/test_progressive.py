@@ -1,12 +1,20 @@
 """The progressive view's meta-tools keep their tool vectors where every selector does."""
 
+import contextlib
+import os
 import sqlite3
 from pathlib import Path
 
+import mcp_types
 import pytest
 
 from toolkeeper import Keeper, Principal
+from toolkeeper.config import parse_config
+from toolkeeper.core.errors import ConfigurationError
+from toolkeeper.server import build
 from toolkeeper.server.progressive import MetaTools
+
+from .conftest import config_text
 
 pytestmark = pytest.mark.anyio
 
@@ -83,3 +91,33 @@ async def test_search_tools_ranks_and_abstains_as_the_keepers_own_select(
         "tools": [{"name": "get_forecast", "summary": "Weather forecast for a city."}],
         "no_tool_fits": False,
     }
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files in /proc")
+async def test_a_closed_deployment_closes_the_search_index_of_its_progressive_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gateway's index stayed subscribed to the catalog, its vector cache open, for as
+    # long as the process lived.
+    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path / "cache"))
+    config = parse_config(config_text(tmp_path), file="test.toml", base_dir=str(tmp_path))
+    async with build(config) as running:
+        carol = running.gateway.principals["carol"]  # (progressive)
+        search = mcp_types.CallToolRequestParams(name="search_tools", arguments={"query": "notes"})
+        found = await running.gateway.call_tool(carol, search)
+        assert not found.is_error  # type: ignore[union-attr]
+        cache = str(tmp_path / "cache" / "embeddings.sqlite")
+        assert cache in _open_files()
+        listeners = len(running.keeper.catalog._listeners)
+    assert cache not in _open_files()
+    assert len(running.keeper.catalog._listeners) < listeners
+    with pytest.raises(ConfigurationError):
+        await running.gateway.call_tool(carol, search)
+
+
+def _open_files() -> set[str]:
+    out = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            out.add(os.readlink(fd))
+    return out

@@ -48,6 +48,7 @@ class Deployment:
             if close_limiter is not None:  # a shared (Redis) limiter's connections
                 stack.push_async_callback(close_limiter)
             await stack.enter_async_context(self.keeper)
+            stack.callback(self.gateway.close)  # (before the keeper closes)
             for upstream in self.upstreams:
                 await upstream.start()
                 stack.push_async_exit(upstream)

@@ -155,9 +155,15 @@ class Gateway:
         self._call_ids = CallIds(keeper.store)
         self._dialect = MCP()
         self._exported: dict[int, tuple[ToolSpec, mcp_types.Tool]] = {}
-        keeper.catalog.subscribe(self._forget)
+        self._unsubscribe = keeper.catalog.subscribe(self._forget)
         # Discovery never offers a tool of an upstream that is down (`connected`).
         self._meta_tools = MetaTools(keeper, self._run_inner, connected=connected)
+
+    def close(self) -> None:
+        """Stop following the keeper's catalog and close the progressive view's search index
+        (a `Deployment` does this when it closes); idempotent."""
+        self._unsubscribe()
+        self._meta_tools.close()
 
     # who -------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..catalog.registry import Tool
-from ..core.errors import ErrorCode, ToolError
+from ..core.errors import ConfigurationError, ErrorCode, ToolError
 from ..core.signals import ToolFailed
 from ..core.states import CallStatus
 from ..core.values import CallContext, Principal, ToolCall, ToolResult, ToolSpec
@@ -45,6 +45,7 @@ class MetaTools:
         """Whether a tool source is connected now: tools of one that is not are never shown."""
         self._tools: dict[str, Tool] | None = None
         self._selector: Selector | None = None
+        self._closed = False
         self._specs = tuple(meta_specs())
 
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -55,7 +56,17 @@ class MetaTools:
         """Whether `name` is one of the meta-tools."""
         return name in META_TOOL_NAMES
 
+    def close(self) -> None:
+        """Close the search index, if one was built (it follows the catalog and holds the
+        vector cache open); idempotent. Searches are refused from then on."""
+        self._closed = True
+        selector, self._selector, self._tools = self._selector, None, None
+        if selector is not None:
+            selector.close()
+
     def _built(self) -> tuple[dict[str, Tool], Selector]:
+        if self._closed:  # (an index built now would never be closed)
+            raise ConfigurationError("the gateway is closed")
         if self._tools is None or self._selector is None:
             self._selector = _selector(self._keeper, self._connected)
             tools = meta_tools(self._selector, self._run, call_permission=None)
