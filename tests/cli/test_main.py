@@ -103,3 +103,11 @@ def test_a_broken_pipe_that_is_not_stdout_is_an_error_not_a_quiet_exit() -> None
     done = subprocess.run([*command, "-"], input="", capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "BrokenPipeError" in done.stderr
+
+
+def test_python_dash_m_toolkeeper_runs_the_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "toolkeeper", "--version"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("toolkeeper ")
