@@ -7,6 +7,7 @@ import shlex
 import signal
 import socket
 import sqlite3
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -209,3 +210,21 @@ def test_list_tools_args_without_a_call_is_a_usage_error(
 ) -> None:
     assert main(["list-tools", "--url", "http://127.0.0.1:9/mcp", "--args", '{"a": 1}']) == 2
     assert "--args goes with --call" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("command", "extra"),
+    [
+        (["serve", "--config", "gw.toml"], '"toolkeeper[server]"'),
+        (["list-tools", "--url", "http://127.0.0.1:9/mcp"], '"toolkeeper[mcp]"'),
+    ],
+)
+def test_a_missing_extra_is_one_line_naming_it(command: list[str], extra: str) -> None:
+    # as if `pip install toolkeeper` had been run without the extra: the MCP SDK is not there
+    code = "import sys; sys.modules['mcp'] = None\n" + CLI
+    done = subprocess.run(
+        [sys.executable, "-c", code, *command], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+    assert extra in done.stderr

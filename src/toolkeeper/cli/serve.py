@@ -68,6 +68,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
     try:
+        from .. import server  # noqa: F401  (without the server extra: one line, not a traceback)
+    except ImportError as exc:
+        print(f"toolkeeper serve: {exc}", file=sys.stderr)
+        return 2
+    try:
         config = load_config(args.config)
         return anyio.run(_run, config, args)
     except ConfigError as exc:
@@ -144,6 +149,14 @@ def _probe(args: argparse.Namespace) -> int:
         return 2
     if not isinstance(arguments, dict):
         print("toolkeeper list-tools: --args must be a JSON object", file=sys.stderr)
+        return 2
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        print(
+            'toolkeeper list-tools: needs the MCP SDK: pip install "toolkeeper[mcp]"',
+            file=sys.stderr,
+        )
         return 2
     try:
         return anyio.run(_probe_async, args.url, args.token, args.call, arguments)
