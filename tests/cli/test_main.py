@@ -107,7 +107,10 @@ def test_a_broken_pipe_that_is_not_stdout_is_an_error_not_a_quiet_exit() -> None
 
 def test_python_dash_m_toolkeeper_runs_the_command() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "toolkeeper", "--version"], capture_output=True, text=True
+        [sys.executable, "-m", "toolkeeper", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("toolkeeper ")
