@@ -7,6 +7,7 @@ import pytest
 
 from toolkeeper import CallStatus, Keeper, ToolCall, ToolResult
 from toolkeeper.core.errors import ConfigurationError
+from toolkeeper.core.values import Effect, ToolSpec
 
 pytestmark = pytest.mark.anyio
 
@@ -121,3 +122,13 @@ async def test_a_call_opening_the_keeper_while_it_closes_is_refused() -> None:
     assert ran == []
     assert len(outcome) == 1 and isinstance(outcome[0], ConfigurationError)
     assert keeper.state.value == "closed"
+
+
+def test_a_misspelled_effect_names_the_effects_there_are() -> None:
+    keeper = Keeper(ledger="memory://")
+    expected = r"use one of read_only, write, destructive \(did you mean 'read_only'\?\)"
+    with pytest.raises(ValueError, match=expected):
+        keeper.tool(effect="readonly")(lambda: None)
+    with pytest.raises(ValueError, match=expected):
+        ToolSpec(name="t", effect="readonly")  # type: ignore[arg-type]
+    assert Effect("write") is Effect.WRITE

@@ -6,6 +6,7 @@ does no I/O and imports nothing beyond the standard library.
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,6 +50,14 @@ class Effect(StrEnum):
     """Changes something that can be changed back."""
     DESTRUCTIVE = "destructive"
     """Changes something that cannot be taken back (publish, pay, delete)."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> Effect:
+        # `effect="readonly"` said only "'readonly' is not a valid Effect".
+        known = [e.value for e in cls]
+        close = difflib.get_close_matches(str(value), known, n=1) if isinstance(value, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"{value!r} is not an effect: use one of {', '.join(known)}{hint}")
 
 
 def _frozen(value: Any) -> frozenset[str]:
