@@ -111,13 +111,18 @@ async def test_serve_prints_url_token_and_a_command_that_lists_tools(
         code = await anyio.to_thread.run_sync(main, argv[1:])
         wrong = [*argv[1:-1], "not-the-token"]
         refused = await anyio.to_thread.run_sync(main, wrong)
+        url = argv.index("--url") + 1
+        pathless = [*argv[1:url], argv[url].removesuffix("/mcp"), *argv[url + 1 :]]
+        unfound = await anyio.to_thread.run_sync(main, pathless)
     assert any(line.startswith("toolkeeper gateway on http://127.0.0.1:") for line in lines)
     assert "principal demo: token demo-token-for-tests" in lines
     assert code == 0
     assert refused == 1
+    assert unfound == 1
     captured = capsys.readouterr()
     assert "demo.add_note" in captured.out
     assert "401" in captured.err
+    assert "answered 404: name the gateway's MCP endpoint" in captured.err  # (not "Not Found")
 
 
 @pytest.mark.anyio

@@ -170,6 +170,14 @@ def _probe(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+        if "Not Found" in str(exc):  # (the MCP SDK's words for an HTTP 404)
+            print(
+                f"toolkeeper list-tools: {args.url} answered 404: name the gateway's MCP "
+                "endpoint, its URL with the path of [server] path (default /mcp), as "
+                "`toolkeeper serve` prints it",
+                file=sys.stderr,
+            )
+            return 1
         print(f"toolkeeper list-tools: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 
