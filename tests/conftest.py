@@ -1,6 +1,8 @@
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,15 @@ MCP_INITIALIZE = {
     },
 }
 """An MCP client's first request, as tests send it over raw HTTP."""
+
+
+def open_files() -> set[str]:
+    """What this process has open (Linux: the targets of `/proc/self/fd`)."""
+    out = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            out.add(os.readlink(fd))
+    return out
 
 
 def postgres_url() -> str:

@@ -563,17 +563,27 @@ class Keeper:
         return self._blocking().call(self.execute, call)
 
     def close_sync(self) -> None:
-        """Close what `execute_sync` opened. Idempotent."""
-        if self._portal is not None:
-            _no_running_loop("close_sync", "await keeper.aclose()")
-            portal, stop = self._portal, self._portal_stop
-            self._portal = self._portal_stop = None
-            _sync_keepers.pop(id(self), None)
-            try:
-                portal.call(self.aclose)
-            finally:
-                if stop is not None:
-                    stop()
+        """Close what `execute_sync` opened, and the search index `select` built. Idempotent.
+
+        A keeper that no event loop opened (a script that only selected) keeps no ledger
+        open: its search index, which follows the catalog and holds the vector cache open,
+        is all there is to close (a later `select` builds a new one).
+        """
+        if self._portal is None:
+            selector = self._selector
+            if selector is not None and self.state is KeeperState.NEW:
+                self._selector = None
+                selector.close()
+            return
+        _no_running_loop("close_sync", "await keeper.aclose()")
+        portal, stop = self._portal, self._portal_stop
+        self._portal = self._portal_stop = None
+        _sync_keepers.pop(id(self), None)
+        try:
+            portal.call(self.aclose)
+        finally:
+            if stop is not None:
+                stop()
 
     def _blocking(self) -> anyio.from_thread.BlockingPortal:
         with self._portal_lock:  # threads calling at once share one loop

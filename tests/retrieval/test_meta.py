@@ -3,6 +3,7 @@
 import dataclasses
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -19,6 +20,8 @@ from toolkeeper.retrieval.fusion import FusionConfig
 from toolkeeper.retrieval.meta import meta_specs, meta_tools, summary
 from toolkeeper.retrieval.selector import Selector
 from toolkeeper.testing import MemoryAuditSink, MemoryStore
+
+from ..conftest import open_files
 
 pytest.importorskip("tantivy")
 
@@ -427,3 +430,20 @@ async def test_a_search_that_finds_no_tool_says_none_fits_even_when_never_abstai
         found = await keeper.execute(_call("search_tools", {"query": "list salaries"}, 1))
     assert found.data == {"tools": [], "no_tool_fits": True}
     selector.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files in /proc")
+def test_close_sync_closes_the_index_of_a_script_that_only_selected(
+    weather_keepers: Any, tmp_path: Any
+) -> None:
+    # A script that selected without ever executing kept the vector cache open (and the
+    # index following the catalog) after close_sync, which closed only what execute_sync
+    # had opened.
+    keeper = weather_keepers()
+    assert keeper.select("weather in Lisbon", principal=USER).names == ("get_weather",)
+    cache = str(tmp_path / "embeddings.sqlite")
+    assert cache in open_files()
+    keeper.close_sync()
+    assert cache not in open_files()
+    keeper.close_sync()  # (idempotent)
+    assert keeper.select("weather in Lisbon", principal=USER).names == ("get_weather",)

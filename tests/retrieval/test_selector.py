@@ -1,5 +1,3 @@
-import contextlib
-import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +10,8 @@ from toolkeeper.retrieval.embed import HashingEmbedder
 from toolkeeper.retrieval.fusion import FusionConfig
 from toolkeeper.retrieval.selector import Selector
 from toolkeeper.retrieval.text import QueryContext
+
+from ..conftest import open_files
 
 pytest.importorskip("tantivy")
 
@@ -392,15 +392,6 @@ def test_a_selections_calls_map_back_to_the_tools_it_exported_for_its_principal(
     assert (call.name, call.principal, call.task_id) == ("orders.get", READER, "t1")
 
 
-def _open_files() -> set[str]:
-    fds = Path("/proc/self/fd")
-    out = set()
-    for fd in fds.iterdir():
-        with contextlib.suppress(OSError):
-            out.add(os.readlink(fd))
-    return out
-
-
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
 def test_the_default_selector_closes_the_embedding_cache_it_opened(tmp_path: Path) -> None:
     """`Keeper.aclose` closes its selector, whose vector cache (a SQLite file) stayed open
@@ -408,10 +399,10 @@ def test_the_default_selector_closes_the_embedding_cache_it_opened(tmp_path: Pat
     pytest.importorskip("onnxruntime")
     cache = tmp_path / "vectors.sqlite"
     selector = Selector.default(_catalog(), cache=cache)
-    assert str(cache) in _open_files()
+    assert str(cache) in open_files()
     selector.close()
     selector.close()  # (idempotent)
-    assert str(cache) not in _open_files()
+    assert str(cache) not in open_files()
 
 
 def test_k_of_any_integer_type_is_a_whole_number() -> None:

@@ -1,7 +1,5 @@
 """The progressive view's meta-tools keep their tool vectors where every selector does."""
 
-import contextlib
-import os
 import sqlite3
 from pathlib import Path
 
@@ -14,6 +12,7 @@ from toolkeeper.core.errors import ConfigurationError
 from toolkeeper.server import build
 from toolkeeper.server.progressive import MetaTools
 
+from ..conftest import open_files
 from .conftest import config_text
 
 pytestmark = pytest.mark.anyio
@@ -107,17 +106,9 @@ async def test_a_closed_deployment_closes_the_search_index_of_its_progressive_vi
         found = await running.gateway.call_tool(carol, search)
         assert not found.is_error  # type: ignore[union-attr]
         cache = str(tmp_path / "cache" / "embeddings.sqlite")
-        assert cache in _open_files()
+        assert cache in open_files()
         listeners = len(running.keeper.catalog._listeners)
-    assert cache not in _open_files()
+    assert cache not in open_files()
     assert len(running.keeper.catalog._listeners) < listeners
     with pytest.raises(ConfigurationError):
         await running.gateway.call_tool(carol, search)
-
-
-def _open_files() -> set[str]:
-    out = set()
-    for fd in Path("/proc/self/fd").iterdir():
-        with contextlib.suppress(OSError):
-            out.add(os.readlink(fd))
-    return out
