@@ -11,6 +11,16 @@ pytest.importorskip("tantivy")
 FIXTURES = Path(__file__).parent.parent / "eval" / "fixtures"
 
 
+def _set(name: str, score: str = "id", queries: str | Path | None = None) -> list[str]:
+    """`--set` of the fixture catalog `name` with its queries (or `queries`), scored by `score`."""
+    tools = str(FIXTURES / f"{name}.tools.jsonl")
+    return ["--set", tools, str(queries or FIXTURES / f"{name}.queries.jsonl"), score]
+
+
+BFCL_SET = _set("bfcl", "name")
+SEAL_SET = _set("sealtools")
+
+
 def test_eval_retrieval_prints_a_json_report_and_a_plot(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -168,9 +178,7 @@ def test_an_output_path_that_cannot_be_followed_is_one_line_for_every_option(
             ]
         )
     cache = capsys.readouterr().err.strip().splitlines()[-1]
-    sets = ["--set", str(FIXTURES / "sealtools.tools.jsonl")]
-    sets += [str(FIXTURES / "sealtools.queries.jsonl"), "id"]
-    assert main(["eval", "fit-adapter", *sets, "--out", f"{bad}.npy", "--quiet"]) == 2
+    assert main(["eval", "fit-adapter", *SEAL_SET, "--out", f"{bad}.npy", "--quiet"]) == 2
     out = capsys.readouterr().err.strip()
     for err, option in ((plot, "--plot"), (cache, "--cache"), (out, "--out")):
         assert option in err and "cannot be used" in err and "\n" not in err, err
@@ -186,14 +194,8 @@ def test_fit_adapter_writes_an_adapter_that_eval_retrieval_uses(
         [
             "eval",
             "fit-adapter",
-            "--set",
-            str(FIXTURES / "bfcl.tools.jsonl"),
-            str(FIXTURES / "bfcl.queries.jsonl"),
-            "name",
-            "--set",
-            str(FIXTURES / "sealtools.tools.jsonl"),
-            str(FIXTURES / "sealtools.queries.jsonl"),
-            "id",
+            *BFCL_SET,
+            *SEAL_SET,
             "--out",
             str(out),
             "--holdout",
@@ -285,35 +287,30 @@ def test_a_query_adapter_of_another_dimension_is_one_line(
     )
 
 
-BFCL_SET = (
-    "--set",
-    str(FIXTURES / "bfcl.tools.jsonl"),
-    str(FIXTURES / "bfcl.queries.jsonl"),
-    "name",
-)
-
-
 def _fit_adapter(tmp_path: Path, argv: list[str]) -> int:
     """`toolkeeper eval fit-adapter ARGV`, with an embedding cache of this test's own."""
     return main(["eval", "fit-adapter", *argv, "--cache", str(tmp_path / "vectors.sqlite")])
 
 
+def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """What `_fit_adapter` printed to stderr (stripped) when it refused ARGV (exit 2)."""
+    assert _fit_adapter(tmp_path, argv) == 2
+    return capsys.readouterr().err.strip()
+
+
 def test_fit_adapter_refuses_a_score_that_is_neither_id_nor_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = _fit_adapter(
+    err = _refused(
         tmp_path,
+        capsys,
         [
-            "--set",
-            str(FIXTURES / "bfcl.tools.jsonl"),
-            str(FIXTURES / "bfcl.queries.jsonl"),
-            "names",
+            *_set("bfcl", "names"),
             "--out",
             str(tmp_path / "a.npy"),
         ],
     )
-    assert code == 2
-    assert "SCORE is id or name, not 'names'" in capsys.readouterr().err
+    assert "SCORE is id or name, not 'names'" in err
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc, where no file can be made")
@@ -321,13 +318,11 @@ def test_fit_adapter_that_cannot_write_its_out_file_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("onnxruntime")
-    code = _fit_adapter(
+    err = _refused(
         tmp_path,
+        capsys,
         [
-            "--set",
-            str(FIXTURES / "sealtools.tools.jsonl"),
-            str(FIXTURES / "sealtools.queries.jsonl"),
-            "id",
+            *SEAL_SET,
             "--out",
             "/proc/adapter.npy",
             "--epochs",
@@ -335,8 +330,6 @@ def test_fit_adapter_that_cannot_write_its_out_file_is_one_line(
             "--quiet",
         ],
     )
-    assert code == 2
-    err = capsys.readouterr().err.strip()
     assert err.startswith("toolkeeper eval: --out: cannot write /proc/adapter.npy")
     assert "\n" not in err
 
@@ -347,24 +340,18 @@ def test_fit_adapter_refuses_a_set_whose_queries_name_no_tool_of_its_catalog(
     pytest.importorskip("onnxruntime")
     sealtools = str(FIXTURES / "sealtools.tools.jsonl")
     bfcl_queries = str(FIXTURES / "bfcl.queries.jsonl")
-    code = _fit_adapter(
+    err = _refused(
         tmp_path,
+        capsys,
         [
-            "--set",
-            sealtools,
-            str(FIXTURES / "sealtools.queries.jsonl"),
-            "id",
-            "--set",
-            sealtools,
-            bfcl_queries,
-            "name",
+            *SEAL_SET,
+            *_set("sealtools", "name", bfcl_queries),
             "--out",
             str(tmp_path / "adapter.npy"),
             "--quiet",
         ],
     )
-    assert code == 2
-    assert capsys.readouterr().err.strip() == (
+    assert err == (
         f"toolkeeper eval: --set {sealtools} {bfcl_queries}: "
         "no query has a gold tool in its catalog"
     )
@@ -377,21 +364,17 @@ def test_fit_adapter_holdout_with_too_few_queries_to_halve_is_one_line(
     pytest.importorskip("onnxruntime")
     one = tmp_path / "one.jsonl"
     one.write_text((FIXTURES / "sealtools.queries.jsonl").read_text().splitlines()[0] + "\n")
-    code = _fit_adapter(
+    err = _refused(
         tmp_path,
+        capsys,
         [
-            "--set",
-            str(FIXTURES / "sealtools.tools.jsonl"),
-            str(one),
-            "id",
+            *_set("sealtools", queries=one),
             "--out",
             str(tmp_path / "adapter.npy"),
             "--holdout",
             "--quiet",
         ],
     )
-    assert code == 2
-    err = capsys.readouterr().err.strip()
     assert err.startswith("toolkeeper eval: --holdout: too few queries")
     assert "\n" not in err
 
@@ -438,8 +421,9 @@ def test_fit_adapter_refuses_abstain_requests_of_one_kind(
     answerable.write_text(
         "\n".join(line for line in lines if json.loads(line)["gold_tool_names"]) + "\n"
     )
-    code = _fit_adapter(
+    err = _refused(
         tmp_path,
+        capsys,
         [
             *BFCL_SET,
             "--abstain",
@@ -448,8 +432,7 @@ def test_fit_adapter_refuses_abstain_requests_of_one_kind(
             str(tmp_path / "a.npy"),
         ],
     )
-    assert code == 2
-    assert "needs answerable requests and others" in capsys.readouterr().err
+    assert "needs answerable requests and others" in err
     assert not (tmp_path / "a.npy").exists()
 
 
@@ -461,8 +444,9 @@ def test_fit_adapter_refuses_abstain_requests_without_candidate_tools(
     toolless.write_text(
         "".join(json.dumps({**json.loads(line), "candidate_tools": []}) + "\n" for line in lines)
     )
-    code = _fit_adapter(
+    err = _refused(
         tmp_path,
+        capsys,
         [
             *BFCL_SET,
             "--abstain",
@@ -472,8 +456,6 @@ def test_fit_adapter_refuses_abstain_requests_without_candidate_tools(
             "--quiet",
         ],
     )
-    assert code == 2
-    err = capsys.readouterr().err.strip()
     assert err == (
         f"toolkeeper eval: --abstain: {toolless} needs answerable requests and others, "
         "with candidate tools"
@@ -485,8 +467,9 @@ def test_fit_adapter_refuses_abstain_requests_without_candidate_tools(
 def test_fit_adapter_refuses_an_abstain_weight_that_is_no_weight(
     weight: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = _fit_adapter(
+    err = _refused(
         tmp_path,
+        capsys,
         [
             *BFCL_SET,
             "--abstain",
@@ -498,8 +481,6 @@ def test_fit_adapter_refuses_an_abstain_weight_that_is_no_weight(
             "--quiet",
         ],
     )
-    assert code == 2
-    err = capsys.readouterr().err.strip()
     assert err.startswith("toolkeeper eval: --abstain-weight: a weight of 0 or more, not ")
     assert "\n" not in err
     assert not (tmp_path / "a.npy").exists()
