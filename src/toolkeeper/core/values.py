@@ -60,9 +60,15 @@ class Effect(StrEnum):
         raise ValueError(f"{value!r} is not an effect: use one of {', '.join(known)}{hint}")
 
 
+def name_tuple(value: Any) -> tuple[Any, ...]:
+    """Names in order, from a tuple, a list or any iterable, or one name as text (one name,
+    not its characters)."""
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
 def _frozen(value: Any) -> frozenset[str]:
     """A set of names, from a set, a list, or one name as text."""
-    return frozenset((value,) if isinstance(value, str) else value)
+    return frozenset(name_tuple(value))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -150,7 +156,7 @@ class ToolSpec:
         for name in ("permissions", "tags", "aliases"):
             value = getattr(self, name)
             if not isinstance(value, tuple):
-                object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+                object.__setattr__(self, name, name_tuple(value))
         for name in ("environments", "tenants"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, frozenset):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..core.values import ToolSpec
+from ..core.values import ToolSpec, name_tuple
 from ..schema.canonical import safe_text
 
 __all__ = [
@@ -234,8 +234,7 @@ class QueryContext:
                 raise TypeError(f"{field} must be a str or None, not {type(value).__name__}")
         # One name given as text is one tool, not its characters (`"orders.get"` added the
         # hint "o r d e r s g e t"); a name that is not text failed only when selecting.
-        recent = self.recent_tools
-        names = (recent,) if isinstance(recent, str) else tuple(recent)
+        names = name_tuple(self.recent_tools)
         for name in names:
             if not isinstance(name, str):
                 raise TypeError(f"recent_tools must hold str names, not {type(name).__name__}")
