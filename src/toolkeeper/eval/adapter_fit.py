@@ -18,7 +18,13 @@ from typing import Any
 
 from ..core.values import ToolSpec
 from ..retrieval._deps import require
-from ..retrieval.adapter import AbstainSet, AdapterSet, QueryAdapter, fit_query_adapter
+from ..retrieval.adapter import (
+    AbstainSet,
+    AdapterSet,
+    QueryAdapter,
+    fit_query_adapter,
+    sigmoid,
+)
 from ..retrieval.embed import Embedder, EmbeddingCache
 from ..retrieval.fusion import AbstentionModel, FusionConfig
 from ..retrieval.selector import Selector
@@ -237,7 +243,7 @@ def fit_abstention_model(
     probability = np.zeros(len(rows))  # of fitting, as `AbstentionModel.fit_probability`
     for fold in range(folds):
         weights = _logistic(np, features[part != fold], abstain[part != fold])
-        probability[part == fold] = 1.0 - _sigmoid(np, features[part == fold] @ weights)
+        probability[part == fold] = 1.0 - sigmoid(np, features[part == fold] @ weights)
     should = [not a for a in answerable]
     report = [tradeoff(t, probability.tolist(), should, top3) for t in SWEEP]
     bias, similarity, coverage, length = (float(w) for w in _logistic(np, features, abstain))
@@ -308,16 +314,12 @@ class _Adapted:
         return self.query_adapter.apply(self._embedder.embed(texts))
 
 
-def _sigmoid(np: Any, logits: Any) -> Any:
-    return 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
-
-
 def _logistic(np: Any, features: Any, labels: Any, ridge: float = 1e-6) -> Any:
     """Logistic regression weights by Newton's method (a tiny ridge keeps it defined when
     the classes separate)."""
     weights = np.zeros(features.shape[1])
     for _ in range(50):
-        p = _sigmoid(np, features @ weights)
+        p = sigmoid(np, features @ weights)
         grad = features.T @ (p - labels) + ridge * weights
         hessian = (features * (p * (1 - p))[:, None]).T @ features + ridge * np.eye(len(weights))
         step = np.linalg.solve(hessian, grad)

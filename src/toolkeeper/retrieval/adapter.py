@@ -282,7 +282,7 @@ def _abstain_gradient(
     np.add.at(totals, owner, weights)
     smooth = (top + np.log(totals)) * _SMOOTH_MAX
     a, b = scale
-    prob = 1.0 / (1.0 + np.exp(-np.clip(a * (smooth - b), -50, 50)))
+    prob = sigmoid(np, a * (smooth - b))
     d_logit = (prob - y) / len(q)
     d_scale = np.array([(d_logit * (smooth - b)).sum(), -a * d_logit.sum()])
     d_cos = (a * d_logit)[owner] * weights / totals[owner]
@@ -309,6 +309,11 @@ def _gradient(
         gold[row, positives] = share / share.sum()
     d_unit = (probs - gold) @ tools / temperature
     return _through_map(np, q, unit, norms, d_unit)
+
+
+def sigmoid(np: Any, logits: Any) -> Any:
+    """The logistic function of `logits` (clipped, so a large one cannot overflow)."""
+    return 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
 
 
 def _mapped(np: Any, q: Any, delta: Any) -> tuple[Any, Any]:
