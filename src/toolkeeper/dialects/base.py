@@ -38,6 +38,7 @@ __all__ = [
     "NotAFunction",
     "ToolChoice",
     "arguments_of",
+    "check_result_limit",
     "declared_strict",
     "first",
     "function_fields",
@@ -172,10 +173,9 @@ def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
     Raises:
         ValueError: `max_chars` is below 1.
     """
+    max_chars = check_result_limit(max_chars, "max_chars")
     if max_chars is None:
         return result
-    if max_chars < 1:
-        raise ValueError(f"max_chars must be at least 1 (or None), not {max_chars}")
     if result.error is not None:
         text = result_text(result)
         if len(text) <= max_chars:
@@ -196,16 +196,28 @@ def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
     return replace(result, **changes) if changes else result
 
 
+def check_result_limit(max_chars: int | None, name: str) -> int | None:
+    """`max_chars` as a limit of `shown_result` (None: none).
+
+    Raises:
+        ValueError: It is below 1 (`name` says which argument it came as).
+    """
+    if max_chars is not None and max_chars < 1:
+        raise ValueError(f"{name} must be at least 1 (or None), not {max_chars}")
+    return max_chars
+
+
 def _cut(text: str, max_chars: int, total: int, call_id: str, *, data: bool = True) -> str:
     # (An error's message may be shorter than the limit when its details made it long.)
-    return text[:max_chars] + _cut_note(min(max_chars, len(text)), total, call_id, data=data)
+    note = _cut_note(min(max_chars, len(text)), total, call_id, data=data)
+    return f"{text[:max_chars]}\n{note}"
 
 
 def _cut_note(shown: int, total: int, call_id: str, *, data: bool = True) -> str:
     # Only data can be asked for in smaller pieces; an error is the error, however long.
     whole = "Ask for less (a filter, fewer items, a page) to see the rest; the whole"
     return (
-        f"\n[toolkeeper: this result is {total:,} characters long; only the first "
+        f"[toolkeeper: this result is {total:,} characters long; only the first "
         f"{shown:,} are shown. {whole if data else 'The whole'} result is kept in the ledger "
         f"(call {call_id}).]"
     )
@@ -228,7 +240,7 @@ def _cut_blocks(
         elif left > 0:
             shown.append(_with_text(block, text[:left]))
             left -= min(left, len(text))
-    shown.append({"type": "text", "text": _cut_note(max_chars, total, call_id).lstrip("\n")})
+    shown.append({"type": "text", "text": _cut_note(max_chars, total, call_id)})
     return shown
 
 

@@ -34,7 +34,7 @@ from ..catalog.registry import CatalogEvent, Tool
 from ..core.errors import ErrorCode
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
-from ..dialects.base import RESULT_CHARS, shown_result
+from ..dialects.base import RESULT_CHARS, check_result_limit, shown_result
 from ..dialects.mcp import MCP, object_schema
 from ..keeper import Keeper
 from ..ledger.base import ApprovalRecord
@@ -142,14 +142,10 @@ class Gateway:
         connected: Connected | None = None,
         max_result_chars: int | None = RESULT_CHARS,
     ) -> None:
-        if max_result_chars is not None and max_result_chars < 1:
-            # Refused here, not at each call's answer once the call has run.
-            raise ValueError(
-                f"max_result_chars must be at least 1 (or None), not {max_result_chars}"
-            )
         self.keeper = keeper
         self.name = name
-        self.max_result_chars = max_result_chars
+        # Refused here, not at each call's answer once the call has run.
+        self.max_result_chars = check_result_limit(max_result_chars, "max_result_chars")
         self.principals = {p.principal.id: p for p in principals}
         self._tokens = [(_token_digest(p.token), p) for p in principals if p.token is not None]
         self._call_ids = CallIds(keeper.store)
