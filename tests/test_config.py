@@ -282,3 +282,38 @@ def test_a_ledger_url_naming_no_ledger_is_refused_with_its_line(url: str) -> Non
     with pytest.raises(ConfigError) as error:
         parse_config(f'[server]\nport = 1\nledger = "{url}"\n', file="gw.toml")
     assert (error.value.line, error.value.key) == (3, "server.ledger")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key"),
+    [
+        ('[server]\nport = "8765"\n', 2, "server.port"),
+        ("[server]\nmax_result_chars = true\n", 2, "server.max_result_chars"),
+        ('[budgets]\nmax_calls_per_task = "10"\n', 2, "budgets.max_calls_per_task"),
+        ('[upstreams.time]\ncommand = "x"\ntimeout = "30"\n', 3, "upstreams.time.timeout"),
+        (
+            '[principals.a]\ntoken = "t"\napprove_by_elicitation = "no"\n',
+            3,
+            "principals.a.approve_by_elicitation",
+        ),
+    ],
+)
+def test_a_value_of_another_toml_type_is_refused_not_converted(
+    text: str, line: int, key: str
+) -> None:
+    """`max_result_chars = true` would have been a limit of 1 character, and a quoted number
+    or a "no" would have passed for what it looks like: each is refused where it is written."""
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (line, key)
+
+
+def test_whole_numbers_serve_as_seconds_and_effects_are_read_from_text() -> None:
+    text = (
+        '[upstreams.time]\ncommand = "x"\ntimeout = 30\n'
+        '[upstreams.time.tools.now]\neffect = "read_only"\n'
+    )
+    upstream = parse_config(text, file="gw.toml").upstreams["time"]
+    assert upstream.timeout == 30.0
+    assert upstream.tools["now"].effect is not None
+    assert upstream.tools["now"].effect.value == "read_only"

@@ -65,7 +65,7 @@ class ConfigError(ConfigurationError):
 
 class _Model(BaseModel):
     # A value refused here may be a token or a secret header: errors never quote one.
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, strict=True)
 
 
 class ServerSettings(_Model):
@@ -116,7 +116,7 @@ class ServerSettings(_Model):
 class ToolOverrideConfig(_Model):
     """`[upstreams.NAME.tools.TOOL]`: trusted facts replacing an upstream tool's hints."""
 
-    effect: Effect | None = None
+    effect: Annotated[Effect | None, Field(strict=False)] = None
     idempotent: bool | None = None
     permissions: list[str] | None = None
     timeout: float | None = Field(default=None, gt=0)
