@@ -199,6 +199,31 @@ def test_the_int8_graph_is_built_once_and_agrees_with_the_float_model(tmp_path: 
     assert np.allclose(again.embed(texts), a, atol=1e-5)
 
 
+def test_a_text_gets_the_same_vector_alone_or_embedded_with_others() -> None:
+    """The int8 graph quantizes a run's activations with one scale: run together, texts
+    would change each other's vectors, and a tool's would depend on how it was indexed."""
+    pytest.importorskip("onnxruntime")
+    texts = [
+        "What is the weather in Paris?",
+        "book a table for two at an Italian restaurant",
+        "List the open pull requests of a repository, filtered by author and by label",
+    ]
+    model = MiniLMEmbedder()
+    together = model.embed(texts)
+    alone = np.vstack([model.embed([t]) for t in texts])
+    assert np.allclose(together, alone, atol=1e-6)
+    assert np.allclose(model.embed(texts[1:]), alone[1:], atol=1e-6)
+    batched = MiniLMEmbedder(batch_size=32)
+    assert batched.model_id != model.model_id  # its vectors are cached apart
+    assert np.allclose(batched.embed(texts[:1]), alone[:1], atol=1e-6)
+
+
+def test_a_batch_size_below_one_is_refused() -> None:
+    pytest.importorskip("onnxruntime")
+    with pytest.raises(ValueError, match="batch_size"):
+        MiniLMEmbedder(batch_size=0)
+
+
 def test_a_kept_int8_graph_that_does_not_load_is_built_again(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
     texts = ["What is the weather in Paris?"]

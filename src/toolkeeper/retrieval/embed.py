@@ -233,6 +233,13 @@ class MiniLMEmbedder:
             busy-waiting, so an idle thread costs no CPU) for longer queries and batches:
             a 128-token query takes 18 ms instead of 27 ms here.
         batch_size: Texts per run when embedding many (sorted by length to limit padding).
+            None (the default): one in int8, 32 in float. In int8 onnxruntime quantizes each
+            run's activations with one scale for the whole batch, padding included, so a text
+            run with others gets another vector than alone (cosine .983-.993 here), and what
+            the cache keeps for it would depend on what it was first embedded with. One at a
+            time, a tool's vector is the same whichever way it is indexed (built in bulk or
+            added later) and its query embeds as it does; it costs about a fifth of the
+            indexing throughput. A batched int8 embedder's vectors are cached apart.
         int8: Run the matrix products in int8 (about twice as fast; vectors within cosine
             0.99 of the float ones, a space of its own: `model_id` differs).
         model_dir: Where the int8 graph is kept once built (None: `default_model_dir()`;
@@ -250,11 +257,15 @@ class MiniLMEmbedder:
         *,
         max_length: int = 128,
         threads: int | None = None,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         int8: bool = True,
         model_dir: str | Path | Literal[False] | None = None,
         query_adapter: QueryAdapter | bool = True,
     ) -> None:
+        if batch_size is None:
+            batch_size = 1 if int8 else 32
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         self._np: Any = require("numpy")
         if query_adapter is True:
             query_adapter = bundled_adapter()
@@ -293,6 +304,7 @@ class MiniLMEmbedder:
             f"all-MiniLM-L6-v2-onnx-int8-{_release()}"
             + (f"-dynamic-ort{ort.__version__}" if int8 else "")
             + (f"-len{max_length}" if max_length != 128 else "")
+            + ("-single" if int8 and batch_size == 1 else "")
         )
         wide = min(2, os.cpu_count() or 1) if threads is None else threads
         self._wide: Any = self._session if wide == first else _session(ort, graph, wide)

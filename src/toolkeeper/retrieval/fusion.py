@@ -26,16 +26,16 @@ class AbstentionModel:
     `QueryAdapter` by `toolkeeper eval fit-adapter --abstain` on the BFCL abstention dev set,
     on what requests look like to an adapter that never saw them (see
     `toolkeeper.eval.adapter_fit.cross_fitted_abstention`). 5-fold cross-validated there, at
-    `FusionConfig.abstain_below` 0.2: precision .936, recall .665, F1 .778, with the gold tool
-    in the top 3 (and not abstained from) for .970 of answerable requests; at 0.25, F1 .796 and
-    .967; at 0.5, .830 and .931. Before the adapter learned from such requests, F1 was .74 at a
+    `FusionConfig.abstain_below` 0.2: precision .937, recall .655, F1 .771, with the gold tool
+    in the top 3 (and not abstained from) for .972 of answerable requests; at 0.25, F1 .789 and
+    .967; at 0.5, .831 and .929. Before the adapter learned from such requests, F1 was .74 at a
     top-3 share of .97 (and .785 with .958 at 0.5).
     """
 
-    bias: float = 4.9865
-    similarity_weight: float = -9.1508
-    coverage_weight: float = -0.9148
-    length_weight: float = -0.7382
+    bias: float = 4.9426
+    similarity_weight: float = -9.1414
+    coverage_weight: float = -0.9078
+    length_weight: float = -0.7223
 
     def fit_probability(self, similarity: float, coverage: float, query_words: int) -> float:
         """The probability that some candidate fits (1 minus the abstention probability)."""
