@@ -1,3 +1,4 @@
+import concurrent.futures
 import sqlite3
 from collections.abc import Sequence
 from importlib import metadata
@@ -216,6 +217,23 @@ def test_a_text_gets_the_same_vector_alone_or_embedded_with_others() -> None:
     batched = MiniLMEmbedder(batch_size=32)
     assert batched.model_id != model.model_id  # its vectors are cached apart
     assert np.allclose(batched.embed(texts[:1]), alone[:1], atol=1e-6)
+
+
+def test_a_query_embedded_while_a_catalog_is_indexed_gets_its_own_vector() -> None:
+    """Many texts run side by side on sessions of their own; a query embedded meanwhile from
+    another thread waits its turn and gets the vector it gets alone."""
+    pytest.importorskip("onnxruntime")
+    model = MiniLMEmbedder()
+    tools = [f"tool number {i}: look up the orders of customer {i} by date" for i in range(40)]
+    query = "refund the damaged order"
+    expected_query = model.embed([query])
+    expected_tools = np.vstack([model.embed([t]) for t in tools])
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        indexing = pool.submit(model.embed, tools)
+        queries = [pool.submit(model.embed, [query]) for _ in range(5)]
+        assert np.allclose(indexing.result(), expected_tools, atol=1e-6)
+        for q in queries:
+            assert np.allclose(q.result(), expected_query, atol=1e-6)
 
 
 def test_a_batch_size_below_one_is_refused() -> None:
