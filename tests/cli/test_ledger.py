@@ -185,6 +185,21 @@ def test_a_ledger_that_cannot_be_looked_at_says_why(
     assert code in (1, 2) and message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("url", ["memory://", "sqlite:///:memory:", ":memory:"])
+def test_an_in_memory_ledger_from_the_environment_is_refused_not_shown_empty(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`TOOLKEEPER_LEDGER=memory://` listed "no calls" and "no approval requests are
+    pending", exit 0: the application's calls and requests live in its own process."""
+    monkeypatch.setenv("TOOLKEEPER_LEDGER", url)
+    for argv in (["ledger", "list"], ["ledger", "unknown"], ["approvals", "list"]):
+        assert main(argv) == 1
+        assert "lives inside one process" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["ledger", "list", "--ledger", url])
+    assert "lives inside one process" in capsys.readouterr().err
+
+
 def test_list_tools_args_must_be_an_object(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["list-tools", "--url", "http://127.0.0.1:9/mcp", "--call", "x", "--args", "[1]"]
     assert main(argv) == 2

@@ -6,6 +6,7 @@ import argparse
 import os
 from collections.abc import Callable
 
+from ..core.errors import ConfigurationError
 from ..ledger.base import LedgerStore
 from ..ledger.factory import open_store
 from ..ledger.sqlite import NoLedger
@@ -13,13 +14,19 @@ from ..ledger.sqlite import NoLedger
 __all__ = ["add_ledger_option", "count", "existing_ledger", "ledger_hint", "ledger_url"]
 
 
+_IN_ONE_PROCESS = "lives inside one process: there is no such ledger to look at"
+
+
+def _in_memory(url: str) -> bool:
+    """Whether `url` names an in-memory ledger, which no other process can look at."""
+    return url.startswith("memory:") or url in (":memory:", "sqlite:///:memory:")
+
+
 def _url(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty: give a ledger URL or path")
-    if text.startswith("memory:"):
-        raise argparse.ArgumentTypeError(
-            "memory:// lives inside one process: there is no such ledger to look at"
-        )
+    if _in_memory(text):
+        raise argparse.ArgumentTypeError(f"{text} {_IN_ONE_PROCESS}")
     return text
 
 
@@ -46,9 +53,15 @@ def existing_ledger(args: argparse.Namespace) -> LedgerStore:
     created empty: a mistyped `--ledger` must not read as "nothing recorded".
 
     Raises:
-        ConfigurationError: the URL names no supported store.
+        ConfigurationError: the URL names no supported store, or an in-memory one (from
+            `$TOOLKEEPER_LEDGER`: `--ledger` refuses it as a usage error).
     """
-    return open_store(ledger_url(args), create=False)
+    url = ledger_url(args)
+    if _in_memory(url):
+        raise ConfigurationError(
+            f"ledger {url} {_IN_ONE_PROCESS} (pass --ledger URL or set TOOLKEEPER_LEDGER)"
+        )
+    return open_store(url, create=False)
 
 
 def ledger_hint(exc: Exception) -> str:
