@@ -10,7 +10,7 @@ from toolkeeper import Keeper, ToolCall
 from toolkeeper.cli import main
 
 
-def _request(db: Path, call_id: str) -> str:
+def _request(db: Path, call_id: str, name: str = "users") -> str:
     async def run() -> str:
         keeper = Keeper(ledger=f"sqlite:///{db}")
 
@@ -20,7 +20,7 @@ def _request(db: Path, call_id: str) -> str:
 
         async with keeper:
             result = await keeper.execute(
-                ToolCall(call_id=call_id, name="drop_table", arguments={"name": "users"})
+                ToolCall(call_id=call_id, name="drop_table", arguments={"name": name})
             )
         assert result.approval_id is not None
         return result.approval_id
@@ -99,3 +99,14 @@ def test_decided_requests_show_who_decided_and_a_denial_needs_a_reason(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].rstrip().endswith("DECIDED BY  NOTE")
     assert lines[2].rstrip().endswith("not now")
+
+
+def test_the_person_deciding_reads_the_arguments_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table showed `{"name": "\\u0437\\u0430..."}` for a Cyrillic argument, where
+    `ledger list` shows the text itself."""
+    db = tmp_path / "l.db"
+    _request(db, "c1", name="заказы")
+    assert main(["approvals", "list", "--ledger", str(db)]) == 0
+    assert '{"name": "заказы"}' in capsys.readouterr().out

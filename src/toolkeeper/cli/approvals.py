@@ -71,7 +71,7 @@ async def _run(args: argparse.Namespace) -> int:
             else:
                 records = await approvals.pending()
             if args.json:
-                print(json.dumps([_as_dict(r) for r in records], indent=2))
+                print(json.dumps([_as_dict(r) for r in records], indent=2, ensure_ascii=False))
             elif not records:
                 print("no approval requests are pending" if not args.all else "no approvals")
             else:
@@ -81,7 +81,7 @@ async def _run(args: argparse.Namespace) -> int:
                         r.status.value,
                         r.tool,
                         r.principal_id,
-                        json.dumps(dict(r.arguments), sort_keys=True),
+                        json.dumps(dict(r.arguments), sort_keys=True, ensure_ascii=False),
                         r.reason,
                         _when(r.expires_at),
                     ]
@@ -106,7 +106,7 @@ async def _run(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         if args.json:
-            print(json.dumps(_as_dict(record), indent=2))
+            print(json.dumps(_as_dict(record), indent=2, ensure_ascii=False))
         else:
             print(f"{record.id} {record.status.value} by {by}: {record.tool} {record.call_id}")
         return 0
