@@ -10,7 +10,12 @@ import pytest
 from toolkeeper.core.errors import ConfigurationError, StoreError
 from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import LedgerStore, PostgresStore
-from toolkeeper.ledger.migrations import LATEST
+from toolkeeper.ledger.migrations import (
+    INSERT_VERSION,
+    LATEST,
+    MIGRATIONS,
+    SCHEMA_VERSION_DDL,
+)
 
 from ..conftest import postgres_url
 from . import records
@@ -117,6 +122,35 @@ async def test_a_store_that_must_not_create_refuses_a_schema_without_a_ledger(
     existing = PostgresStore(postgres_url(), schema=pg_schema, create=False)
     async with existing:
         assert await existing.list_calls() == []
+
+
+async def test_a_store_that_must_not_create_refuses_an_older_ledger_and_leaves_it(
+    pg_schema: str,
+) -> None:
+    """`toolkeeper ledger list` upgraded a ledger an older toolkeeper wrote, which that
+    toolkeeper's gateways then refused to open ("newer than this toolkeeper")."""
+    import psycopg
+
+    def versions() -> list[int]:
+        with psycopg.connect(postgres_url()) as conn:
+            rows = conn.execute(f"SELECT version FROM {pg_schema}.schema_version")
+            return sorted(row[0] for row in rows)
+
+    with psycopg.connect(postgres_url(), autocommit=True) as conn:  # schema version 1
+        conn.execute(f"CREATE SCHEMA {pg_schema}")
+        conn.execute(f"SET search_path = {pg_schema}")
+        conn.execute(SCHEMA_VERSION_DDL)
+        for statement in MIGRATIONS[0].statements:
+            conn.execute(statement)
+        conn.execute(INSERT_VERSION.replace("?", "%s"), (1, MIGRATIONS[0].name, 0.0))
+    reader = PostgresStore(postgres_url(), schema=pg_schema, create=False)
+    with pytest.raises(StoreError, match="older than this toolkeeper"):
+        await reader.open()
+    await reader.aclose()
+    assert versions() == [1]
+    async with PostgresStore(postgres_url(), schema=pg_schema):  # the application's open
+        pass
+    assert versions() == list(range(1, LATEST + 1))
 
 
 def test_the_url_of_a_reading_command_opens_a_store_that_does_not_create() -> None:

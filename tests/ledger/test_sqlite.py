@@ -12,7 +12,13 @@ import pytest
 from toolkeeper.core.errors import StoreError
 from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import LedgerStore, SQLiteStore
-from toolkeeper.ledger.migrations import LATEST
+from toolkeeper.ledger.migrations import (
+    INSERT_VERSION,
+    LATEST,
+    MIGRATIONS,
+    SCHEMA_VERSION_DDL,
+    SELECT_VERSIONS,
+)
 from toolkeeper.ledger.sqlite import NoLedger
 
 from .contract import Connect, LedgerContract
@@ -163,6 +169,36 @@ async def test_without_create_a_missing_file_is_refused_and_an_existing_one_open
         await store.claim_call(call())
     async with SQLiteStore(path, create=False) as store:
         assert (await store.get_call("task-1", "call-1")) is not None
+
+
+def _versions(path: Path) -> list[int]:
+    db = sqlite3.connect(path)
+    try:
+        return sorted(row[0] for row in db.execute(SELECT_VERSIONS))
+    finally:
+        db.close()
+
+
+async def test_without_create_an_older_ledger_is_refused_not_upgraded(tmp_path: Path) -> None:
+    """`toolkeeper ledger list` upgraded a ledger an older toolkeeper wrote, which that
+    toolkeeper, still serving it, then refused to open ("newer than this toolkeeper")."""
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    with db:  # what toolkeeper wrote at schema version 1
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(SCHEMA_VERSION_DDL)
+        for statement in MIGRATIONS[0].statements:
+            db.execute(statement)
+        db.execute(INSERT_VERSION, (1, MIGRATIONS[0].name, 0.0))
+    db.close()
+    with pytest.raises(StoreError, match="older than this toolkeeper"):
+        await SQLiteStore(path, create=False).open()
+    assert _versions(path) == [1]
+    async with SQLiteStore(path):  # the application's open upgrades it
+        pass
+    assert _versions(path) == list(range(1, LATEST + 1))
+    async with SQLiteStore(path, create=False) as store:
+        assert await store.list_calls() == []
 
 
 async def test_without_create_another_programs_database_is_refused_and_left_as_it_was(

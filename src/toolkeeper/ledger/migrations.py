@@ -8,7 +8,10 @@ database at once apply every step exactly once. A database written by a newer to
 version above `LATEST`) is refused rather than guessed at. PostgreSQL reads the versions first
 and takes the lock only when a step is missing, so a ledger at `LATEST` opens for a user who
 may use its tables but not create any; so does SQLite when it opens a ledger only to read
-(`create=False`), which then does not wait for another process's write.
+(`create=False`), which then does not wait for another process's write. A store opened with
+`create=False` (`toolkeeper ledger` and `approvals`) changes no schema: a ledger an older
+toolkeeper wrote is refused (`require_current`), since once upgraded that toolkeeper, still
+serving it, would refuse to open it again.
 
 Add a step by appending a `Migration` with the next number; never edit a released one.
 """
@@ -28,6 +31,7 @@ __all__ = [
     "SELECT_VERSIONS",
     "Migration",
     "missing",
+    "require_current",
 ]
 
 
@@ -134,3 +138,19 @@ def missing(applied: Iterable[int]) -> list[Migration]:
             f"supports ({LATEST}); upgrade toolkeeper"
         )
     return [m for m in MIGRATIONS if m.version not in done]
+
+
+def require_current(applied: Iterable[int]) -> None:
+    """Refuse a ledger that lacks a step, for a store that opens it without changing it.
+
+    Raises:
+        StoreError: a step is missing (an older toolkeeper wrote the ledger), or the ledger
+            holds a version newer than this toolkeeper knows.
+    """
+    done = set(applied)
+    if missing(done):
+        raise StoreError(
+            f"the ledger schema is at version {max(done, default=0)}, older than this "
+            f"toolkeeper's ({LATEST}); it is upgraded when an application or gateway of this "
+            "version opens it, never by a command that only looks at it or decides on it"
+        )

@@ -41,7 +41,13 @@ from . import _rows as codec
 from . import _sql as q
 from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
 from .memory import check_transition, stamp_new
-from .migrations import INSERT_VERSION, SCHEMA_VERSION_DDL, SELECT_VERSIONS, missing
+from .migrations import (
+    INSERT_VERSION,
+    SCHEMA_VERSION_DDL,
+    SELECT_VERSIONS,
+    missing,
+    require_current,
+)
 
 __all__ = ["PostgresStore"]
 
@@ -101,7 +107,8 @@ class PostgresStore:
             like SQLite's `synchronous=NORMAL`. Keep True when in doubt.
         create: When False, `open` refuses a database (or schema) that holds no ledger
             (`StoreError`) instead of creating its tables: what a command that only inspects
-            a ledger wants, where a mistyped database name would otherwise read as empty.
+            a ledger wants, where a mistyped database name would otherwise read as empty. It
+            also refuses a ledger an older toolkeeper wrote instead of upgrading its schema.
         check_after: Seconds a pooled connection may sit idle before it is checked (an empty
             query) when taken: a connection the server dropped meanwhile is replaced rather
             than failing an operation. 0 checks every time (one more round trip each).
@@ -191,7 +198,8 @@ class PostgresStore:
 
         Raises:
             StoreError: the server is unreachable or refuses, the user may not create the
-                tables that are missing, or the store was closed.
+                tables that are missing, `create` is False and it holds no ledger or one to
+                upgrade, or the store was closed.
         """
         await q.open_once(self)
 
@@ -255,12 +263,16 @@ class PostgresStore:
             )
             # One lock per schema: two processes opening at once take turns.
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.schema or ""),))
-            if not self.create and await self._applied(conn) is None:
-                where = f"schema {self.schema!r}" if self.schema else "this database"
-                raise StoreError(
-                    f"no ledger in {where} at {self!r}: it holds no toolkeeper tables "
-                    "(check the database and schema names)"
-                )
+            if not self.create:
+                found = await self._applied(conn)
+                if found is None:
+                    where = f"schema {self.schema!r}" if self.schema else "this database"
+                    raise StoreError(
+                        f"no ledger in {where} at {self!r}: it holds no toolkeeper tables "
+                        "(check the database and schema names)"
+                    )
+                require_current(found)  # (or upgraded meanwhile by another process)
+                return
             if self.schema is not None and not await self._schema_exists(conn):
                 await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             # (Read again through a statement that takes the table's lock: the lookup by name

@@ -49,7 +49,13 @@ from . import _sql as q
 from ._group_commit import GroupCommit, Mode
 from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
 from .memory import apply_checked, check_transition, stamp_new
-from .migrations import INSERT_VERSION, SCHEMA_VERSION_DDL, SELECT_VERSIONS, missing
+from .migrations import (
+    INSERT_VERSION,
+    SCHEMA_VERSION_DDL,
+    SELECT_VERSIONS,
+    missing,
+    require_current,
+)
 
 __all__ = ["SQLiteStore"]
 
@@ -94,9 +100,10 @@ _WRITE_PROBE = "UPDATE schema_version SET version = version WHERE 0"
 
 
 def _migrate(conn: sqlite3.Connection, *, writes: bool) -> None:
-    if not writes and not missing(row[0] for row in conn.execute(SELECT_VERSIONS)):
-        # Only read (the table is there: `_require_ledger`): a reader of a WAL file does not
-        # wait for another process's write transaction, however long.
+    if not writes:
+        # Only read (the table is there: `_require_ledger`), never upgraded; and a reader of a
+        # WAL file does not wait for another process's write transaction, however long.
+        require_current(row[0] for row in conn.execute(SELECT_VERSIONS))
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -230,7 +237,8 @@ class SQLiteStore:
             folder that cannot be made (no right to, a file of that name) is a `StoreError`.
         create: When False, `open` refuses a file that does not exist instead of creating
             an empty ledger (for tools that only inspect one: a mistyped path is an error,
-            not an empty ledger), and opens one this process may only read. When True,
+            not an empty ledger), opens one this process may only read, and refuses one an
+            older toolkeeper wrote instead of upgrading its schema. When True,
             `open` refuses a file it may not write, rather than every call's record failing.
         busy_timeout: Seconds an operation waits for another process's write lock before it
             fails with `StoreError`.
@@ -281,8 +289,8 @@ class SQLiteStore:
 
         Raises:
             StoreError: the file cannot be opened or migrated (its folder cannot be made, it
-                or its folder is read-only), does not exist while `create` is False, may only
-                be read while `create` is True, or the store was closed.
+                or its folder is read-only), does not exist or needs migrating while `create`
+                is False, may only be read while `create` is True, or the store was closed.
         """
         await q.open_once(self)
 
