@@ -153,6 +153,24 @@ async def test_a_store_that_must_not_create_refuses_an_older_ledger_and_leaves_i
     assert versions() == list(range(1, LATEST + 1))
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://postgres:s3cr%zzet@127.0.0.1:5432/test",  # a bad percent-escape
+        "postgresql://postgres:s3cret@[::1/test",  # an unclosed bracket
+        "postgresql://postgres@127.0.0.1/test?password=s3cr%zzet",
+    ],
+)
+async def test_a_url_that_does_not_parse_is_refused_without_its_password(url: str) -> None:
+    """libpq quotes the part of a URL it cannot parse, and the error said "invalid
+    percent-encoded token: "s3cr%zzet"" (or the whole URL) on the command line and in logs."""
+    store = PostgresStore(url)
+    with pytest.raises(StoreError, match="cannot connect") as refused:
+        await store.open()
+    await store.aclose()
+    assert "s3cr" not in str(refused.value)
+
+
 def test_the_url_of_a_reading_command_opens_a_store_that_does_not_create() -> None:
     from toolkeeper.ledger import open_store
 

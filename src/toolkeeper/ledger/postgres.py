@@ -74,10 +74,25 @@ def _lock_key(schema: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def _reason(exc: psycopg.Error) -> str:
+_PASSWORD = re.compile(
+    r"^[^:/?#]+://[^@/?#]*?:([^@/?#]*)@"  # postgresql://user:PASSWORD@host
+    r"|[?&]password=([^&#]*)"  # ...?password=PASSWORD
+    r"|\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S+)"  # password=PASSWORD host=...
+)
+
+
+def _reason(exc: psycopg.Error, url: str) -> str:
     """What went wrong, on one line (what a command prints): the server's message without the
-    statement excerpt psycopg adds below it, or libpq's, whose hint follows on another line."""
-    return exc.diag.message_primary or " ".join(str(exc).split())
+    statement excerpt psycopg adds below it, or libpq's, whose hint follows on another line.
+
+    A password written in `url` is masked: libpq quotes the part of a URL it cannot parse
+    (a bad percent-escape in the password, an unclosed IPv6 bracket: the whole URL)."""
+    reason = exc.diag.message_primary or " ".join(str(exc).split())
+    for match in _PASSWORD.finditer(url):
+        secret = next((group for group in match.groups() if group), "")
+        if len(secret) >= 4:  # (a shorter one would mask letters of the message)
+            reason = reason.replace(secret, "***")
+    return reason
 
 
 class _Lost(StoreError):
@@ -213,7 +228,9 @@ class PostgresStore:
                 self.url, connect_timeout=max(2, round(self._timeout)), **self._kwargs
             )
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to the PostgreSQL ledger: {_reason(exc)}") from exc
+            raise StoreError(
+                f"cannot connect to the PostgreSQL ledger: {_reason(exc, self.url)}"
+            ) from exc
         try:
             await self._migrate(conn)
         except pg_errors.LockNotAvailable as exc:
@@ -224,11 +241,14 @@ class PostgresStore:
             ) from exc
         except pg_errors.InsufficientPrivilege as exc:
             raise StoreError(
-                f"cannot create or upgrade the ledger's tables at {self!r}: {_reason(exc)}; "
-                "open it once as a user that may (the database's or schema's owner)"
+                f"cannot create or upgrade the ledger's tables at {self!r}: "
+                f"{_reason(exc, self.url)}; open it once as a user that may (the database's or "
+                "schema's owner)"
             ) from exc
         except psycopg.Error as exc:
-            raise StoreError(f"cannot migrate the PostgreSQL ledger: {_reason(exc)}") from exc
+            raise StoreError(
+                f"cannot migrate the PostgreSQL ledger: {_reason(exc, self.url)}"
+            ) from exc
         finally:
             await conn.close()
         try:
@@ -236,7 +256,9 @@ class PostgresStore:
         except psycopg.Error as exc:
             await self._pool.close()
             self._state = q.Lifecycle.CLOSED
-            raise StoreError(f"cannot connect to the PostgreSQL ledger: {_reason(exc)}") from exc
+            raise StoreError(
+                f"cannot connect to the PostgreSQL ledger: {_reason(exc, self.url)}"
+            ) from exc
         self._state = q.Lifecycle.OPEN
 
     async def _applied(self, conn: Conn) -> list[int] | None:
