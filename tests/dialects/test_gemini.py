@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from google.genai import types as genai_types
+
 from toolkeeper.core.states import CallStatus
 from toolkeeper.core.values import ToolResult, ToolSpec
 from toolkeeper.dialects import Action, Gemini, ToolChoice
@@ -50,6 +52,34 @@ def test_synthetic_ids_are_left_out_of_the_function_response() -> None:
 
 def test_an_error_payload_has_no_calls() -> None:
     assert Gemini().parse(load("gemini_error.json")) == []
+
+
+def test_the_sdks_function_calls_and_a_part_on_its_own_parse_as_the_calls_they_hold() -> None:
+    """`response.function_calls`, google-genai's way to the calls, lists `FunctionCall`s
+    without their parts: it parsed to no calls, as did one part or one call on its own."""
+    response = genai_types.GenerateContentResponse.model_validate(
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [
+                            {"text": "Both at once."},
+                            {"functionCall": {"id": "fc-1", "name": "f", "args": {"a": 1}}},
+                            {"functionCall": {"id": "fc-2", "name": "g", "args": {}}},
+                        ],
+                    }
+                }
+            ]
+        }
+    )
+    whole = Gemini().parse(response)
+    parts = response.candidates[0].content.parts
+    assert [c.call_id for c in whole] == ["fc-1", "fc-2"]
+    assert Gemini().parse(response.function_calls) == whole
+    assert [c for part in parts for c in Gemini().parse(part)] == whole
+    assert [c for part in parts[1:] for c in Gemini().parse(part.function_call)] == whole
+    assert Gemini().parse({"name": "f", "args": {"a": 1}, "id": "fc-1"}) == whole[:1]
 
 
 def test_unsupported_keywords_move_into_the_description() -> None:

@@ -436,7 +436,8 @@ class Dialect(Importer):
         another call, never a replay of the first.
 
         One call on its own (an OpenAI tool call, a Responses `function_call` item, an
-        Anthropic `tool_use` block) is read as a response holding just that call.
+        Anthropic `tool_use` block, a Gemini `functionCall` part or function call) is read as
+        a response holding just that call, and a list of them as one holding them all.
 
         Raises:
             ValueError: `response` is text that is not JSON, or a piece of a streamed

@@ -37,6 +37,25 @@ SYNTHETIC_ID_PREFIX = "tk-gemini-"
 _MODES: dict[str, str] = {"auto": "AUTO", "required": "ANY", "none": "NONE", "tool": "ANY"}
 
 
+_CALL_FIELDS = frozenset(
+    {"id", "name", "args", "partialArgs", "partial_args", "willContinue", "will_continue"}
+)
+"""The fields of a `FunctionCall` (its wire and Python names)."""
+
+
+def _call_of(part: Any) -> Mapping[str, Any] | None:
+    """The function call `part` holds; `part` itself when it is a function call (the SDK's
+    `response.function_calls` lists them without their parts); None for other parts."""
+    if not isinstance(part, Mapping):
+        return None
+    fc = part.get("functionCall", part.get("function_call"))
+    if isinstance(fc, Mapping):
+        return fc
+    if isinstance(part.get("name"), str) and set(part) <= _CALL_FIELDS:
+        return part
+    return None
+
+
 def from_openapi_schema(schema: Any) -> Any:
     """JSON Schema from Gemini's OpenAPI-style `Schema` (upper-case types, `nullable`, `ref`
     into the root `defs`)."""
@@ -128,13 +147,13 @@ class Gemini(Dialect):
             # Gemini names no calls: its response id tells one turn's calls from another's.
             turn = turn or self.response_turn(data.get("responseId") or data.get("response_id"))
             data = mapping(first(data["candidates"]).get("content"))
+        if isinstance(data, Mapping) and _call_of(data) is not None:
+            data = [data]  # one part of a response, or one function call
         parts = items_of(data.get("parts") if isinstance(data, Mapping) else data)
         calls = []
         for position, part in enumerate(parts):
-            if not isinstance(part, Mapping):
-                continue
-            fc = part.get("functionCall", part.get("function_call"))
-            if not isinstance(fc, Mapping):
+            fc = _call_of(part)
+            if fc is None:
                 continue
             name = str(fc.get("name") or "")
             arguments = fc.get("args")
