@@ -106,15 +106,28 @@ class ToolChoice:
             raise ValueError("ToolChoice(mode='tool') needs the name of the tool")
 
 
-def plain(obj: Any) -> Any:
-    """A JSON-compatible copy of `obj`: SDK (pydantic) objects are dumped by their wire names."""
+_PLAIN_DEPTH = 64
+"""How deep `plain` looks for SDK objects: deeper lie only a model's arguments."""
+
+
+def plain(obj: Any, depth: int = 0) -> Any:
+    """A JSON-compatible copy of `obj`: SDK (pydantic) objects are dumped by their wire names.
+
+    What lies deeper than `_PLAIN_DEPTH` is left as it is: arguments a model nested a few
+    hundred levels deep must reach the executor (which refuses them), not stop the parse.
+    """
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
-        return dump(mode="json", by_alias=True, exclude_none=True)
+        try:
+            return dump(mode="json", by_alias=True, exclude_none=True)
+        except ValueError:  # pydantic writes JSON at most 255 levels deep
+            return dump(by_alias=True, exclude_none=True)
+    if depth > _PLAIN_DEPTH:
+        return obj
     if isinstance(obj, Mapping):
-        return {str(k): plain(v) for k, v in obj.items()}
+        return {str(k): plain(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [plain(v) for v in obj]
+        return [plain(v, depth + 1) for v in obj]
     return obj
 
 
@@ -145,7 +158,7 @@ def arguments_of(raw: Any) -> Mapping[str, Any] | str:
             return {}
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return raw
         return dict(value) if isinstance(value, dict) else raw
     return json.dumps(raw, default=str)
@@ -460,7 +473,7 @@ class Dialect(Importer):
         if isinstance(response, str | bytes | bytearray):
             try:
                 response = json.loads(response)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 message = f"the {self.name} response, given as text, must be JSON: {exc}"
                 raise ValueError(message) from exc
         data = plain(response)
