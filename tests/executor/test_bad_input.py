@@ -42,6 +42,7 @@ async def _nothing_running(keeper: Keeper) -> None:
         ('{"sku": "a", "quantity": 1', [""]),  # unparsable JSON
         ("[1, 2]", [""]),  # not an object
         ("null", [""]),  # not an object either
+        ("[" * 100_000 + "]" * 100_000, [""]),  # nested deeper than any decoder goes
         ('{"sku": "a", "quantity": 1, "color": "red"}', ["/color"]),  # unknown field
         ('{"sku": "a", "quantity": "one"}', ["/quantity"]),  # wrong type
         ('{"sku": "a"}', ["/quantity"]),  # missing required

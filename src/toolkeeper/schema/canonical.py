@@ -144,11 +144,11 @@ def parse_canonical(text: str) -> tuple[Any, str] | None:
         (value, SHA-256 hex of `canonical_json(value)`), or None when the text needs the
         general path (`json.loads`, then `digest`): it holds a float, an astral-plane
         character, or something the strict parser refuses (invalid JSON, lone surrogates,
-        escaped or raw, numbers out of range).
+        escaped or raw, numbers out of range, nesting deeper than it goes).
     """
     try:
         value = _decode_without_floats(text)
-    except (msgspec.DecodeError, _HasFloat, UnicodeEncodeError):
+    except (msgspec.DecodeError, _HasFloat, UnicodeEncodeError, RecursionError):
         return None
     out = _encode_sorted(value)
     if not out.isascii() and _ASTRAL.search(out):
