@@ -1,4 +1,11 @@
-from toolkeeper.retrieval.fusion import AbstentionModel, Coverage, FusionConfig, fuse
+from toolkeeper.retrieval.fusion import (
+    AbstentionModel,
+    Coverage,
+    Fused,
+    FusionConfig,
+    fuse,
+    interleave,
+)
 
 
 def test_a_tool_both_rankers_like_beats_one_only_one_likes() -> None:
@@ -62,3 +69,25 @@ def test_a_dense_only_candidate_is_scored_by_its_cosine() -> None:
     fused = fuse(keyword, dense, FusionConfig(), coverage=coverage)
     assert [f.name for f in fused] == ["b", "a"]
     assert fused[0].keyword_rank is None and fused[0].similarity == 0.9
+
+
+def _ranked(*names: str) -> list[Fused]:
+    return [Fused(name=n, score=float(-i)) for i, n in enumerate(names)]
+
+
+def test_each_clauses_first_tool_follows_the_whole_requests_first_two() -> None:
+    whole = _ranked("a", "b", "c", "d", "e")
+    first = _ranked("x", "a", "y")
+    second = _ranked("z", "w")
+    order = [f.name for f in interleave(whole, [first, second])]
+    # a clause's r-th counts as the request's (2r + 1)-th; at one place the request first
+    assert order == ["a", "b", "c", "x", "z", "d", "e", "w", "y"]
+
+
+def test_a_tool_keeps_its_best_place_and_the_whole_requests_scores() -> None:
+    whole = _ranked("a", "b", "c", "d", "e", "f")
+    mine = Fused(name="f", score=99.0, similarity=0.9)
+    merged = interleave(whole, [[mine]])
+    assert [f.name for f in merged][:4] == ["a", "b", "c", "f"]
+    assert merged[3] is whole[5]
+    assert interleave(whole, []) == whole

@@ -414,3 +414,46 @@ def test_k_of_any_integer_type_is_a_whole_number() -> None:
         with pytest.raises(ValueError, match="k must be a whole number of at least 1"):
             selector.select("read a file", principal=READER, k=k)
     selector.close()
+
+
+def _orders_catalog() -> Catalog:
+    verbs = ("get", "cancel", "refund", "track", "list", "update", "archive", "copy")
+    return Catalog(
+        [
+            _tool(
+                f"orders.{verb}_order",
+                f"{verb.capitalize()} a customer order: the order id, its items, its status",
+            )
+            for verb in verbs
+        ]
+        + [
+            _tool("weather.get_forecast", "Weather forecast for a city"),
+            _tool("mail.send_message", "Send an email message to a person"),
+        ]
+    )
+
+
+REQUEST = (
+    "Cancel my order 123 and refund the order, then track the order status of order 456, "
+    "get the order items and update the order. "
+    "What is the weather forecast for Paris? Send an email message to Bob about it."
+)
+
+
+def test_a_request_for_several_things_gets_a_tool_for_each() -> None:
+    selector = _selector(_orders_catalog())
+    names = selector.select(REQUEST, k=5).names
+    assert {"orders.cancel_order", "weather.get_forecast", "mail.send_message"} <= set(names)
+    ranking = selector.rank(REQUEST, allowed=selector.allowed(READER), depth=10)
+    assert len(ranking.clauses) == 3
+    assert ranking.whole[0].name == ranking.fused[0].name  # the request's own ranking leads
+    selector.close()
+
+
+def test_without_clauses_the_requests_main_topic_crowds_out_the_rest() -> None:
+    config = FusionConfig(abstain_below=None, clauses=False)
+    selector = Selector.for_catalog(_orders_catalog(), embedder=HashingEmbedder(), config=config)
+    assert "weather.get_forecast" not in selector.select(REQUEST, k=5).names
+    ranking = selector.rank(REQUEST, allowed=selector.allowed(READER), depth=10)
+    assert ranking.clauses == () and ranking.whole == ranking.fused
+    selector.close()

@@ -1,7 +1,14 @@
 import pytest
 
 from toolkeeper.core.values import ToolSpec
-from toolkeeper.retrieval.text import QueryContext, compose_query, split_identifier, tool_text
+from toolkeeper.retrieval.text import (
+    MAX_CLAUSES,
+    QueryContext,
+    clauses,
+    compose_query,
+    split_identifier,
+    tool_text,
+)
 
 
 def test_names_split_on_separators_and_camel_case() -> None:
@@ -84,3 +91,30 @@ def test_recent_tools_given_as_one_name_or_a_list_are_tool_names() -> None:
         QueryContext(recent_tools=(1,))  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         QueryContext(recent_tools=None)  # type: ignore[arg-type]
+
+
+def test_a_request_of_several_sentences_has_a_clause_for_each() -> None:
+    request = (
+        "Track my package TRK123 to Paris. Then update the shipment's weight to 2 kg; "
+        "also tell me about the geology of Paris! Thanks."
+    )
+    assert clauses(request) == [
+        "Track my package TRK123 to Paris.",
+        "Then update the shipment's weight to 2 kg;",
+        "also tell me about the geology of Paris!",
+    ]
+
+
+def test_a_request_of_one_or_two_sentences_has_no_clauses() -> None:
+    assert clauses("What is the weather in Paris? Thanks.") == []
+    # two sentences are most often one request and a detail of it
+    assert clauses("Find the distance from Paris to Rome. Give it in kilometres.") == []
+    assert clauses("Read version 2.5 of the report and send it to Bob.") == []
+    assert clauses("") == []
+
+
+def test_only_the_first_clauses_are_kept() -> None:
+    request = " ".join(f"Please do task number {i}." for i in range(MAX_CLAUSES + 3))
+    parts = clauses(request)
+    assert len(parts) == MAX_CLAUSES
+    assert parts[0] == "Please do task number 0."

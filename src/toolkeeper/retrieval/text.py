@@ -18,8 +18,10 @@ from ..core.values import ToolSpec, name_tuple
 from ..schema.canonical import safe_text
 
 __all__ = [
+    "MAX_CLAUSES",
     "QueryContext",
     "ToolText",
+    "clauses",
     "compose_query",
     "content_hash",
     "content_words",
@@ -207,6 +209,29 @@ def content_words(text: str) -> frozenset[str]:
     for token in _WORD.findall(text):
         words.update(_token_content(token))
     return frozenset(words)
+
+
+MAX_CLAUSES = 8
+"""Clauses of one request ranked on their own at most (the first ones)."""
+
+_CLAUSE_END = re.compile(r"(?<=[.?!;])\s+(?=\S)")
+_CLAUSE_WORDS = 3
+_MIN_CLAUSES = 3
+
+
+def clauses(message: str) -> list[str]:
+    """The sentences of a request that asks for several things, each to be ranked on its own;
+    empty when it has fewer than three.
+
+    A request such as "Track my package TRK123. Then update the shipment's weight. Also
+    tell me about the geology of Paris." needs a tool per sentence, and one ranking of the
+    whole puts the tools of its main topic first. A sentence ends at `.`, `?`, `!` or `;`
+    before a space; one of fewer than three words ("Thanks.") is no request of its own. Two
+    sentences are most often one request and a detail of it ("Find the distance to Rome.
+    Give it in kilometres."): ranked apart, they cost BFCL and MetaTool up to .009 R@5.
+    """
+    parts = [p for p in _CLAUSE_END.split(message.strip()) if len(p.split()) >= _CLAUSE_WORDS]
+    return parts[:MAX_CLAUSES] if len(parts) >= _MIN_CLAUSES else []
 
 
 def content_hash(text: str, *, model: str) -> str:
