@@ -69,3 +69,18 @@ def test_a_url_missing_its_slashes_is_refused_not_made_a_strange_path(
     with pytest.raises(ConfigurationError, match="lacks the //"):
         open_store(url)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "url", ["host=db dbname=prod password=hunter22", "dbname=test user=postgres", "PORT = 5432"]
+)
+def test_a_libpq_connection_string_is_refused_without_repeating_it(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was taken for a SQLite path: a file of that name was made, and errors quoted it,
+    password and all."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match="postgresql://") as refused:
+        open_store(url)
+    assert "hunter22" not in str(refused.value) and "prod" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []

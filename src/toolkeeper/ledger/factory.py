@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ..core.errors import ConfigurationError
 from .base import LedgerStore
 from .memory import MemoryStore
@@ -15,6 +17,11 @@ DEFAULT_LEDGER_URL = "sqlite:///./toolkeeper.db"
 _SQLITE = "sqlite://"
 _SCHEMES = frozenset({"sqlite", "postgres", "postgresql", "memory"})
 _MEMORY_SLIPS = frozenset({"memory", "mem", "in-memory", "inmemory"})
+_LIBPQ_KEYWORDS = re.compile(
+    r"(?:^|\s)(?:host|hostaddr|port|dbname|user|password|passfile|sslmode|service)\s*=",
+    re.IGNORECASE,
+)
+"""A libpq keyword/value connection string (`host=db dbname=prod password=...`)."""
 """Plain words that mean the in-memory ledger to whoever writes them, not a file path."""
 
 
@@ -57,6 +64,13 @@ def open_store(url: str, *, create: bool = True) -> LedgerStore:
         raise ConfigurationError(
             f"ledger {url!r} would be a SQLite file of that name: write memory:// for an "
             f"in-memory ledger, or ./{url.strip()} if a file is meant"
+        )
+    if "://" not in url and _LIBPQ_KEYWORDS.search(url):
+        # It would name a SQLite file, made on the spot, and errors would repeat it, password
+        # and all: the message does not quote it.
+        raise ConfigurationError(
+            "the ledger is given as a libpq keyword/value connection string (host=... "
+            "dbname=...); write it as a URL: postgresql://user@host:port/dbname"
         )
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme in _SCHEMES and "://" not in url:
