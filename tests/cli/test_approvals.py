@@ -110,3 +110,24 @@ def test_the_person_deciding_reads_the_arguments_as_written(
     _request(db, "c1", name="заказы")
     assert main(["approvals", "list", "--ledger", str(db)]) == 0
     assert '{"name": "заказы"}' in capsys.readouterr().out
+
+
+def test_a_request_is_shown_whole_where_the_list_cuts_its_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The list cuts a cell at 60 characters: a person could approve arguments they never
+    saw whole. `show` prints them all, with what would run and for whom."""
+    db = tmp_path / "l.db"
+    name = "users_" + "x" * 80 + "_END \u202e"  # (a right-to-left override, escaped)
+    approval = _request(db, "c1", name=name)
+    assert main(["approvals", "list", "--ledger", str(db)]) == 0
+    listed = capsys.readouterr().out
+    assert "_END" not in listed and "approvals show ID" in listed
+    assert main(["approvals", "show", approval, "--ledger", str(db)]) == 0
+    shown = capsys.readouterr().out
+    assert "x" * 80 + "_END \\u202e" in shown and "\u202e" not in shown
+    assert "drop_table" in shown and "c1" in shown and "pending" in shown
+    assert main(["approvals", "show", approval, "--ledger", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["arguments"] == {"name": name}
+    assert main(["approvals", "show", "nope", "--ledger", str(db)]) == 1
+    assert "no approval request 'nope'" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["render_table"]
+__all__ = ["render_table", "visible_lines"]
 
 
 def _visible(char: str) -> str:
@@ -16,6 +16,11 @@ def _visible(char: str) -> str:
     if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
         return char.encode("unicode_escape").decode("ascii")
     return char
+
+
+def visible_lines(text: str) -> str:
+    """`text` with every control or format character but the line break escaped."""
+    return "\n".join("".join(_visible(c) for c in line) for line in text.split("\n"))
 
 
 def _cell(value: object, width: int = 60) -> str:

@@ -1,4 +1,4 @@
-"""`toolkeeper approvals list|approve|deny`: decide what waits for a person."""
+"""`toolkeeper approvals list|show|approve|deny`: decide what waits for a person."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ import datetime as dt
 import getpass
 import json
 import sys
+import time
 from typing import Any
 
 import anyio
 
 from ..core.errors import ToolkeeperError
-from ..ledger.base import ApprovalRecord
+from ..ledger.base import ApprovalRecord, ApprovalStatus
 from ..policy.approvals import Approvals
 from ._common import add_ledger_option, existing_ledger, ledger_hint
-from ._table import render_table
+from ._table import render_table, visible_lines
 
 __all__ = ["register"]
 
@@ -44,6 +45,33 @@ def _as_dict(record: ApprovalRecord) -> dict[str, Any]:
         "decided_at": record.decided_at,
         "note": record.note,
     }
+
+
+_CELL = 60
+"""Characters of a table cell (`_table`): longer arguments are cut there."""
+
+
+def _shown(record: ApprovalRecord) -> str:
+    """One request whole, for the person deciding: what would run, for whom, and why."""
+    status = record.status.value
+    expired = record.expires_at is not None and record.expires_at <= time.time()
+    if record.status is ApprovalStatus.PENDING and expired:
+        status += ", past its expiry: it can no longer be approved"
+    lines = [
+        f"request    {record.id} ({status})",
+        f"tool       {record.tool} (version {record.version})",
+        f"principal  {record.principal_id}",
+        f"task       {record.task_id}",
+        f"call       {record.call_id}",
+        f"reason     {record.reason}",
+        f"requested  {_when(record.created_at)} UTC, expires {_when(record.expires_at)} UTC",
+    ]
+    if record.decided_by is not None:
+        note = f": {record.note}" if record.note else ""
+        lines.append(f"decided    by {record.decided_by} at {_when(record.decided_at)} UTC{note}")
+    lines.append(f"arguments  (SHA-256 of their canonical JSON: {record.digest})")
+    lines.append(json.dumps(dict(record.arguments), indent=2, sort_keys=True, ensure_ascii=False))
+    return visible_lines("\n".join(lines))
 
 
 def _reason(text: str) -> str:
@@ -92,6 +120,19 @@ async def _run(args: argparse.Namespace) -> int:
                 if args.all:  # who decided, and why: what a decided request is looked up for
                     headers += ["DECIDED BY", "NOTE"]
                 print(render_table(headers, rows))
+                if any(len(str(row[4])) > _CELL for row in rows):
+                    print("(arguments cut; `toolkeeper approvals show ID` shows a request whole)")
+            return 0
+        if args.action == "show":
+            shown = await approvals.get(args.id)
+            if shown is None:
+                print(f"error: no approval request {args.id!r}", file=sys.stderr)
+                return 1
+            print(
+                json.dumps(_as_dict(shown), indent=2, ensure_ascii=False)
+                if args.json
+                else _shown(shown)
+            )
             return 0
         by = args.by or getpass.getuser()
         try:
@@ -120,15 +161,17 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="pending requests (or all with --all)")
     listing.add_argument("--all", action="store_true", help="include decided requests")
+    show = actions.add_parser("show", help="one request whole, its arguments uncut")
+    show.add_argument("id", help="the request (ID column of `approvals list`)")
     approve = actions.add_parser("approve", help="grant one request")
     approve.add_argument("id", help="the request (ID column of `approvals list`)")
     approve.add_argument("--note", default=None, help="why, recorded with the decision")
     deny = actions.add_parser("deny", help="refuse one request")
     deny.add_argument("id", help="the request (ID column of `approvals list`)")
     deny.add_argument("--reason", required=True, type=_reason, help="what the model is told")
-    for sub in (listing, approve, deny):
+    for sub in (listing, show, approve, deny):
         add_ledger_option(sub)
         sub.add_argument("--json", action="store_true", help="machine-readable output")
-        if sub is not listing:
+        if sub in (approve, deny):
             sub.add_argument("--by", default=None, help="who decides (default: your user name)")
         sub.set_defaults(func=_main)
