@@ -27,10 +27,15 @@ def test_ctrl_c_exits_130_without_a_traceback() -> None:
         url = f"http://127.0.0.1:{server.getsockname()[1]}/mcp"
         command = [sys.executable, "-c", CLI, "list-tools", "--url", url]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        connection, _ = server.accept()  # the command is running: it waits for an answer
-        with connection:
-            process.send_signal(signal.SIGINT)
-            _, err = process.communicate(timeout=30)
+        try:
+            connection, _ = server.accept()  # the command is running: it waits for an answer
+            with connection:
+                process.send_signal(signal.SIGINT)
+                _, err = process.communicate(timeout=30)
+        finally:  # (a command that did not stop fails this test, not the next one's warnings)
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
     assert process.returncode == 130
     assert b"Traceback" not in err and b"KeyboardInterrupt" not in err
 
