@@ -26,7 +26,14 @@ def test_ctrl_c_exits_130_without_a_traceback() -> None:
         server.settimeout(30)
         url = f"http://127.0.0.1:{server.getsockname()[1]}/mcp"
         command = [sys.executable, "-c", CLI, "list-tools", "--url", url]
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Started as a terminal starts a command: a shell runs a background job (a test run
+        # under `nohup make test &`, say) with Ctrl-C ignored, and its children inherit that.
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         try:
             connection, _ = server.accept()  # the command is running: it waits for an answer
             with connection:
