@@ -6,7 +6,7 @@ from enum import Enum
 from typing import Annotated, Literal
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from toolkeeper import CallContext
 from toolkeeper.core.errors import ConfigurationError
@@ -250,3 +250,20 @@ def test_a_literal_of_ints_given_an_integral_float_receives_the_int() -> None:
     arguments = function_schema(page).python_arguments({"size": 10.0, "mode": 0.0})
     assert arguments == {"size": 10, "mode": 0}
     assert type(arguments["size"]) is int and type(arguments["mode"]) is int
+
+
+def test_a_schema_dict_in_annotated_is_refused_and_secretstr_is_write_only() -> None:
+    """`Annotated[str, {"writeOnly": True}]` failed with "unhashable type: 'dict'", and
+    pydantic ignores such metadata anyway: the argument would not have been redacted."""
+
+    def login(user: str, password: Annotated[str, {"writeOnly": True}]) -> str:
+        return user
+
+    with pytest.raises(ConfigurationError, match=r"'password'.*SecretStr"):
+        function_schema(login)
+
+    def secret(user: str, password: SecretStr) -> str:
+        return user
+
+    schema = function_schema(secret).input_schema
+    assert schema["properties"]["password"]["writeOnly"] is True

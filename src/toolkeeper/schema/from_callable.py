@@ -88,6 +88,13 @@ class FunctionSchema:
         return []
 
 
+def _schema_dict(annotation: Any) -> bool:
+    """Whether `annotation` is `Annotated[T, {...}]`: JSON Schema given as a bare dict."""
+    return get_origin(annotation) is typing.Annotated and any(
+        isinstance(meta, dict) for meta in getattr(annotation, "__metadata__", ())
+    )
+
+
 def _is_plain(annotation: Any) -> bool:
     if annotation in _PRIMITIVES:
         return True
@@ -278,6 +285,13 @@ def function_schema(
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ConfigurationError(f"{func.__qualname__}: *args/**kwargs cannot be tool inputs")
         annotation = hints.get(name, Any)
+        if _schema_dict(annotation):
+            # pydantic ignores such metadata: a parameter meant to be redacted would not be.
+            raise ConfigurationError(
+                f"{func.__qualname__}: parameter {name!r} is annotated with a dict, which "
+                "pydantic ignores; give schema keywords as Field(json_schema_extra={...}), and "
+                "mark a secret SecretStr or Field(json_schema_extra={'x-sensitive': True})"
+            )
         if param.kind is param.POSITIONAL_ONLY:
             positional.append(name)
         if _names(annotation, CallContext):
