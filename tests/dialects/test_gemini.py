@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from google.genai import types as genai_types
 
 from toolkeeper.core.states import CallStatus
@@ -248,3 +249,24 @@ def test_an_unspecified_openapi_type_is_imported_as_any_value() -> None:
     spec = Gemini().import_tool(declaration).value
     validator = compile_validator(spec.input_schema)  # (it raised SchemaError)
     assert validator.is_valid({"value": [1, "two"]})
+
+
+def test_a_function_call_streamed_in_pieces_is_refused_not_run_without_its_arguments() -> None:
+    """Vertex AI streams a call's arguments as partialArgs with willContinue: the first piece
+    (a name, no args yet) parsed as a call with no arguments, ready to run."""
+    first = {"functionCall": {"id": "fc-1", "name": "send", "willContinue": True}}
+    rest = {
+        "functionCall": {
+            "partialArgs": [{"jsonPath": "$.to", "stringValue": "bob@example.com"}],
+            "willContinue": True,
+        }
+    }
+    for part in (first, rest):
+        response = genai_types.GenerateContentResponse.model_validate(
+            {"candidates": [{"content": {"role": "model", "parts": [part]}}]}
+        )
+        for given in (response, response.function_calls, part):
+            with pytest.raises(ValueError, match="streamed in pieces"):
+                Gemini().parse(given)
+    whole = {"functionCall": {"id": "fc-1", "name": "send", "args": {"to": "bob@example.com"}}}
+    assert [c.call_id for c in Gemini().parse(whole)] == ["fc-1"]

@@ -43,6 +43,10 @@ _CALL_FIELDS = frozenset(
 """The fields of a `FunctionCall` (its wire and Python names)."""
 
 
+_PIECE_FIELDS = ("partialArgs", "partial_args", "willContinue", "will_continue")
+"""What marks a function call streamed in pieces: its arguments are still arriving."""
+
+
 def _call_of(part: Any) -> Mapping[str, Any] | None:
     """The function call `part` holds; `part` itself when it is a function call (the SDK's
     `response.function_calls` lists them without their parts); None for other parts."""
@@ -51,7 +55,8 @@ def _call_of(part: Any) -> Mapping[str, Any] | None:
     fc = part.get("functionCall", part.get("function_call"))
     if isinstance(fc, Mapping):
         return fc
-    if isinstance(part.get("name"), str) and set(part) <= _CALL_FIELDS:
+    a_call = isinstance(part.get("name"), str) or any(part.get(k) for k in _PIECE_FIELDS)
+    if a_call and set(part) <= _CALL_FIELDS:
         return part
     return None
 
@@ -155,6 +160,14 @@ class Gemini(Dialect):
             fc = _call_of(part)
             if fc is None:
                 continue
+            if any(fc.get(key) for key in _PIECE_FIELDS):
+                # Run as it stands, a call whose arguments are still on their way would run
+                # with none (or fail as a nameless one).
+                raise ValueError(
+                    f"the {self.name} response holds a function call streamed in pieces "
+                    "(partialArgs / willContinue: Vertex AI's streamed arguments), which holds "
+                    "part of a call at most: parse the whole call once the stream has ended"
+                )
             name = str(fc.get("name") or "")
             arguments = fc.get("args")
             call_id = fc.get("id") or self.synthetic_id(
