@@ -239,8 +239,9 @@ class MiniLMEmbedder:
             run with others gets another vector than alone (cosine .983-.993 here), and what
             the cache keeps for it would depend on what it was first embedded with. One at a
             time, a tool's vector is the same whichever way it is indexed (built in bulk or
-            added later) and its query embeds as it does; it costs about a fifth of the
-            indexing throughput. A batched int8 embedder's vectors are cached apart.
+            added later) and its query embeds as it does; run on two lanes side by side, it
+            indexes faster than batches of 32 did. A batched int8 embedder's vectors are
+            cached apart.
         int8: Run the matrix products in int8 (about twice as fast; vectors within cosine
             0.99 of the float ones, a space of its own: `model_id` differs).
         model_dir: Where the int8 graph is kept once built (None: `default_model_dir()`;
@@ -312,11 +313,11 @@ class MiniLMEmbedder:
         self._tokenizer: Any = tokenizer
         self._batch = batch_size
         self._lock = threading.Lock()
-        # Texts embedded one at a time go faster side by side, each worker on a one-thread
-        # session of its own (here, 1,500 tool texts: 11.4 s against 17.2 s on one two-thread
-        # session), as fast as batches of 32 were. The extra sessions are made when first
-        # needed: a process that only embeds queries never pays for them. (`_session` runs on
-        # one thread here: it is the first lane.)
+        # Texts embedded one at a time go faster side by side, each lane on a one-thread
+        # session of its own (here, 1,500 tool texts: 10.4 s against 20.7 s on one two-thread
+        # session; 10,000 tools: 18 s, where batches of 32 took 24 s). The extra sessions are
+        # made when first needed: a process that only embeds queries never pays for them.
+        # (`_session` runs on one thread here: it is the first lane.)
         self._lanes = wide if threads is None and batch_size == 1 else 1
         self._side: list[Any] = []
         self._make_side: Callable[[], Any] = functools.partial(_session, ort, graph, 1)
