@@ -1,4 +1,8 @@
+import math
 import random
+from typing import Any
+
+import pytest
 
 from toolkeeper.core.errors import ErrorCode, ToolError
 from toolkeeper.core.retry import RetryPolicy
@@ -24,3 +28,21 @@ def test_only_retryable_codes_within_the_attempt_budget_are_retried() -> None:
     assert not policy.should_retry(busy, 3)
     assert not policy.should_retry(ToolError.of(ErrorCode.INVALID_ARGUMENTS, "x"), 1)
     assert not policy.should_retry(ToolError.of(ErrorCode.RATE_LIMITED, "slow down"), 1)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"max_attempts": math.inf},  # retried a failing read without end
+        {"max_attempts": 2.5},
+        {"max_attempts": True},
+        {"max_attempts": 0},  # ran once all the same
+        {"initial_interval": math.inf},
+        {"max_interval": math.inf},  # a wait grown past any float ended the retries as a fault
+    ],
+)
+def test_attempts_not_a_whole_number_from_one_and_endless_waits_are_refused(
+    bad: dict[str, Any],
+) -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        RetryPolicy(**bad)

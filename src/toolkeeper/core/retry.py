@@ -3,6 +3,7 @@ be repeated. That is decided by the tool's declared effect (see `ToolSpec.retry_
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -29,18 +30,24 @@ class RetryPolicy:
     """Codes never retried, even when the error says it is retryable."""
 
     def __post_init__(self) -> None:
+        attempts = self.max_attempts
         checks = (
-            ("initial_interval", self.initial_interval >= 0),
+            ("initial_interval", 0 <= self.initial_interval < math.inf),
             ("backoff", self.backoff >= 1),
-            ("max_interval", self.max_interval >= 0),
-            ("max_attempts", self.max_attempts >= 0),
+            ("max_interval", 0 <= self.max_interval < math.inf),
+            # (inf attempts would retry without end; 0 or 2.5 say nothing a call can do)
+            (
+                "max_attempts",
+                isinstance(attempts, int) and not isinstance(attempts, bool) and attempts >= 1,
+            ),
             ("jitter", 0 <= self.jitter <= 1),
         )
         for name, ok in checks:
             if not ok:  # NaN fails every comparison, so it lands here too
                 raise ValueError(
-                    f"RetryPolicy.{name} = {getattr(self, name)!r} is out of range (waits and "
-                    "attempts are not negative, backoff is at least 1, jitter within 0..1)"
+                    f"RetryPolicy.{name} = {getattr(self, name)!r} is out of range (waits are "
+                    "finite and not negative, attempts a whole number from 1, backoff is at "
+                    "least 1, jitter within 0..1)"
                 )
 
     def should_retry(self, error: ToolError, attempt: int) -> bool:
