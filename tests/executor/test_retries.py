@@ -280,3 +280,21 @@ async def test_a_call_cancelled_while_waiting_to_retry_what_never_left_is_cancel
         record = await keeper.store.get_call("default", "c1")
     assert tries == [1]
     assert record is not None and record.status is CallStatus.CANCELLED
+
+
+async def test_a_wait_asked_for_longer_than_the_policy_allows_ends_the_call_to_propose_later(
+    keeper: Keeper, clock: FakeClock
+) -> None:
+    """`RetryLater(after=86400)` held a read with a 5 s timeout for a day, twice over, though
+    the policy says no wait is longer than its `max_interval`."""
+    attempts: list[int] = []
+
+    @keeper.tool(effect="read_only", timeout=5.0, retry=RetryPolicy(max_interval=10.0))
+    async def quota(ctx: CallContext) -> str:
+        attempts.append(ctx.attempt)
+        raise RetryLater("daily quota used", after=86400)
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="quota"))
+    assert attempts == [1] and clock.slept == []
+    assert result.status is CallStatus.FAILED and result.error is not None
+    assert result.error.retryable and result.error.retry_after == 86400

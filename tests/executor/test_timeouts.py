@@ -258,7 +258,7 @@ async def test_draining_ends_a_call_waiting_to_retry_at_once() -> None:
 
     async with Keeper(ledger=MemoryStore()) as keeper:
 
-        @keeper.tool(effect="read_only", retry=RetryPolicy(max_attempts=3))
+        @keeper.tool(effect="read_only", retry=RetryPolicy(max_attempts=3, max_interval=60.0))
         async def busy() -> str:
             raise RetryLater("the service is busy", after=30)
 

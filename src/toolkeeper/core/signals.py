@@ -3,8 +3,9 @@
 - `ApprovalRequired`: stop; ask a person to approve *these exact arguments*; the call ends as
   AWAITING_APPROVAL with APPROVAL_REQUIRED and runs once approved. Raise it before any effect.
 - `RetryLater`: this attempt failed in a way worth retrying (a 429, a lock held). The runtime
-  retries only if the tool is read-only or idempotent; otherwise the call fails with
-  `retryable=True` so that the model or a person may propose it again.
+  retries only if the tool is read-only or idempotent, and only when `after` is within its
+  retry policy's `max_interval`; otherwise the call fails with `retryable=True` (and
+  `retry_after`) so that the model or a person may propose it again.
 - `ToolFailed`: the tool ran and reports a failure that is safe to show to the model.
 - `OutcomeUnknown`: the request left, but no answer came back (a connection dropped mid-call).
   A read-only or idempotent tool is retried; any other call ends UNKNOWN_OUTCOME and waits

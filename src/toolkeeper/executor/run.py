@@ -270,12 +270,19 @@ def _may_retry(rt: Runtime, st: CallState, outcome: _Outcome, attempt: int) -> b
     return (st.tool.retry or rt.retry).should_retry(outcome.error, attempt)
 
 
-def _retry_wait(rt: Runtime, st: CallState, outcome: _Outcome, attempt: int) -> float:
-    """Seconds to wait before the next attempt: the policy's, or longer if the tool said so."""
+def _retry_wait(rt: Runtime, st: CallState, outcome: _Outcome, attempt: int) -> float | None:
+    """Seconds to wait before the next attempt: the policy's, or longer if the tool said so;
+    None when the tool asked for longer than the policy's `max_interval`. The call then ends
+    with the wait in its error (`retry_after`), to be proposed again then: waiting here (a
+    Retry-After of an hour) would hold the call, and a batch with it, far past its timeout."""
     assert st.tool is not None
-    wait = (st.tool.retry or rt.retry).delay(attempt)
+    policy = st.tool.retry or rt.retry
+    wait = policy.delay(attempt)
     if outcome.error is not None and outcome.error.retry_after is not None:
-        wait = max(wait, float(outcome.error.retry_after))
+        asked = float(outcome.error.retry_after)
+        if asked > policy.max_interval:
+            return None
+        wait = max(wait, asked)
     if not math.isfinite(wait) or wait < 0:
         raise ValueError(f"a retry wait of {wait!r} s")
     return wait
@@ -467,9 +474,9 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                     outcome.status is CallStatus.SUCCEEDED
                     or rt.draining
                     or not _may_retry(rt, st, outcome, attempt)
+                    or (wait := _retry_wait(rt, st, outcome, attempt)) is None
                 ):
                     break
-                wait = _retry_wait(rt, st, outcome, attempt)
             except Exception:  # a policy that cannot decide or say how long: no retry
                 _log.exception("the retry policy of %s failed; the call is not retried", spec.name)
                 break
