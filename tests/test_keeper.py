@@ -1,5 +1,6 @@
 """The `Keeper` facade: its lifecycle around the calls it runs."""
 
+import math
 from pathlib import Path
 
 import anyio
@@ -132,3 +133,15 @@ def test_a_misspelled_effect_names_the_effects_there_are() -> None:
     with pytest.raises(ValueError, match=expected):
         ToolSpec(name="t", effect="readonly")  # type: ignore[arg-type]
     assert Effect("write") is Effect.WRITE
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, math.nan, math.inf])
+def test_a_tool_without_a_finite_positive_timeout_is_refused(timeout: float) -> None:
+    """A NaN timeout was taken, and a tool that hung then held its call for ever."""
+    keeper = Keeper(ledger="memory://")
+
+    def ping() -> str:
+        return "pong"
+
+    with pytest.raises(ConfigurationError):
+        keeper.add_function(ping, effect="read_only", timeout=timeout)

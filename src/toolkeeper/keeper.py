@@ -20,6 +20,7 @@ import dataclasses
 import enum
 import json
 import logging
+import math
 import threading
 import time
 import weakref
@@ -270,8 +271,9 @@ class Keeper:
     ) -> Tool:
         """Register a Python function as a tool (the non-decorator form of `tool`)."""
         schema = function_schema(func)
-        if timeout <= 0:
-            raise ConfigurationError("timeout must be positive")
+        # (NaN or inf would be no timeout at all: a tool that hangs would hold its call for ever)
+        if not 0 < timeout < math.inf:
+            raise ConfigurationError("timeout must be a positive, finite number of seconds")
         spec = ToolSpec(
             name=name or func.__name__,
             title=title,
