@@ -317,3 +317,16 @@ def test_whole_numbers_serve_as_seconds_and_effects_are_read_from_text() -> None
     assert upstream.timeout == 30.0
     assert upstream.tools["now"].effect is not None
     assert upstream.tools["now"].effect.value == "read_only"
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
+def test_a_timeout_or_rate_of_inf_or_nan_is_refused(value: str) -> None:
+    """TOML writes `inf` and `nan`: `timeout = inf` was taken, and an upstream's tools then
+    had no timeout at all (a hanging server held each call for ever)."""
+    for text, key in (
+        (f'[upstreams.time]\ncommand = "x"\ntimeout = {value}\n', "upstreams.time.timeout"),
+        (f"[budgets]\ncalls_per_minute = {value}\n", "budgets.calls_per_minute"),
+    ):
+        with pytest.raises(ConfigError) as error:
+            parse_config(text, file="gw.toml")
+        assert error.value.key == key

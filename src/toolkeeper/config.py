@@ -65,7 +65,9 @@ class ConfigError(ConfigurationError):
 
 class _Model(BaseModel):
     # A value refused here may be a token or a secret header: errors never quote one.
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, strict=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, hide_input_in_errors=True, strict=True, allow_inf_nan=False
+    )
 
 
 class ServerSettings(_Model):
