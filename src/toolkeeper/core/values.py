@@ -7,6 +7,7 @@ does no I/O and imports nothing beyond the standard library.
 from __future__ import annotations
 
 import difflib
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -147,6 +148,13 @@ class ToolSpec:
     """Runtime-only extras from the tool's source (e.g. MCP annotations as received)."""
 
     def __post_init__(self) -> None:
+        timeout = self.timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise TypeError(f"ToolSpec.timeout must be seconds, not {type(timeout).__name__}")
+        if not 0 < timeout < math.inf:  # (NaN or inf would be no timeout at all)
+            raise ValueError(
+                f"ToolSpec.timeout must be a positive, finite number of seconds, not {timeout!r}"
+            )
         # `effect="destructive"` as plain text must mean what it says: every gate compares
         # with the `Effect` members (as text it skipped the default approval).
         if not isinstance(self.effect, Effect):
