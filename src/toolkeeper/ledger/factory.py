@@ -17,12 +17,12 @@ DEFAULT_LEDGER_URL = "sqlite:///./toolkeeper.db"
 _SQLITE = "sqlite://"
 _SCHEMES = frozenset({"sqlite", "postgres", "postgresql", "memory"})
 _MEMORY_SLIPS = frozenset({"memory", "mem", "in-memory", "inmemory"})
+"""Plain words that mean the in-memory ledger to whoever writes them, not a file path."""
 _LIBPQ_KEYWORDS = re.compile(
     r"(?:^|\s)(?:host|hostaddr|port|dbname|user|password|passfile|sslmode|service)\s*=",
     re.IGNORECASE,
 )
 """A libpq keyword/value connection string (`host=db dbname=prod password=...`)."""
-"""Plain words that mean the in-memory ledger to whoever writes them, not a file path."""
 
 
 def open_store(url: str, *, create: bool = True) -> LedgerStore:
