@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ..core.errors import ConfigurationError
 from ..ledger.base import LedgerStore
-from ..ledger.factory import open_store
+from ..ledger.factory import DEFAULT_LEDGER_URL, in_process, open_store
 from ..ledger.sqlite import NoLedger
 
 __all__ = ["add_ledger_option", "count", "existing_ledger", "ledger_hint", "ledger_url"]
@@ -17,15 +17,10 @@ __all__ = ["add_ledger_option", "count", "existing_ledger", "ledger_hint", "ledg
 _IN_ONE_PROCESS = "lives inside one process: there is no such ledger to look at"
 
 
-def _in_memory(url: str) -> bool:
-    """Whether `url` names an in-memory ledger, which no other process can look at."""
-    return url.startswith("memory:") or url in (":memory:", "sqlite:///:memory:")
-
-
 def _url(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty: give a ledger URL or path")
-    if _in_memory(text):
+    if in_process(text):
         raise argparse.ArgumentTypeError(f"{text} {_IN_ONE_PROCESS}")
     return text
 
@@ -43,7 +38,7 @@ def add_ledger_option(parser: argparse.ArgumentParser) -> None:
 
 def ledger_url(args: argparse.Namespace) -> str:
     """The ledger URL a command should use."""
-    return str(args.ledger or os.environ.get("TOOLKEEPER_LEDGER") or "sqlite:///./toolkeeper.db")
+    return str(args.ledger or os.environ.get("TOOLKEEPER_LEDGER") or DEFAULT_LEDGER_URL)
 
 
 def existing_ledger(args: argparse.Namespace) -> LedgerStore:
@@ -57,7 +52,7 @@ def existing_ledger(args: argparse.Namespace) -> LedgerStore:
             `$TOOLKEEPER_LEDGER`: `--ledger` refuses it as a usage error).
     """
     url = ledger_url(args)
-    if _in_memory(url):
+    if in_process(url):
         raise ConfigurationError(
             f"ledger {url} {_IN_ONE_PROCESS} (pass --ledger URL or set TOOLKEEPER_LEDGER)"
         )

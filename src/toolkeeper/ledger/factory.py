@@ -9,7 +9,7 @@ from .base import LedgerStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
-__all__ = ["DEFAULT_LEDGER_URL", "open_store"]
+__all__ = ["DEFAULT_LEDGER_URL", "in_process", "open_store"]
 
 DEFAULT_LEDGER_URL = "sqlite:///./toolkeeper.db"
 """The embedded default: a SQLite file in the working directory."""
@@ -23,6 +23,12 @@ _LIBPQ_KEYWORDS = re.compile(
     re.IGNORECASE,
 )
 """A libpq keyword/value connection string (`host=db dbname=prod password=...`)."""
+
+
+def in_process(url: str) -> bool:
+    """Whether `url` names a ledger that lives inside the process that opens it (`memory://`,
+    or SQLite's `:memory:`): no other process, a command line's included, can look at it."""
+    return url.startswith("memory:") or url in (":memory:", f"{_SQLITE}/:memory:")
 
 
 def open_store(url: str, *, create: bool = True) -> LedgerStore:
