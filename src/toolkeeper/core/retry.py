@@ -8,6 +8,7 @@ import random
 from dataclasses import dataclass
 
 from .errors import ErrorCode, ToolError
+from .values import is_count
 
 __all__ = ["NO_RETRY", "RetryPolicy"]
 
@@ -30,16 +31,12 @@ class RetryPolicy:
     """Codes never retried, even when the error says it is retryable."""
 
     def __post_init__(self) -> None:
-        attempts = self.max_attempts
         checks = (
             ("initial_interval", 0 <= self.initial_interval < math.inf),
             ("backoff", self.backoff >= 1),
             ("max_interval", 0 <= self.max_interval < math.inf),
             # (inf attempts would retry without end; 0 or 2.5 say nothing a call can do)
-            (
-                "max_attempts",
-                isinstance(attempts, int) and not isinstance(attempts, bool) and attempts >= 1,
-            ),
+            ("max_attempts", is_count(self.max_attempts, 1)),
             ("jitter", 0 <= self.jitter <= 1),
         )
         for name, ok in checks:

@@ -67,6 +67,11 @@ def name_tuple(value: Any) -> tuple[Any, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
+def is_count(value: object, least: int) -> bool:
+    """Whether `value` is a whole number (an int, not a bool) of at least `least`."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
 def _frozen(value: Any) -> frozenset[str]:
     """A set of names, from a set, a list, or one name as text."""
     return frozenset(name_tuple(value))

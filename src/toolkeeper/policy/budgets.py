@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..core.states import CallStatus
-from ..core.values import Principal
+from ..core.values import Principal, is_count
 
 __all__ = ["COUNTED_STATUSES", "Budgets", "MemoryRateLimiter", "RateLimiter", "rate_key"]
 
@@ -54,21 +54,17 @@ class Budgets:
             **{f"per_tool[{name!r}]": limit for name, limit in self.per_tool.items()},
         }
         for name, limit in counts.items():
-            if limit is not None and not _whole(limit, 0):
+            if limit is not None and not is_count(limit, 0):
                 raise ValueError(f"Budgets.{name} must be a whole number of calls (0 or more)")
         rate = self.calls_per_minute
         if rate is not None and not (isinstance(rate, int | float) and 0 < rate < float("inf")):
             raise ValueError("Budgets.calls_per_minute must be a positive number")
-        if not _whole(self.burst, 1):
+        if not is_count(self.burst, 1):
             raise ValueError("Budgets.burst must be a whole number of calls (1 or more)")
 
     def tool_limit(self, tool: str) -> int | None:
         """The per-task limit for one tool."""
         return self.per_tool.get(tool, self.max_calls_per_tool_per_task)
-
-
-def _whole(value: object, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 def rate_key(principal: Principal) -> str:
