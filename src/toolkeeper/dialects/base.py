@@ -486,13 +486,17 @@ class Dialect(Importer):
             )
         piece = self.stream_piece(data) if isinstance(data, Mapping) else None
         if piece is not None:
-            raise ValueError(
-                f"the {self.name} response is a piece of a stream ({piece}), which holds part "
-                "of a call at most: parse the whole response once the stream has ended (the "
-                "SDKs' stream helpers give it: get_final_completion(), get_final_response(), "
-                "get_final_message())"
-            )
+            raise self.piece_error(piece)
         return data
+
+    def piece_error(self, piece: str) -> ValueError:
+        """The refusal of a piece of a streamed response (`piece` says which kind)."""
+        return ValueError(
+            f"the {self.name} response is a piece of a stream ({piece}), which holds part "
+            "of a call at most: parse the whole response once the stream has ended (the "
+            "SDKs' stream helpers give it: get_final_completion(), get_final_response(), "
+            "get_final_message())"
+        )
 
     def format_result(
         self,

@@ -37,14 +37,10 @@ SYNTHETIC_ID_PREFIX = "tk-gemini-"
 _MODES: dict[str, str] = {"auto": "AUTO", "required": "ANY", "none": "NONE", "tool": "ANY"}
 
 
-_CALL_FIELDS = frozenset(
-    {"id", "name", "args", "partialArgs", "partial_args", "willContinue", "will_continue"}
-)
-"""The fields of a `FunctionCall` (its wire and Python names)."""
-
-
 _PIECE_FIELDS = ("partialArgs", "partial_args", "willContinue", "will_continue")
 """What marks a function call streamed in pieces: its arguments are still arriving."""
+_CALL_FIELDS = frozenset({"id", "name", "args", *_PIECE_FIELDS})
+"""The fields of a `FunctionCall` (its wire and Python names)."""
 
 
 def _call_of(part: Any) -> Mapping[str, Any] | None:
@@ -163,10 +159,8 @@ class Gemini(Dialect):
             if any(fc.get(key) for key in _PIECE_FIELDS):
                 # Run as it stands, a call whose arguments are still on their way would run
                 # with none (or fail as a nameless one).
-                raise ValueError(
-                    f"the {self.name} response holds a function call streamed in pieces "
-                    "(partialArgs / willContinue: Vertex AI's streamed arguments), which holds "
-                    "part of a call at most: parse the whole call once the stream has ended"
+                raise self.piece_error(
+                    "a function call streamed in pieces: Vertex AI's partialArgs / willContinue"
                 )
             name = str(fc.get("name") or "")
             arguments = fc.get("args")
