@@ -11,6 +11,7 @@ of the whole request is too weak. What it is not: an authorization decision of i
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import operator
 import threading
@@ -385,36 +386,22 @@ class Selector:
             # runs here (onnxruntime releases the GIL): the keyword search costs no wall time.
             embed = getattr(self._embedder, "embed_queries", self._embedder.embed)
             embedding = self._embedding_pool().submit(embed, [dense_text])
-        texts = [text, *parts]
-        keywords = [self._search_words(t, depth, allowed, restrict) for t in texts]
+        keyword = self._search_words(text, depth, allowed, restrict)
+        clause_hits = [self._search_words(p, depth, allowed, restrict) for p in parts]
         vector = embedding.result()[0] if embedding is not None else None
-        rankings = [
-            self._rank_one(
-                t,
-                keyword,
-                vector if i == 0 else None,  # (a clause is ranked by its words alone)
-                allowed,
-                restrict,
-                depth,
-            )
-            for i, (t, keyword) in enumerate(zip(texts, keywords, strict=True))
-        ]
-        whole = rankings[0]
-        if len(rankings) == 1:
+        whole = self._rank_one(text, keyword, vector, allowed, restrict, depth)
+        if not parts:
             return whole
-        return Ranking(
-            keyword=whole.keyword,
-            dense=whole.dense,
-            fused=interleave(
-                whole.fused,
-                [
-                    [f for f in r.fused if r.coverage[f.name].query >= _CLAUSE_COVERAGE]
-                    for r in rankings[1:]
-                ],
-            ),
-            coverage=whole.coverage,
-            query_words=whole.query_words,
-            whole=whole.fused,
+        # A clause is ranked by its words alone; its tools that cover too little of it are left
+        # out before they join the request's ranking.
+        clause_tools = []
+        for part, hits in zip(parts, clause_hits, strict=True):
+            ranked = self._rank_one(part, hits, None, allowed, restrict, depth)
+            kept = [f for f in ranked.fused if ranked.coverage[f.name].query >= _CLAUSE_COVERAGE]
+            clause_tools.append(kept)
+        return dataclasses.replace(
+            whole,
+            fused=interleave(whole.fused, clause_tools),
             clauses=tuple(parts),
         )
 
