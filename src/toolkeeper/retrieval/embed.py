@@ -329,10 +329,10 @@ class MiniLMEmbedder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         if self._lanes > 1 and len(texts) > 1:
             self._embed_side_by_side(texts, order, out)
-            return out  # type: ignore[no-any-return]
-        for start in range(0, len(order), self._batch):
-            rows = order[start : start + self._batch]
-            out[rows] = self._run([texts[i] for i in rows])
+        else:
+            for start in range(0, len(order), self._batch):
+                rows = order[start : start + self._batch]
+                out[rows] = self._run([texts[i] for i in rows])
         return out  # type: ignore[no-any-return]
 
     def _embed_side_by_side(self, texts: Sequence[str], order: list[int], out: Any) -> None:
