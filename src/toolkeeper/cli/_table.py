@@ -5,7 +5,11 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["render_table", "visible_lines"]
+__all__ = ["CELL_WIDTH", "render_table", "visible_lines"]
+
+
+CELL_WIDTH = 60
+"""Characters of a cell at most: a longer value is cut there, with an ellipsis."""
 
 
 def _visible(char: str) -> str:
@@ -23,7 +27,7 @@ def visible_lines(text: str) -> str:
     return "\n".join("".join(_visible(c) for c in line) for line in text.split("\n"))
 
 
-def _cell(value: object, width: int = 60) -> str:
+def _cell(value: object, width: int = CELL_WIDTH) -> str:
     text = "" if value is None else str(value)
     if not text.isprintable():
         text = "".join(_visible(c) for c in text)
@@ -31,7 +35,7 @@ def _cell(value: object, width: int = 60) -> str:
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Rows under headers, columns padded to their widest cell (cells cut at 60 chars)."""
+    """Rows under headers, columns padded to their widest cell (cells cut at `CELL_WIDTH`)."""
     cells = [[_cell(h) for h in headers], *[[_cell(v) for v in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = [

@@ -16,7 +16,7 @@ from ..core.errors import ToolkeeperError
 from ..ledger.base import ApprovalRecord, ApprovalStatus
 from ..policy.approvals import Approvals
 from ._common import add_ledger_option, existing_ledger, ledger_hint
-from ._table import render_table, visible_lines
+from ._table import CELL_WIDTH, render_table, visible_lines
 
 __all__ = ["register"]
 
@@ -45,10 +45,6 @@ def _as_dict(record: ApprovalRecord) -> dict[str, Any]:
         "decided_at": record.decided_at,
         "note": record.note,
     }
-
-
-_CELL = 60
-"""Characters of a table cell (`_table`): longer arguments are cut there."""
 
 
 def _shown(record: ApprovalRecord) -> str:
@@ -120,7 +116,7 @@ async def _run(args: argparse.Namespace) -> int:
                 if args.all:  # who decided, and why: what a decided request is looked up for
                     headers += ["DECIDED BY", "NOTE"]
                 print(render_table(headers, rows))
-                if any(len(str(row[4])) > _CELL for row in rows):
+                if any(len(str(row[4])) > CELL_WIDTH for row in rows):
                     print("(arguments cut; `toolkeeper approvals show ID` shows a request whole)")
             return 0
         if args.action == "show":
