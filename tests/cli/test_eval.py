@@ -406,6 +406,7 @@ def test_fit_adapter_with_abstain_requests_prints_the_abstention_model_fitted_fo
         "similarity_weight",
         "coverage_weight",
         "length_weight",
+        "foreign_weight",
     }
     assert {"threshold", "f1", "gold_in_top3_answerable"} <= set(
         report["abstention_cross_validated"][0]

@@ -7,7 +7,7 @@ import pytest
 from toolkeeper.catalog.registry import Catalog, Tool
 from toolkeeper.core.values import Effect, Principal, ToolSpec
 from toolkeeper.retrieval.embed import HashingEmbedder
-from toolkeeper.retrieval.fusion import FusionConfig
+from toolkeeper.retrieval.fusion import AbstentionModel, FusionConfig
 from toolkeeper.retrieval.selector import Selector
 from toolkeeper.retrieval.text import QueryContext
 
@@ -90,6 +90,28 @@ def test_selector_abstains_when_the_best_match_is_weak() -> None:
     assert not strong.abstained
     assert strong.names[0] == "weather.get_forecast"
     assert not selector.select("translate this poem", principal=READER, abstain=False).abstained
+
+
+def test_a_request_in_a_script_the_embedder_cannot_read_is_weighed_as_such() -> None:
+    # A low similarity says little about a request the embedder cannot read: the model's
+    # foreign weight decides how much it counts.
+    def selector(foreign_weight: float) -> Selector:
+        model = AbstentionModel(foreign_weight=foreign_weight)
+        config = FusionConfig(abstain_below=0.5, abstention=model)
+        out = Selector(embedder=HashingEmbedder(), config=config)
+        out.upsert_many(t.spec for t in _catalog())
+        return out
+
+    request = "请告诉我北京明天的天气预报"  # Beijing's weather forecast for tomorrow
+    ranking = selector(0.0).rank(request, allowed={t.spec.name for t in _catalog()}, depth=5)
+    signals = ranking.abstention_signals()
+    assert signals is not None and signals[3] == 1.0
+    assert selector(0.0).select(request, principal=READER).abstained
+    assert not selector(-20.0).select(request, principal=READER).abstained
+    english = "the weather forecast for Beijing tomorrow"
+    assert selector(-20.0).select(english, principal=READER).confidence == pytest.approx(
+        selector(0.0).select(english, principal=READER).confidence
+    )
 
 
 def test_runtime_context_joins_the_query() -> None:

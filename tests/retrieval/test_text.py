@@ -6,6 +6,7 @@ from toolkeeper.retrieval.text import (
     QueryContext,
     clauses,
     compose_query,
+    foreign_share,
     split_identifier,
     tool_text,
 )
@@ -118,3 +119,21 @@ def test_only_the_first_clauses_are_kept() -> None:
     parts = clauses(request)
     assert len(parts) == MAX_CLAUSES
     assert parts[0] == "Please do task number 0."
+
+
+@pytest.mark.parametrize(
+    ("text", "share"),
+    [
+        ("weather in Paris", 0.0),
+        ("crème brûlée für Straße, Thời tiết Hà Nội", 0.0),  # accented letters are Latin
+        ("广州和北京的天气如何？", 1.0),
+        ("Погода в Москве", 1.0),
+        ("我想创建一个workspace", 0.4),  # 6 of 15 letters
+        ("42 + 7 = ?", 0.0),
+        ("", 0.0),
+    ],
+)
+def test_the_foreign_share_counts_letters_outside_the_latin_alphabet(
+    text: str, share: float
+) -> None:
+    assert foreign_share(text) == pytest.approx(share)

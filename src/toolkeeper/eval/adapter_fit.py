@@ -49,6 +49,10 @@ __all__ = [
 SWEEP = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 """The fit-probability thresholds `fit_abstention` reports."""
 
+Signals = tuple[float, float, int, float]
+"""What `AbstentionModel` weighs for one request (`Ranking.abstention_signals`)."""
+_NO_SIGNALS: Signals = (0.0, 0.0, 0, 0.0)
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FitData:
@@ -184,11 +188,11 @@ def abstain_set(
 
 def abstention_signals(
     queries: Sequence[AbstainQuery], *, embedder: Embedder, cache: EmbeddingCache | None = None
-) -> tuple[list[tuple[float, float, int]], list[bool]]:
+) -> tuple[list[Signals], list[bool]]:
     """What `AbstentionModel` weighs for each request, as the selector measures it over the
     request's own catalog with `embedder`, and whether a gold tool is among its first 3."""
     config = FusionConfig(abstain_below=None)
-    signals: list[tuple[float, float, int]] = []
+    signals: list[Signals] = []
     top3: list[bool] = []
     for query in queries:
         selector = Selector(embedder=embedder, cache=cache, config=config)
@@ -199,7 +203,7 @@ def abstention_signals(
             )
         finally:
             selector.close()
-        signals.append(ranking.abstention_signals() or (0.0, 0.0, 0))
+        signals.append(ranking.abstention_signals() or _NO_SIGNALS)
         names = {f.name.split("~")[0] for f in ranking.fused[:3]}
         top3.append(bool(names & set(query.gold_names)))
     return signals, top3
@@ -219,13 +223,13 @@ def fit_abstention(
 
 
 def fit_abstention_model(
-    signals: Sequence[tuple[float, float, int]],
+    signals: Sequence[Signals],
     top3: Sequence[bool],
     answerable: Sequence[bool],
     *,
     folds: int = 5,
 ) -> tuple[AbstentionModel, list[dict[str, float]]]:
-    """Fit `AbstentionModel` (logistic regression of "no tool fits" on its three signals)
+    """Fit `AbstentionModel` (logistic regression of "no tool fits" on its four signals)
     and report, cross-validated over `folds` folds, precision, recall and F1 of abstaining
     and the share of answerable requests whose gold tool is in the top 3 and not abstained
     from, at each threshold of `SWEEP`.
@@ -237,7 +241,7 @@ def fit_abstention_model(
     abstain = np.array([not a for a in answerable], dtype=np.float64)
     if abstain.all() or not abstain.any():
         raise ValueError("fitting abstention needs answerable requests and others")
-    rows = [(s, c, math.log1p(n)) for s, c, n in signals]
+    rows = [(s, c, math.log1p(n), f) for s, c, n, f in signals]
     features = np.c_[np.ones(len(rows)), np.asarray(rows, dtype=np.float64)]
     part = np.arange(len(rows)) % folds
     probability = np.zeros(len(rows))  # of fitting, as `AbstentionModel.fit_probability`
@@ -246,9 +250,15 @@ def fit_abstention_model(
         probability[part == fold] = 1.0 - sigmoid(np, features[part == fold] @ weights)
     should = [not a for a in answerable]
     report = [tradeoff(t, probability.tolist(), should, top3) for t in SWEEP]
-    bias, similarity, coverage, length = (float(w) for w in _logistic(np, features, abstain))
+    bias, similarity, coverage, length, foreign = (
+        float(w) for w in _logistic(np, features, abstain)
+    )
     model = AbstentionModel(
-        bias=bias, similarity_weight=similarity, coverage_weight=coverage, length_weight=length
+        bias=bias,
+        similarity_weight=similarity,
+        coverage_weight=coverage,
+        length_weight=length,
+        foreign_weight=foreign,
     )
     return model, report
 
@@ -273,7 +283,7 @@ def cross_fitted_abstention(
     the same request twice); the model is fitted on both halves' signals. `embedder` embeds
     without an adapter.
     """
-    signals: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * len(requests)
+    signals: list[Signals] = [_NO_SIGNALS] * len(requests)
     top3 = [False] * len(requests)
     first, second = halves(len(requests), seed)
     for held, taught in ((second, first), (first, second)):

@@ -25,33 +25,35 @@ __all__ = [
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AbstentionModel:
-    """How likely it is that no tool fits: a logistic model over three catalog-free signals.
+    """How likely it is that no tool fits: a logistic model over four catalog-free signals.
 
-    `logit = bias + similarity_weight * s + coverage_weight * c + length_weight * log(1 + n)`
-    where `s` is the best cosine similarity among the top candidates, `c` the share of the
-    query's content words that the best-covering candidate's text contains, and `n` the number
-    of content words in the query. The defaults were fitted for the bundled embedder and its
-    `QueryAdapter` by `toolkeeper eval fit-adapter --abstain` on the BFCL abstention dev set,
-    on what requests look like to an adapter that never saw them (see
-    `toolkeeper.eval.adapter_fit.cross_fitted_abstention`). 5-fold cross-validated there, at
-    `FusionConfig.abstain_below` 0.2: precision .937, recall .655, F1 .771, with the gold tool
-    in the top 3 (and not abstained from) for .972 of answerable requests; at 0.25, F1 .789 and
-    .967; at 0.5, .831 and .929. Before the adapter learned from such requests, F1 was .74 at a
-    top-3 share of .97 (and .785 with .958 at 0.5).
+    `logit = bias + similarity_weight * s + coverage_weight * c + length_weight * log(1 + n)
+    + foreign_weight * f` where `s` is the best cosine similarity among the top candidates,
+    `c` the share of the query's content words that the best-covering candidate's text
+    contains, `n` the number of content words in the query, and `f` the share of its letters
+    that are not Latin (`text.foreign_share`): the bundled embedder reads English, so a low
+    similarity says little about a request in Chinese or Korean. The defaults were fitted
+    for the bundled embedder and its `QueryAdapter` by `toolkeeper eval fit-adapter --abstain`
+    on the BFCL abstention dev set, on what requests look like to an adapter that never saw
+    them (see `toolkeeper.eval.adapter_fit.cross_fitted_abstention`). TODO figures.
     """
 
     bias: float = 4.9426
     similarity_weight: float = -9.1414
     coverage_weight: float = -0.9078
     length_weight: float = -0.7223
+    foreign_weight: float = 0.0
 
-    def fit_probability(self, similarity: float, coverage: float, query_words: int) -> float:
+    def fit_probability(
+        self, similarity: float, coverage: float, query_words: int, foreign: float = 0.0
+    ) -> float:
         """The probability that some candidate fits (1 minus the abstention probability)."""
         logit = (
             self.bias
             + self.similarity_weight * similarity
             + self.coverage_weight * coverage
             + self.length_weight * math.log1p(query_words)
+            + self.foreign_weight * foreign
         )
         return 1.0 - 1.0 / (1.0 + math.exp(-max(min(logit, 50.0), -50.0)))
 

@@ -32,7 +32,7 @@ from .embed import Embedder, EmbeddingCache, MiniLMEmbedder, default_cache_path
 from .fusion import Coverage, Fused, FusionConfig, fuse, interleave
 from .keyword import KeywordIndex
 from .selection import Candidate, Selection
-from .text import QueryContext, clauses, compose_query, content_words, tool_text
+from .text import QueryContext, clauses, compose_query, content_words, foreign_share, tool_text
 
 if TYPE_CHECKING:
     from ..catalog.registry import Catalog, CatalogEvent
@@ -72,6 +72,8 @@ class Ranking:
     abstention's signal)."""
     query_words: int
     """Content words in the query."""
+    foreign: float
+    """The share of the query's letters that are not Latin (`text.foreign_share`)."""
     whole: list[Fused]
     """The fused order of the whole query, before its clauses' rankings were merged in
     (`fusion.interleave`); what abstention reads. The same as `fused` for a query of one
@@ -79,16 +81,16 @@ class Ranking:
     clauses: tuple[str, ...] = ()
     """The clauses ranked on their own (`text.clauses`), if any."""
 
-    def abstention_signals(self) -> tuple[float, float, int] | None:
+    def abstention_signals(self) -> tuple[float, float, int, float] | None:
         """What `AbstentionModel` weighs: the best cosine and the best query-word coverage
-        among the first candidates of the whole query, and its content words (None: no
-        candidate)."""
+        among the first candidates of the whole query, its content words and its share of
+        letters that are not Latin (None: no candidate)."""
         top = self.whole[:_CONFIDENCE_DEPTH]
         if not top:
             return None
         similarity = max((f.similarity for f in top if f.similarity is not None), default=0.0)
         coverage = max(self.coverage[f.name].query for f in top)
-        return similarity, coverage, self.query_words
+        return similarity, coverage, self.query_words, self.foreign
 
 
 @dataclass(slots=True)
@@ -442,6 +444,7 @@ class Selector:
             fused=fused,
             coverage=coverage,
             query_words=len(query_words),
+            foreign=foreign_share(text),
             whole=fused,
         )
 

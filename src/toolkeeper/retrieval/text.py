@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,6 +26,7 @@ __all__ = [
     "compose_query",
     "content_hash",
     "content_words",
+    "foreign_share",
     "split_identifier",
     "tool_text",
 ]
@@ -209,6 +211,19 @@ def content_words(text: str) -> frozenset[str]:
     for token in _WORD.findall(text):
         words.update(_token_content(token))
     return frozenset(words)
+
+
+def foreign_share(text: str) -> float:
+    """The share of the letters of `text` that are not Latin (accented ones are), from 0 to 1:
+    how much of a request is in a script (Chinese, Korean, Arabic, Thai, ...) that an English
+    embedder, the bundled one included, cannot read."""
+    if text.isascii():
+        return 0.0
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return 0.0
+    latin = sum(ch.isascii() or unicodedata.name(ch, "").startswith("LATIN") for ch in letters)
+    return 1.0 - latin / len(letters)
 
 
 MAX_CLAUSES = 8
