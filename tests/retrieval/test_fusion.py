@@ -41,6 +41,12 @@ def test_fit_probability_grows_with_similarity_and_coverage() -> None:
     assert model.fit_probability(0.4, 0.9, 6) > model.fit_probability(0.4, 0.1, 6)
 
 
+def test_a_low_similarity_counts_less_against_a_request_the_embedder_cannot_read() -> None:
+    # The bundled embedder reads English: a request in Chinese scores low against every tool.
+    model = AbstentionModel()
+    assert model.fit_probability(0.1, 0.0, 3, foreign=1.0) > 2 * model.fit_probability(0.1, 0.0, 3)
+
+
 def test_the_learned_ranker_lifts_the_candidate_that_covers_the_query() -> None:
     # Both lists rank "vague" first; "exact" holds every word of the query and its name.
     keyword = [("vague", 9.0), ("exact", 8.5)]

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..retrieval.adapter import ABSTAIN_WEIGHT, EPOCHS
 from ._common import count
 
 __all__ = ["register"]
@@ -85,10 +86,15 @@ def register(subparsers: Any) -> None:
     fit.add_argument(
         "--abstain-weight",
         type=float,
-        default=10.0,
-        help="weight of the abstention loss against one set's (default 10)",
+        default=ABSTAIN_WEIGHT,
+        help=f"weight of the abstention loss against one set's (default {ABSTAIN_WEIGHT:g})",
     )
-    fit.add_argument("--epochs", type=count(1), default=10, help="passes over the data")
+    fit.add_argument(
+        "--epochs",
+        type=count(1),
+        default=EPOCHS,
+        help=f"passes over the data (default {EPOCHS})",
+    )
     fit.add_argument("--json", action="store_true", help="print the JSON report")
     fit.add_argument("--quiet", action="store_true", help="no progress lines")
     _cache_option(fit, "embedding cache file (as for `eval retrieval`)")

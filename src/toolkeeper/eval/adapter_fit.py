@@ -19,6 +19,8 @@ from typing import Any
 from ..core.values import ToolSpec
 from ..retrieval._deps import require
 from ..retrieval.adapter import (
+    ABSTAIN_WEIGHT,
+    EPOCHS,
     AbstainSet,
     AdapterSet,
     QueryAdapter,
@@ -46,7 +48,7 @@ __all__ = [
     "split",
 ]
 
-SWEEP = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+SWEEP = (0.1, 0.15, 0.2, 0.22, 0.24, 0.26, 0.28, 0.3, 0.35, 0.4, 0.5)
 """The fit-probability thresholds `fit_abstention` reports."""
 
 Signals = tuple[float, float, int, float]
@@ -269,8 +271,8 @@ def cross_fitted_abstention(
     *,
     embedder: Embedder,
     cache: EmbeddingCache | None = None,
-    abstain_weight: float = 10.0,
-    epochs: int = 10,
+    abstain_weight: float = ABSTAIN_WEIGHT,
+    epochs: int = EPOCHS,
     seed: int = 0,
 ) -> tuple[AbstentionModel, list[dict[str, float]]]:
     """The abstention model for an adapter fitted on `fits` and `requests`, fitted on what

@@ -18,15 +18,16 @@ embedder. It was written by::
         --set bench/sealtools/tools.jsonl bench/sealtools/queries.dev.jsonl id \\
         --abstain bench/bfcl-abstain/queries.dev.jsonl
 
-which also printed the `AbstentionModel` defaults. Fitted on a random half of each set's
-queries and scored on the other half (`--holdout`), dense Recall@5 / @10 goes from .768 /
-.836 to .871 / .918 on BFCL (by name), from .757 / .824 to .884 / .919 on MetaTool, and stays
-at .589 / .672 on Seal-Tools (.595 / .672); without `--abstain`, .873 / .922, .892 / .929 and
-.585 / .668. Fitted on two of the sets and scored on the third, whose tools it never saw, it
-changed Recall@5 by +.004 (BFCL), +.030 (MetaTool) and +.007 (Seal-Tools) (measured when tool
-texts were still embedded in batches, which moved no figure by more than .003): it helps most
-where the catalog and its requests resemble what it was fitted on, and `eval fit-adapter` fits
-one on a catalog of your own.
+(abstention weight 5, 20 epochs: the defaults), which also printed the `AbstentionModel`
+defaults. Fitted on a random half of each set's queries and scored on the other half
+(`--holdout`), dense Recall@5 / @10 goes from .766 / .837 to .866 / .917 on BFCL (by name),
+from .757 / .824 to .888 / .923 on MetaTool, and stays near .585 / .670 on Seal-Tools (.579 /
+.673); without `--abstain`, .867 / .913, .893 / .928 and .578 / .671. Fitted on two of the sets
+and scored on the third, whose tools it never saw, it changed Recall@5 by +.004 (BFCL), +.030
+(MetaTool) and +.007 (Seal-Tools) (measured with an earlier fit, of weight 10 and 10 epochs,
+when tool texts were still embedded in batches, which moved no figure by more than .003): it
+helps most where the catalog and its requests resemble what it was fitted on, and
+`eval fit-adapter` fits one on a catalog of your own.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     Matrix = npt.NDArray[np.float32]
 
 __all__ = [
+    "ABSTAIN_WEIGHT",
+    "EPOCHS",
     "AbstainSet",
     "AdapterSet",
     "QueryAdapter",
@@ -59,6 +62,10 @@ __all__ = [
 
 BUNDLED = "minilm_query_adapter.npy"
 """The file, in this package, of the adapter fitted for the bundled MiniLM embedder."""
+ABSTAIN_WEIGHT = 5.0
+"""The default weight of the abstention loss against one set's (the bundled adapter's)."""
+EPOCHS = 20
+"""The default number of passes over the data (the bundled adapter's)."""
 
 
 class QueryAdapter:
@@ -178,10 +185,10 @@ def fit_query_adapter(
     sets: Sequence[AdapterSet],
     *,
     abstain: AbstainSet | None = None,
-    abstain_weight: float = 10.0,
+    abstain_weight: float = ABSTAIN_WEIGHT,
     l2: float = 1e-2,
     temperature: float = 0.05,
-    epochs: int = 10,
+    epochs: int = EPOCHS,
     learning_rate: float = 1e-3,
     batch: int = 256,
     seed: int = 0,
