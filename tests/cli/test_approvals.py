@@ -131,3 +131,20 @@ def test_a_request_is_shown_whole_where_the_list_cuts_its_arguments(
     assert json.loads(capsys.readouterr().out)["arguments"] == {"name": name}
     assert main(["approvals", "show", "nope", "--ledger", str(db)]) == 1
     assert "no approval request 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("every", [False, True])
+def test_a_list_cut_at_its_limit_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], every: bool
+) -> None:
+    db = tmp_path / "l.db"
+    ids = [_request(db, f"c{n}") for n in range(3)]
+    listing = ["approvals", "list", "--ledger", str(db), "--json"] + (["--all"] if every else [])
+    assert main([*listing, "--limit", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert [r["id"] for r in json.loads(out)] == ids[:2]
+    assert "the first 2 requests" in err and "--limit" in err
+    assert main([*listing, "--limit", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert [r["id"] for r in json.loads(out)] == ids
+    assert err == ""

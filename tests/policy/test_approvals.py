@@ -79,3 +79,21 @@ async def test_listing_requests_while_another_process_expires_them_leaves_them_o
         assert await Approvals(lambda: mine, clock=clock).pending() == []
         request = await other.get_approval(str(asked.approval_id))
     assert request is not None and request.status is ApprovalStatus.EXPIRED
+
+
+async def test_pending_holds_every_waiting_request() -> None:
+    # The store lists 1,000 requests unless told otherwise: `pending()` is not a page of them.
+    keeper = Keeper(ledger=MemoryStore())
+
+    @keeper.tool(effect="destructive")
+    async def wipe(disk: str) -> str:
+        return disk
+
+    async with keeper:
+        calls = [
+            ToolCall(call_id=f"c{n}", name="wipe", arguments={"disk": f"d{n}"}) for n in range(1001)
+        ]
+        for result in await keeper.execute_many(calls):
+            assert result.status is CallStatus.AWAITING_APPROVAL
+        pending = await keeper.approvals.pending()
+    assert len(pending) == 1001

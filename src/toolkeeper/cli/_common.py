@@ -11,8 +11,18 @@ from ..ledger.base import LedgerStore
 from ..ledger.factory import DEFAULT_LEDGER_URL, in_process, open_store
 from ..ledger.sqlite import NoLedger
 
-__all__ = ["add_ledger_option", "count", "existing_ledger", "ledger_hint", "ledger_url"]
+__all__ = [
+    "LIST_LIMIT",
+    "add_ledger_option",
+    "count",
+    "existing_ledger",
+    "ledger_hint",
+    "ledger_url",
+]
 
+
+LIST_LIMIT = 1000
+"""What `ledger list` and `approvals list` show at most unless told (`--limit`)."""
 
 _IN_ONE_PROCESS = "lives inside one process: there is no such ledger to look at"
 

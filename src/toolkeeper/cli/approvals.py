@@ -15,7 +15,7 @@ import anyio
 from ..core.errors import ToolkeeperError
 from ..ledger.base import ApprovalRecord, ApprovalStatus
 from ..policy.approvals import Approvals
-from ._common import add_ledger_option, existing_ledger, ledger_hint
+from ._common import LIST_LIMIT, add_ledger_option, count, existing_ledger, ledger_hint
 from ._table import CELL_WIDTH, render_table, visible_lines
 
 __all__ = ["register"]
@@ -91,9 +91,16 @@ async def _run(args: argparse.Namespace) -> int:
         approvals = Approvals(lambda: store)
         if args.action == "list":
             if args.all:
-                records = await store.list_approvals()
+                records = await store.list_approvals(limit=args.limit + 1)
             else:
                 records = await approvals.pending()
+            if len(records) > args.limit:
+                records = records[: args.limit]
+                print(
+                    f"toolkeeper approvals: the first {args.limit} requests, oldest first; "
+                    "--limit shows more",
+                    file=sys.stderr,
+                )
             if args.json:
                 print(json.dumps([_as_dict(r) for r in records], indent=2, ensure_ascii=False))
             elif not records:
@@ -157,6 +164,9 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="pending requests (or all with --all)")
     listing.add_argument("--all", action="store_true", help="include decided requests")
+    listing.add_argument(
+        "--limit", type=count(1), default=LIST_LIMIT, help="at most this many requests"
+    )
     show = actions.add_parser("show", help="one request whole, its arguments uncut")
     show.add_argument("id", help="the request (ID column of `approvals list`)")
     approve = actions.add_parser("approve", help="grant one request")

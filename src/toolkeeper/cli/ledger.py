@@ -22,12 +22,17 @@ from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
 from ..ledger.base import EVERY, CallRecord
 from ..ledger.recovery import recover_abandoned
-from ._common import add_ledger_option, count, existing_ledger, ledger_hint, ledger_url
+from ._common import (
+    LIST_LIMIT,
+    add_ledger_option,
+    count,
+    existing_ledger,
+    ledger_hint,
+    ledger_url,
+)
 from ._table import render_table
 
 __all__ = ["register"]
-
-_LIMIT = 1000
 
 
 def _when(ts: float) -> str:
@@ -191,7 +196,9 @@ def register(subparsers: Any) -> None:
         help="only calls in this state (repeatable): " + ", ".join(s.value for s in CallStatus),
     )
     listing.add_argument("--task", default=None, help="only calls of this task")
-    listing.add_argument("--limit", type=count(1), default=_LIMIT, help="at most this many calls")
+    listing.add_argument(
+        "--limit", type=count(1), default=LIST_LIMIT, help="at most this many calls"
+    )
     unknown = actions.add_parser(
         "unknown", help="calls whose outcome is unknown and must be decided"
     )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ..ledger.base import ApprovalRecord, ApprovalStatus, LedgerStore
+from ..ledger.base import EVERY, ApprovalRecord, ApprovalStatus, LedgerStore
 
 __all__ = ["ApprovalCheck", "Approvals", "Binding"]
 
@@ -99,11 +99,12 @@ class Approvals:
         return await (await self._opened()).get_approval(approval_id)
 
     async def pending(self) -> list[ApprovalRecord]:
-        """Requests waiting for a decision (expired ones are marked expired and left out)."""
+        """Requests waiting for a decision, oldest first, every one of them (expired ones are
+        marked expired and left out)."""
         store = await self._opened()
         now = self._clock()
         out = []
-        for record in await store.list_approvals(status=ApprovalStatus.PENDING):
+        for record in await store.list_approvals(status=ApprovalStatus.PENDING, limit=EVERY):
             if record.expired(now):
                 await _expire(store, record.id, now)
             else:
