@@ -504,7 +504,7 @@ class Keeper:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments)
-            except ValueError:
+            except (ValueError, RecursionError):  # (nested too deep to parse: refused as such)
                 return call
         principal = call.principal or self.runtime.principal
         if (

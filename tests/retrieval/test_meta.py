@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic import Field
 
 from toolkeeper.core.errors import ErrorCode
+from toolkeeper.core.states import CallStatus
 from toolkeeper.core.values import Principal, ToolCall
 from toolkeeper.keeper import Keeper
 from toolkeeper.observe.redact import REDACTED
@@ -447,3 +448,20 @@ def test_close_sync_closes_the_index_of_a_script_that_only_selected(
     assert cache not in open_files()
     keeper.close_sync()  # (idempotent)
     assert keeper.select("weather in Lisbon", principal=USER).names == ("get_weather",)
+
+
+@pytest.mark.anyio
+async def test_call_tool_refuses_arguments_nested_too_deep_to_parse(weather_keepers: Any) -> None:
+    # Unwrapping `call_tool` parsed its JSON text and let the RecursionError out of
+    # `execute`, which never raises for bad input (the pipeline refuses such text).
+    keeper = weather_keepers()
+    keeper.enable_discovery()
+    deep = "[" * 100_000 + "]" * 100_000
+    arguments = '{"name": "get_weather", "arguments": {"city": ' + deep + "}}"
+    async with keeper:
+        result = await keeper.execute(
+            ToolCall(call_id="c1", name="call_tool", arguments=arguments, principal=USER)
+        )
+        [record] = await keeper.store.list_calls()
+    assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
+    assert record.status is CallStatus.REJECTED
