@@ -475,7 +475,9 @@ class Keeper:
         from .retrieval import meta_tools
         from .retrieval.selector import META_TAG
 
-        tools = meta_tools(self.selector, self.execute)
+        _ = self.selector  # (the index is built now, not by the first search on the event loop)
+        # Looked up at each call: `close_sync` closes the keeper's index, and a new one follows.
+        tools = meta_tools(lambda: self.selector, self.execute)
         for tool in tools:
             present = self.catalog.get(tool.spec.name)
             if present is not None and META_TAG not in present.spec.tags:

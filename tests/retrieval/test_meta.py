@@ -465,3 +465,16 @@ async def test_call_tool_refuses_arguments_nested_too_deep_to_parse(weather_keep
         [record] = await keeper.store.list_calls()
     assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
     assert record.status is CallStatus.REJECTED
+
+
+def test_discovery_searches_again_after_close_sync_closed_the_index(weather_keepers: Any) -> None:
+    # The meta-tools kept the index `close_sync` closed: a script that went on after it
+    # (a later `select` builds a new index) was told search_tools "failed with an internal
+    # error" at every search.
+    keeper = weather_keepers()
+    keeper.enable_discovery()
+    keeper.close_sync()
+    found = keeper.execute_sync(_call("search_tools", {"query": "weather in Lisbon"}, 1))
+    details = keeper.execute_sync(_call("get_tool_details", {"names": ["get_weather"]}, 2))
+    assert [t["name"] for t in found.data["tools"]] == ["get_weather"]
+    assert [t["name"] for t in details.data["tools"]] == ["get_weather"]

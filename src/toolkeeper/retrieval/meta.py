@@ -145,7 +145,7 @@ def call_target(selector: Selector, principal: Principal, arguments: Mapping[str
 
 
 def meta_tools(
-    selector: Selector,
+    selector: Selector | Callable[[], Selector],
     call: CallFunction,
     *,
     call_permission: str | None = "tools:call",
@@ -153,14 +153,20 @@ def meta_tools(
     """The three discovery tools, ready to add to a catalog.
 
     Args:
-        selector: Ranks and filters the tools (its hard filter applies to every answer).
+        selector: Ranks and filters the tools (its hard filter applies to every answer), or
+            a function that returns the one to use at each call (a keeper's, which a new
+            one replaces once `close_sync` closed it).
         call: Runs the inner call of `call_tool` through the executor pipeline, where the
             inner tool's own permissions are checked again.
         call_permission: The permission `call_tool` itself requires (it may lead to writes);
             None leaves `call_tool` open and relies on the inner call's checks alone.
     """
 
+    def current() -> Selector:
+        return selector if isinstance(selector, Selector) else selector()
+
     async def search_tools(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        selector = current()
         k = max(1, min(int(arguments.get("k", 5)), _MAX_K))
         # The model asked to search: show the best matches even when they are weak, and say
         # when the selector would have abstained.
@@ -190,6 +196,7 @@ def meta_tools(
         # Each name once, in the order asked: a repeated name adds nothing but tokens.
         names: Sequence[str] = list(dict.fromkeys(str(n) for n in arguments.get("names", ())))
         names = names[:_MAX_K]
+        selector = current()
         allowed = selector.allowed(ctx.principal)
         tools: list[dict[str, Any]] = []
         unknown: list[str] = []
@@ -208,7 +215,7 @@ def meta_tools(
         return {"tools": tools, "unknown": unknown}
 
     async def call_tool(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
-        name = call_target(selector, ctx.principal, arguments)
+        name = call_target(current(), ctx.principal, arguments)
         inner = ToolCall(
             call_id=f"{ctx.call_id}/{name}",
             name=name,
