@@ -152,3 +152,15 @@ async def test_a_redis_that_does_not_answer_is_waited_for_only_the_timeout() -> 
             await limiter.acquire("ann", per_minute=6, burst=2)
         await limiter.aclose()
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), float("inf"), True])
+def test_a_timeout_that_is_not_a_positive_number_is_refused(timeout: float) -> None:
+    """`timeout=0` (read as "no timeout") timed every command out at once: every call was
+    refused as RATE_LIMITED, "could not be reached", with Redis up; NaN and infinity waited
+    for ever on a Redis that did not answer, and NaN failed `aclose`."""
+    pytest.importorskip("redis")
+    from toolkeeper.policy.redis_limiter import RedisRateLimiter
+
+    with pytest.raises(ValueError, match="timeout"):
+        RedisRateLimiter(REDIS_URL, timeout=timeout)

@@ -7,6 +7,7 @@ serve the same principal share one bucket. Needs the `redis` extra:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 try:
@@ -55,6 +56,9 @@ class RedisRateLimiter:
             not answer refuses the call (`RATE_LIMITED`, retryable) instead of holding it.
             Set here, not left to redis-py, whose default was no timeout before its 8.0
             release (the extra takes `redis>=5`).
+
+    Raises:
+        ValueError: `timeout` is not a positive number of seconds, or `url` is not a Redis URL.
     """
 
     def __init__(
@@ -64,6 +68,14 @@ class RedisRateLimiter:
         prefix: str = "tk:rl:",
         timeout: float = 5.0,
     ) -> None:
+        # 0 or less times every command out, NaN and infinity wait for ever: each would only
+        # show as every call refused, or held, once traffic came.
+        if not (
+            isinstance(timeout, int | float)
+            and not isinstance(timeout, bool)
+            and 0 < timeout < math.inf
+        ):
+            raise ValueError("RedisRateLimiter.timeout must be a positive number of seconds")
         # A pooled connection the server closed (its idle `timeout`, a proxy's, a restart or
         # failover) fails the next command sent on it: that one is sent again on a new
         # connection. A timeout is not: a server that does not answer is not waited for twice.
