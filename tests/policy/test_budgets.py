@@ -68,6 +68,30 @@ async def test_rate_limit_says_when_to_retry() -> None:
         assert again.ok
 
 
+async def test_a_call_proposed_again_after_its_retry_after_is_not_refused_again() -> None:
+    """`retry_after` was the wait rounded to the nearest millisecond, so down as often as up:
+    0.5004 s said 0.5, and a client that waited exactly that was refused a second time."""
+    clock = FakeClock()
+    keeper = Keeper(
+        ledger=MemoryStore(),
+        budgets=Budgets(calls_per_minute=60, burst=1),
+        rate_limiter=MemoryRateLimiter(clock=clock),
+    )
+
+    @keeper.tool(effect="read_only")
+    async def ping() -> str:
+        return "pong"
+
+    async with keeper:
+        assert (await keeper.execute(ToolCall(call_id="1", name="ping"))).ok
+        clock.advance(0.4996)
+        limited = await keeper.execute(ToolCall(call_id="2", name="ping"))
+        assert limited.error is not None and limited.error.retry_after is not None
+        clock.advance(limited.error.retry_after)
+        again = await keeper.execute(ToolCall(call_id="2", name="ping"))
+    assert again.ok, again.error
+
+
 @pytest.mark.parametrize("effect", ["read_only", "write"])
 @pytest.mark.parametrize("ledger", ["memory", "sqlite"])
 async def test_concurrent_calls_cannot_all_pass_the_budget(

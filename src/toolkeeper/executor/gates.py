@@ -16,6 +16,7 @@ import hashlib
 import inspect
 import json
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -568,11 +569,13 @@ async def _budget(rt: Runtime, st: CallState) -> Any:
                 )
             ) from exc
         if wait is not None:
+            # Rounded up: a client that waits exactly `retry_after` must find a token.
+            after = math.ceil(wait * 1000) / 1000 if math.isfinite(wait) else wait
             raise CallRefused(
                 ToolError.of(
                     ErrorCode.RATE_LIMITED,
                     f"rate limit reached; retry in {wait:.1f} s",
-                    retry_after=round(wait, 3),
+                    retry_after=after,
                     details={"limit_per_minute": limits.calls_per_minute},
                 )
             )
