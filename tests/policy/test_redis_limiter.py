@@ -1,5 +1,6 @@
 """The shared rate limiter against the real Redis server."""
 
+import math
 import os
 import uuid
 
@@ -164,3 +165,17 @@ def test_a_timeout_that_is_not_a_positive_number_is_refused(timeout: float) -> N
 
     with pytest.raises(ValueError, match="timeout"):
         RedisRateLimiter(REDIS_URL, timeout=timeout)
+
+
+@pytest.mark.parametrize(("per_minute", "burst"), [(0, 1), (1e-300, 10), (60, 10**17)])
+async def test_a_bucket_that_takes_ages_to_fill_up_still_grants_its_burst(
+    limiters: object, per_minute: float, burst: int
+) -> None:
+    """The key was set to expire once its bucket is full again, in seconds written as Lua
+    writes a number: a rate of 0 (as the in-process limiter takes it), a tiny one or a huge
+    burst made that "inf" or "1e+300", which EXPIRE refuses, so every call was refused as
+    RATE_LIMITED, "could not be reached"."""
+    a, _ = limiters  # type: ignore[misc]
+    assert await a.acquire("ann", per_minute=per_minute, burst=burst) is None
+    if burst == 1:
+        assert await a.acquire("ann", per_minute=per_minute, burst=burst) == math.inf

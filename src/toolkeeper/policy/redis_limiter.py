@@ -40,7 +40,9 @@ else
   wait = (1 - tokens) / rate
 end
 redis.call('HSET', KEYS[1], 'tokens', tokens, 'at', now)
-redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 1)
+-- in whole seconds, written out: at a rate of 0, a tiny one or a huge burst, Lua writes the
+-- time to fill up as 'inf' or '1e+300', which EXPIRE refuses (a cap of 30 million years)
+redis.call('EXPIRE', KEYS[1], string.format('%d', math.min(math.ceil(burst / rate) + 1, 1e15)))
 return tostring(wait)
 """
 
