@@ -179,3 +179,19 @@ async def test_a_bucket_that_takes_ages_to_fill_up_still_grants_its_burst(
     assert await a.acquire("ann", per_minute=per_minute, burst=burst) is None
     if burst == 1:
         assert await a.acquire("ann", per_minute=per_minute, burst=burst) == math.inf
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["socket_timeout=0", "socket_connect_timeout=-1", "socket_timout=1", "ssl_cert_reqs=none"],
+)
+def test_a_url_that_sets_what_no_connection_takes_is_refused_when_built(query: str) -> None:
+    """redis-py reads a URL's settings only when it first connects: a zero timeout in the
+    URL (which takes precedence over `timeout`), a misspelt setting or an `ssl_*` one on
+    redis:// made every call refused as RATE_LIMITED, "could not be reached", with Redis up."""
+    pytest.importorskip("redis")
+    from toolkeeper.policy.redis_limiter import RedisRateLimiter
+
+    with pytest.raises(ValueError, match="Redis URL") as refused:
+        RedisRateLimiter(f"redis://:hunter2@127.0.0.1:6379/0?{query}")
+    assert "hunter2" not in str(refused.value)

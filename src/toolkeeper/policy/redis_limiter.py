@@ -47,6 +47,25 @@ return tostring(wait)
 """
 
 
+def _positive_seconds(value: object) -> bool:
+    """Whether `value` is a finite number of seconds above 0 (0 or less times every command
+    out, NaN and infinity wait for ever: each would show only once calls came, every one of
+    them refused, or held)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf
+
+
+def _check_settings(pool: Any) -> None:
+    """Refuse what the URL sets wrongly now: redis-py would only fail on the first command,
+    and every call would then be refused as if Redis could not be reached."""
+    for name in ("socket_timeout", "socket_connect_timeout"):
+        if not _positive_seconds(pool.connection_kwargs.get(name)):
+            raise ValueError(f"the Redis URL's {name} must be a positive number of seconds")
+    try:
+        pool.make_connection()  # (builds a connection object; connects nothing)
+    except TypeError as exc:  # a parameter no connection takes: a typo, `ssl_*` on redis://
+        raise ValueError(f"the Redis URL holds a setting redis-py does not take: {exc}") from exc
+
+
 class RedisRateLimiter:
     """Token buckets in Redis, keyed `{prefix}{principal}`; Redis' clock is the only clock.
 
@@ -60,7 +79,8 @@ class RedisRateLimiter:
             release (the extra takes `redis>=5`).
 
     Raises:
-        ValueError: `timeout` is not a positive number of seconds, or `url` is not a Redis URL.
+        ValueError: `timeout` (or the URL's own) is not a positive number of seconds, or
+            `url` is not a Redis URL or holds a setting redis-py does not take.
     """
 
     def __init__(
@@ -70,13 +90,7 @@ class RedisRateLimiter:
         prefix: str = "tk:rl:",
         timeout: float = 5.0,
     ) -> None:
-        # 0 or less times every command out, NaN and infinity wait for ever: each would only
-        # show as every call refused, or held, once traffic came.
-        if not (
-            isinstance(timeout, int | float)
-            and not isinstance(timeout, bool)
-            and 0 < timeout < math.inf
-        ):
+        if not _positive_seconds(timeout):
             raise ValueError("RedisRateLimiter.timeout must be a positive number of seconds")
         # A pooled connection the server closed (its idle `timeout`, a proxy's, a restart or
         # failover) fails the next command sent on it: that one is sent again on a new
@@ -89,6 +103,7 @@ class RedisRateLimiter:
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
         )
+        _check_settings(self._client.connection_pool)
         self._script: Any = self._client.register_script(_TAKE)
         self._prefix = prefix
 
