@@ -145,3 +145,18 @@ def test_a_tool_without_a_finite_positive_timeout_is_refused(timeout: float) -> 
 
     with pytest.raises(ConfigurationError):
         keeper.add_function(ping, effect="read_only", timeout=timeout)
+
+
+@pytest.mark.parametrize("budgets", [None, {"max_calls_per_task": 10}])
+def test_a_rate_limiter_without_a_rate_is_refused(budgets: dict[str, int] | None) -> None:
+    """`Keeper(rate_limiter=...)`, as the README shows it, with no `calls_per_minute`: the
+    limiter was never asked, and every call ran unlimited without a word."""
+    from toolkeeper import Budgets
+    from toolkeeper.policy.budgets import MemoryRateLimiter
+
+    with pytest.raises(ConfigurationError, match="calls_per_minute"):
+        Keeper(
+            ledger="memory://",
+            budgets=None if budgets is None else Budgets(**budgets),
+            rate_limiter=MemoryRateLimiter(),
+        )

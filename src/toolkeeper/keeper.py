@@ -126,7 +126,8 @@ class Keeper:
         rules: Business rules checked for every call, after the tool's own.
         budgets: Call budgets and rate limits.
         rate_limiter: Shared rate limiter (defaults to one in this process, on monotonic time,
-            or on `clock` when one is passed).
+            or on `clock` when one is passed), at the rate of `budgets.calls_per_minute`,
+            which it needs.
         approval_ttl: Seconds an approval request stays valid (None: forever).
         max_argument_bytes: Larger argument payloads are refused.
         clock: Wall clock (epoch seconds); tests pass a fake one.
@@ -162,6 +163,11 @@ class Keeper:
     ) -> None:
         if tool_threads < 1:
             raise ConfigurationError("tool_threads must be at least 1")
+        if rate_limiter is not None and (budgets is None or budgets.calls_per_minute is None):
+            raise ConfigurationError(
+                "rate_limiter takes its rate from budgets=Budgets(calls_per_minute=...); "
+                "without one it would limit nothing"
+            )
         self.catalog = Catalog()
         self.thread_limiter = anyio.CapacityLimiter(tool_threads)
         """The worker threads sync tools run in (`tool_threads` of them)."""
