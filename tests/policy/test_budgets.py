@@ -201,6 +201,7 @@ async def test_tenants_have_budgets_and_rate_limits_of_their_own() -> None:
         {"per_tool": {"x": -2}},
         {"calls_per_minute": 0},
         {"calls_per_minute": float("inf")},
+        {"calls_per_minute": True},  # (a flag, not one call a minute)
         {"burst": 0},
     ],
 )

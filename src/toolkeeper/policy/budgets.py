@@ -57,7 +57,9 @@ class Budgets:
             if limit is not None and not is_count(limit, 0):
                 raise ValueError(f"Budgets.{name} must be a whole number of calls (0 or more)")
         rate = self.calls_per_minute
-        if rate is not None and not (isinstance(rate, int | float) and 0 < rate < float("inf")):
+        if rate is not None and not (
+            isinstance(rate, int | float) and not isinstance(rate, bool) and 0 < rate < float("inf")
+        ):
             raise ValueError("Budgets.calls_per_minute must be a positive number")
         if not is_count(self.burst, 1):
             raise ValueError("Budgets.burst must be a whole number of calls (1 or more)")
