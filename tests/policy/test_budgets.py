@@ -87,6 +87,8 @@ async def test_a_call_proposed_again_after_its_retry_after_is_not_refused_again(
         clock.advance(0.4996)
         limited = await keeper.execute(ToolCall(call_id="2", name="ping"))
         assert limited.error is not None and limited.error.retry_after is not None
+        # The text says the same wait: "retry in 0.0 s" told a model to retry at once.
+        assert f"retry in {limited.error.retry_after:g} s" in limited.error.message
         clock.advance(limited.error.retry_after)
         again = await keeper.execute(ToolCall(call_id="2", name="ping"))
     assert again.ok, again.error

@@ -574,7 +574,10 @@ async def _budget(rt: Runtime, st: CallState) -> Any:
             raise CallRefused(
                 ToolError.of(
                     ErrorCode.RATE_LIMITED,
-                    f"rate limit reached; retry in {wait:.1f} s",
+                    # (the wait the client is told, as `retry_after` says it: not "0.0 s")
+                    f"rate limit reached; retry in {after:g} s"
+                    if math.isfinite(after)
+                    else "rate limit reached; this rate allows no more calls",
                     retry_after=after,
                     details={"limit_per_minute": limits.calls_per_minute},
                 )
