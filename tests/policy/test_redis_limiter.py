@@ -195,3 +195,26 @@ def test_a_url_that_sets_what_no_connection_takes_is_refused_when_built(query: s
     with pytest.raises(ValueError, match="Redis URL") as refused:
         RedisRateLimiter(f"redis://:hunter2@127.0.0.1:6379/0?{query}")
     assert "hunter2" not in str(refused.value)
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_on_trio_calls_are_refused_and_the_log_says_why(
+    server: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """redis-py's client is asyncio's: on trio every call was refused as if Redis could not
+    be reached, and the log said only 'no running event loop'."""
+    from toolkeeper import Budgets, Keeper, ToolCall
+    from toolkeeper.core.errors import ErrorCode
+    from toolkeeper.policy.redis_limiter import RedisRateLimiter
+
+    limiter = RedisRateLimiter(REDIS_URL, prefix=f"tk:test:{uuid.uuid4().hex}:")
+    keeper = Keeper(ledger="memory://", budgets=Budgets(calls_per_minute=60), rate_limiter=limiter)
+
+    @keeper.tool(effect="read_only")
+    async def ping() -> str:
+        return "pong"
+
+    async with keeper:
+        refused = await keeper.execute(ToolCall(call_id="c1", name="ping"))
+    assert refused.error is not None and refused.error.code is ErrorCode.RATE_LIMITED
+    assert "asyncio only" in caplog.text

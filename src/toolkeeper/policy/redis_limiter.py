@@ -7,6 +7,7 @@ serve the same principal share one bucket. Needs the `redis` extra:
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -78,6 +79,9 @@ class RedisRateLimiter:
             Set here, not left to redis-py, whose default was no timeout before its 8.0
             release (the extra takes `redis>=5`).
 
+    It runs on asyncio only (redis-py's client is asyncio's): on trio, every call is refused
+    (`RATE_LIMITED`, fail closed), and the log says why.
+
     Raises:
         ValueError: `timeout` (or the URL's own) is not a positive number of seconds, or
             `url` is not a Redis URL or holds a setting redis-py does not take.
@@ -108,7 +112,18 @@ class RedisRateLimiter:
         self._prefix = prefix
 
     async def acquire(self, key: str, *, per_minute: float, burst: int) -> float | None:
-        """Take a token for `key`; None when taken, else seconds until one is free."""
+        """Take a token for `key`; None when taken, else seconds until one is free.
+
+        Raises:
+            RuntimeError: The event loop is not asyncio's (redis-py's client is asyncio's).
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            # (the executor refuses the call, as for a Redis it cannot reach, and logs this)
+            raise RuntimeError(
+                "RedisRateLimiter runs on asyncio only (redis.asyncio), not on this event loop"
+            ) from None
         raw = await self._script(keys=[self._prefix + key], args=[per_minute / 60.0, burst])
         wait = float(raw.decode() if isinstance(raw, bytes) else raw)
         return None if wait < 0 else wait
