@@ -72,6 +72,12 @@ def is_count(value: object, least: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
+def is_positive(value: object) -> bool:
+    """Whether `value` is a finite number (an int or float, not a bool) above 0: what a
+    timeout or a rate must be (NaN and infinity would mean none at all)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf
+
+
 def _frozen(value: Any) -> frozenset[str]:
     """A set of names, from a set, a list, or one name as text."""
     return frozenset(name_tuple(value))
@@ -156,7 +162,7 @@ class ToolSpec:
         timeout = self.timeout
         if isinstance(timeout, bool) or not isinstance(timeout, int | float):
             raise TypeError(f"ToolSpec.timeout must be seconds, not {type(timeout).__name__}")
-        if not 0 < timeout < math.inf:  # (NaN or inf would be no timeout at all)
+        if not is_positive(timeout):
             raise ValueError(
                 f"ToolSpec.timeout must be a positive, finite number of seconds, not {timeout!r}"
             )

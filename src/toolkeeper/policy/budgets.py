@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..core.states import CallStatus
-from ..core.values import Principal, is_count
+from ..core.values import Principal, is_count, is_positive
 
 __all__ = ["COUNTED_STATUSES", "Budgets", "MemoryRateLimiter", "RateLimiter", "rate_key"]
 
@@ -57,9 +57,7 @@ class Budgets:
             if limit is not None and not is_count(limit, 0):
                 raise ValueError(f"Budgets.{name} must be a whole number of calls (0 or more)")
         rate = self.calls_per_minute
-        if rate is not None and not (
-            isinstance(rate, int | float) and not isinstance(rate, bool) and 0 < rate < float("inf")
-        ):
+        if rate is not None and not is_positive(rate):
             raise ValueError("Budgets.calls_per_minute must be a positive number")
         if not is_count(self.burst, 1):
             raise ValueError("Budgets.burst must be a whole number of calls (1 or more)")

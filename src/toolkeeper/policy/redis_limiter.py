@@ -8,8 +8,9 @@ serve the same principal share one bucket. Needs the `redis` extra:
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any
+
+from ..core.values import is_positive
 
 try:
     import redis.asyncio as aioredis
@@ -48,18 +49,11 @@ return tostring(wait)
 """
 
 
-def _positive_seconds(value: object) -> bool:
-    """Whether `value` is a finite number of seconds above 0 (0 or less times every command
-    out, NaN and infinity wait for ever: each would show only once calls came, every one of
-    them refused, or held)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf
-
-
 def _check_settings(pool: Any) -> None:
     """Refuse what the URL sets wrongly now: redis-py would only fail on the first command,
     and every call would then be refused as if Redis could not be reached."""
     for name in ("socket_timeout", "socket_connect_timeout"):
-        if not _positive_seconds(pool.connection_kwargs.get(name)):
+        if not is_positive(pool.connection_kwargs.get(name)):
             raise ValueError(f"the Redis URL's {name} must be a positive number of seconds")
     try:
         pool.make_connection()  # (builds a connection object; connects nothing)
@@ -94,7 +88,7 @@ class RedisRateLimiter:
         prefix: str = "tk:rl:",
         timeout: float = 5.0,
     ) -> None:
-        if not _positive_seconds(timeout):
+        if not is_positive(timeout):
             raise ValueError("RedisRateLimiter.timeout must be a positive number of seconds")
         # A pooled connection the server closed (its idle `timeout`, a proxy's, a restart or
         # failover) fails the next command sent on it: that one is sent again on a new
