@@ -9,7 +9,6 @@ adapter itself (see `toolkeeper.retrieval.adapter`) or a command line (see `tool
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
@@ -28,7 +27,7 @@ from ..retrieval.adapter import (
     sigmoid,
 )
 from ..retrieval.embed import Embedder, EmbeddingCache
-from ..retrieval.fusion import AbstentionModel, FusionConfig
+from ..retrieval.fusion import AbstentionModel, AbstentionSignals, FusionConfig
 from ..retrieval.selector import Selector
 from ..retrieval.text import tool_text
 from .datasets import AbstainQuery, Catalog, Query
@@ -51,9 +50,7 @@ __all__ = [
 SWEEP = (0.1, 0.15, 0.2, 0.22, 0.24, 0.26, 0.28, 0.3, 0.35, 0.4, 0.5)
 """The fit-probability thresholds `fit_abstention` reports."""
 
-Signals = tuple[float, float, int, float]
-"""What `AbstentionModel` weighs for one request (`Ranking.abstention_signals`)."""
-_NO_SIGNALS: Signals = (0.0, 0.0, 0, 0.0)
+_NO_SIGNALS: AbstentionSignals = (0.0, 0.0, 0, 0.0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -190,11 +187,11 @@ def abstain_set(
 
 def abstention_signals(
     queries: Sequence[AbstainQuery], *, embedder: Embedder, cache: EmbeddingCache | None = None
-) -> tuple[list[Signals], list[bool]]:
+) -> tuple[list[AbstentionSignals], list[bool]]:
     """What `AbstentionModel` weighs for each request, as the selector measures it over the
     request's own catalog with `embedder`, and whether a gold tool is among its first 3."""
     config = FusionConfig(abstain_below=None)
-    signals: list[Signals] = []
+    signals: list[AbstentionSignals] = []
     top3: list[bool] = []
     for query in queries:
         selector = Selector(embedder=embedder, cache=cache, config=config)
@@ -225,7 +222,7 @@ def fit_abstention(
 
 
 def fit_abstention_model(
-    signals: Sequence[Signals],
+    signals: Sequence[AbstentionSignals],
     top3: Sequence[bool],
     answerable: Sequence[bool],
     *,
@@ -243,7 +240,7 @@ def fit_abstention_model(
     abstain = np.array([not a for a in answerable], dtype=np.float64)
     if abstain.all() or not abstain.any():
         raise ValueError("fitting abstention needs answerable requests and others")
-    rows = [(s, c, math.log1p(n), f) for s, c, n, f in signals]
+    rows = [AbstentionModel.features(*s) for s in signals]
     features = np.c_[np.ones(len(rows)), np.asarray(rows, dtype=np.float64)]
     part = np.arange(len(rows)) % folds
     probability = np.zeros(len(rows))  # of fitting, as `AbstentionModel.fit_probability`
@@ -252,17 +249,7 @@ def fit_abstention_model(
         probability[part == fold] = 1.0 - sigmoid(np, features[part == fold] @ weights)
     should = [not a for a in answerable]
     report = [tradeoff(t, probability.tolist(), should, top3) for t in SWEEP]
-    bias, similarity, coverage, length, foreign = (
-        float(w) for w in _logistic(np, features, abstain)
-    )
-    model = AbstentionModel(
-        bias=bias,
-        similarity_weight=similarity,
-        coverage_weight=coverage,
-        length_weight=length,
-        foreign_weight=foreign,
-    )
-    return model, report
+    return AbstentionModel.of_weights(_logistic(np, features, abstain)), report
 
 
 def cross_fitted_abstention(
@@ -285,7 +272,7 @@ def cross_fitted_abstention(
     the same request twice); the model is fitted on both halves' signals. `embedder` embeds
     without an adapter.
     """
-    signals: list[Signals] = [_NO_SIGNALS] * len(requests)
+    signals: list[AbstentionSignals] = [_NO_SIGNALS] * len(requests)
     top3 = [False] * len(requests)
     first, second = halves(len(requests), seed)
     for held, taught in ((second, first), (first, second)):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "AbstentionModel",
+    "AbstentionSignals",
     "Coverage",
     "Fused",
     "FusionConfig",
@@ -21,6 +22,11 @@ __all__ = [
     "fuse",
     "interleave",
 ]
+
+
+AbstentionSignals = tuple[float, float, int, float]
+"""What `AbstentionModel` weighs for one request: the best cosine, the best coverage, the
+content words and the foreign share (`selector.Ranking.abstention_signals`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,16 +55,37 @@ class AbstentionModel:
     length_weight: float = -0.7492
     foreign_weight: float = -2.0097
 
+    @staticmethod
+    def features(
+        similarity: float, coverage: float, query_words: int, foreign: float = 0.0
+    ) -> tuple[float, float, float, float]:
+        """What the weights multiply, in their order (after `bias`): the signals, with the
+        query's length as `log(1 + n)`. `toolkeeper eval fit-adapter` fits on these."""
+        return similarity, coverage, math.log1p(query_words), foreign
+
+    @classmethod
+    def of_weights(cls, weights: Sequence[float]) -> AbstentionModel:
+        """The model of `bias` and the weights of `features`, in that order."""
+        bias, similarity, coverage, length, foreign = (float(w) for w in weights)
+        return cls(
+            bias=bias,
+            similarity_weight=similarity,
+            coverage_weight=coverage,
+            length_weight=length,
+            foreign_weight=foreign,
+        )
+
     def fit_probability(
         self, similarity: float, coverage: float, query_words: int, foreign: float = 0.0
     ) -> float:
         """The probability that some candidate fits (1 minus the abstention probability)."""
+        s, c, length, f = self.features(similarity, coverage, query_words, foreign)
         logit = (
             self.bias
-            + self.similarity_weight * similarity
-            + self.coverage_weight * coverage
-            + self.length_weight * math.log1p(query_words)
-            + self.foreign_weight * foreign
+            + self.similarity_weight * s
+            + self.coverage_weight * c
+            + self.length_weight * length
+            + self.foreign_weight * f
         )
         return 1.0 - 1.0 / (1.0 + math.exp(-max(min(logit, 50.0), -50.0)))
 

@@ -29,7 +29,7 @@ from ..policy.grants import may_use
 from .adapter import QueryAdapter
 from .dense import VectorIndex
 from .embed import Embedder, EmbeddingCache, MiniLMEmbedder, default_cache_path
-from .fusion import Coverage, Fused, FusionConfig, fuse, interleave
+from .fusion import AbstentionSignals, Coverage, Fused, FusionConfig, fuse, interleave
 from .keyword import KeywordIndex
 from .selection import Candidate, Selection
 from .text import QueryContext, clauses, compose_query, content_words, foreign_share, tool_text
@@ -81,7 +81,7 @@ class Ranking:
     clauses: tuple[str, ...] = ()
     """The clauses ranked on their own (`text.clauses`), if any."""
 
-    def abstention_signals(self) -> tuple[float, float, int, float] | None:
+    def abstention_signals(self) -> AbstentionSignals | None:
         """What `AbstentionModel` weighs: the best cosine and the best query-word coverage
         among the first candidates of the whole query, its content words and its share of
         letters that are not Latin (None: no candidate)."""
