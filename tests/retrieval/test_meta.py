@@ -478,3 +478,38 @@ def test_discovery_searches_again_after_close_sync_closed_the_index(weather_keep
     details = keeper.execute_sync(_call("get_tool_details", {"names": ["get_weather"]}, 2))
     assert [t["name"] for t in found.data["tools"]] == ["get_weather"]
     assert [t["name"] for t in details.data["tools"]] == ["get_weather"]
+
+
+@pytest.mark.anyio
+async def test_a_standalone_call_tool_passes_on_what_the_inner_refusal_details() -> None:
+    # Added by hand (not through `enable_discovery`), the discovery tools run the inner call
+    # themselves: the model must still see which arguments were wrong, and which approval
+    # request to ask for, not only the inner code.
+    keeper = Keeper(ledger="memory://", principal=USER)
+
+    @keeper.tool(effect="read_only")
+    async def lookup_order(order_id: int) -> str:
+        """Look an order up."""
+        return f"order {order_id}"
+
+    @keeper.tool(effect="destructive", permissions=["tools:call"])
+    async def delete_order(order_id: int) -> str:
+        """Delete an order."""
+        return "deleted"
+
+    selector = Selector.for_catalog(keeper.catalog, embedder=HashingEmbedder())
+    for tool in meta_tools(selector, keeper.execute):
+        keeper.add(tool)
+    async with keeper:
+        wrong = await keeper.execute(
+            _call("call_tool", {"name": "lookup_order", "arguments": {"order_id": "x"}}, 1)
+        )
+        held = await keeper.execute(
+            _call("call_tool", {"name": "delete_order", "arguments": {"order_id": 7}}, 2)
+        )
+        pending = await keeper.approvals.pending()
+    assert wrong.error is not None and wrong.error.details["code"] == "INVALID_ARGUMENTS"
+    assert [v["pointer"] for v in wrong.error.details["violations"]] == ["/order_id"]
+    assert held.error is not None and held.error.details["code"] == "APPROVAL_REQUIRED"
+    assert [p.id for p in pending] == [held.error.details["approval_id"]]
+    selector.close()

@@ -230,10 +230,15 @@ def meta_tools(
         error = result.error
         code = str(error.code) if error is not None else str(result.status)
         message = error.message if error is not None else str(result.status)
+        # What the inner refusal says beside its message (the violations of its arguments,
+        # the approval request to ask for) is what the model needs to correct or follow it.
+        details = {**(error.details if error is not None else {})}
+        if result.approval_id is not None:
+            details["approval_id"] = result.approval_id
         raise ToolFailed(
             message,
             retryable=bool(error and error.retryable),
-            details={"code": code, "status": str(result.status)},
+            details=details | {"code": code, "status": str(result.status)},
             # (what only the pipeline says, an inner call's approval say, stays a tool error)
             code=error.code if error is not None and error.code not in PIPELINE_CODES else None,
         )
