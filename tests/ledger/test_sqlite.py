@@ -217,6 +217,24 @@ async def test_without_create_another_programs_database_is_refused_and_left_as_i
     assert not (tmp_path / "app.db-wal").exists()
 
 
+async def test_without_create_a_ledger_out_of_wal_mode_is_read_and_left_in_its_mode(
+    tmp_path: Path,
+) -> None:
+    """`toolkeeper ledger list` on a copy made by `VACUUM INTO` (a rollback journal) switched
+    the copy to WAL, writing to a file it only looked at (and failing where it may not)."""
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path) as store:
+        await store.claim_call(call())
+    copy = tmp_path / "copy.db"
+    with sqlite3.connect(path) as db:
+        db.execute("VACUUM INTO ?", (str(copy),))
+    before = copy.read_bytes()
+    async with SQLiteStore(copy, create=False) as reader:
+        assert await reader.get_call("task-1", "call-1") is not None
+    assert copy.read_bytes() == before
+    assert not (tmp_path / "copy.db-wal").exists()
+
+
 async def test_a_ledger_is_never_created_in_another_programs_database(tmp_path: Path) -> None:
     """`serve --ledger sqlite:///app.db` added the ledger's tables to the app's database and
     switched it to WAL; an empty file may still become a ledger."""

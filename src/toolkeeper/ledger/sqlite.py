@@ -237,7 +237,8 @@ class SQLiteStore:
             folder that cannot be made (no right to, a file of that name) is a `StoreError`.
         create: When False, `open` refuses a file that does not exist instead of creating
             an empty ledger (for tools that only inspect one: a mistyped path is an error,
-            not an empty ledger), opens one this process may only read, and refuses one an
+            not an empty ledger), opens one this process may only read, leaves its journal
+            mode as it is (a copy made by `VACUUM INTO` stays out of WAL), and refuses one an
             older toolkeeper wrote instead of upgrading its schema. When True,
             `open` refuses a file it may not write, rather than every call's record failing.
         busy_timeout: Seconds an operation waits for another process's write lock before it
@@ -285,7 +286,8 @@ class SQLiteStore:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Open the file, switch it to WAL and apply missing migrations. Idempotent.
+        """Open the file, switch it to WAL and apply missing migrations (neither when
+        `create` is False). Idempotent.
 
         Raises:
             StoreError: the file cannot be opened or migrated (its folder cannot be made, it
@@ -323,7 +325,8 @@ class SQLiteStore:
             _make_folder(self.path)
         slow = self._connection(self.busy_timeout)
         try:
-            _use_wal(slow, self.busy_timeout)
+            if self.create:  # a store that only reads leaves the file's journal as it is
+                _use_wal(slow, self.busy_timeout)
             _migrate(slow, writes=self.create)
             fast = slow if self.path in _IN_MEMORY else self._connection(0.0)
         except BaseException:
