@@ -1,6 +1,7 @@
 """`toolkeeper approvals list|approve|deny` against a real SQLite ledger."""
 
 import json
+import sqlite3
 from pathlib import Path
 
 import anyio
@@ -99,6 +100,30 @@ def test_decided_requests_show_who_decided_and_a_denial_needs_a_reason(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].rstrip().endswith("DECIDED BY  NOTE")
     assert lines[2].rstrip().endswith("not now")
+
+
+def test_listing_requests_past_their_expiry_leaves_them_out_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`approvals list` marked each expired request expired in the ledger: a listing wrote, and
+    failed ("permission denied", "readonly database") for whoever may only read the ledger."""
+    db = tmp_path / "l.db"
+    waiting = _request(db, "c1")
+    expired = _request(db, "c2")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE approvals SET expires_at = 1.0 WHERE id = ?", (expired,))
+    conn.close()
+    assert main(["approvals", "list", "--ledger", str(db), "--json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [waiting]
+    with sqlite3.connect(db) as conn:
+        stored = conn.execute("SELECT status FROM approvals WHERE id = ?", (expired,)).fetchone()
+    conn.close()
+    assert stored == ("pending",)
+    assert main(["approvals", "list", "--all", "--ledger", str(db), "--json"]) == 0
+    listed = {r["id"]: r["status"] for r in json.loads(capsys.readouterr().out)}
+    assert listed == {waiting: "pending", expired: "expired"}
+    assert main(["approvals", "approve", expired, "--ledger", str(db), "--by", "ann"]) == 1
+    assert "expired" in capsys.readouterr().err
 
 
 def test_the_person_deciding_reads_the_arguments_as_written(

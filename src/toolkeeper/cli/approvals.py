@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from ..core.errors import ToolkeeperError
-from ..ledger.base import ApprovalRecord, ApprovalStatus
+from ..ledger.base import EVERY, ApprovalRecord, ApprovalStatus
 from ..policy.approvals import Approvals
 from ._common import LIST_LIMIT, add_ledger_option, count, existing_ledger, ledger_hint
 from ._table import CELL_WIDTH, render_table, visible_lines
@@ -27,10 +27,18 @@ def _when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _status(record: ApprovalRecord) -> str:
+    """Where a request stands now: a pending one past its expiry is expired, though no one
+    has written so yet (a listing only reads; a decision on it, or the call, marks it)."""
+    if record.status is ApprovalStatus.PENDING and record.expired(time.time()):
+        return ApprovalStatus.EXPIRED.value
+    return record.status.value
+
+
 def _as_dict(record: ApprovalRecord) -> dict[str, Any]:
     return {
         "id": record.id,
-        "status": record.status.value,
+        "status": _status(record),
         "tool": record.tool,
         "version": record.version,
         "task_id": record.task_id,
@@ -92,8 +100,9 @@ async def _run(args: argparse.Namespace) -> int:
         if args.action == "list":
             if args.all:
                 records = await store.list_approvals(limit=args.limit + 1)
-            else:
-                records = await approvals.pending()
+            else:  # read only (`approvals.pending()` marks the expired ones)
+                waiting = await store.list_approvals(status=ApprovalStatus.PENDING, limit=EVERY)
+                records = [r for r in waiting if _status(r) == ApprovalStatus.PENDING]
             if len(records) > args.limit:
                 records = records[: args.limit]
                 print(
@@ -109,7 +118,7 @@ async def _run(args: argparse.Namespace) -> int:
                 rows = [
                     [
                         r.id,
-                        r.status.value,
+                        _status(r),
                         r.tool,
                         r.principal_id,
                         json.dumps(dict(r.arguments), sort_keys=True, ensure_ascii=False),
