@@ -52,6 +52,18 @@ def test_list_filters_by_status_and_task_as_json(
     ]
 
 
+@pytest.mark.parametrize(("limit", "cut"), [(2, True), (3, False), (4, False)])
+def test_list_says_it_was_cut_only_when_calls_were_left_out(
+    ledger: str, capsys: pytest.CaptureFixture[str], limit: int, cut: bool
+) -> None:
+    # With as many calls as --limit, it said "the first 3 calls; --limit shows more": there
+    # were no more.
+    assert main(["ledger", "list", "--ledger", ledger, "--limit", str(limit), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == min(limit, 3)
+    assert ("--limit shows more" in err) is cut
+
+
 def test_ledger_url_comes_from_the_environment(
     ledger: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

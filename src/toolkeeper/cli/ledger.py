@@ -74,13 +74,15 @@ async def _records(args: argparse.Namespace) -> list[CallRecord]:
             await recover_abandoned(store)
             return await store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME], limit=EVERY)
         statuses = [CallStatus(s) for s in args.status] if args.status else None
-        return await store.list_calls(statuses=statuses, task_id=args.task, limit=args.limit)
+        # One more than shown: whether the list was cut (`_print`).
+        return await store.list_calls(statuses=statuses, task_id=args.task, limit=args.limit + 1)
     finally:
         await store.aclose()
 
 
 def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
-    if args.action == "list" and len(records) == args.limit:
+    if args.action == "list" and len(records) > args.limit:
+        records = records[: args.limit]
         print(
             f"toolkeeper ledger: the first {args.limit} calls; --limit shows more", file=sys.stderr
         )
