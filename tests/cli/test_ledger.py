@@ -52,7 +52,7 @@ def test_list_filters_by_status_and_task_as_json(
     ]
 
 
-@pytest.mark.parametrize(("limit", "cut"), [(2, True), (3, False), (4, False)])
+@pytest.mark.parametrize(("limit", "cut"), [(2, True), (3, False), (4, False), (2**64, False)])
 def test_list_says_it_was_cut_only_when_calls_were_left_out(
     ledger: str, capsys: pytest.CaptureFixture[str], limit: int, cut: bool
 ) -> None:

@@ -87,6 +87,8 @@ class LedgerContract:
             await store.claim_call(call(f"c{i}"))
         assert [r.call_id for r in await store.list_calls(limit=2)] == ["c0", "c1"]
         assert len(await store.list_calls(limit=EVERY)) == 3
+        # (beyond the databases' 64-bit integers: `ledger list --limit 99999999999999999999`)
+        assert len(await store.list_calls(limit=2**64)) == 3
         assert await store.list_calls(limit=0) == []
         with pytest.raises(ValueError, match="limit"):
             await store.list_calls(limit=-1)
@@ -303,6 +305,7 @@ class LedgerContract:
         pending = await store.list_approvals(status=ApprovalStatus.PENDING)
         assert [a.id for a in pending] == ["apr-1", "apr-0"]
         assert [a.id for a in await store.list_approvals(limit=1)] == ["apr-1"]
+        assert len(await store.list_approvals(limit=2**64)) == 3
 
     # -- durability ------------------------------------------------------------------------
 

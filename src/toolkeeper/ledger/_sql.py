@@ -22,7 +22,7 @@ from ._rows import (
     history_entry,
     result_columns,
 )
-from .base import ApprovalStatus, check_limit
+from .base import EVERY, ApprovalStatus, check_limit
 
 
 class Lifecycle(StrEnum):
@@ -87,11 +87,17 @@ def _in(column: str, values: Sequence[str]) -> str:
     return f"{column} IN ({', '.join('?' * len(values))})"
 
 
+def _as_limit(limit: int) -> int:
+    """`limit` as a LIMIT both databases take: their integers are 64-bit, and no ledger holds
+    `EVERY` rows, so a larger count lists the same."""
+    return min(limit, EVERY)
+
+
 def list_calls_query(
     statuses: Sequence[CallStatus] | None, task_id: str | None, limit: int
 ) -> tuple[str, tuple[Any, ...]]:
     """SQL and parameters of `LedgerStore.list_calls`."""
-    check_limit(limit)
+    limit = _as_limit(check_limit(limit))
     where: list[str] = []
     params: list[Any] = []
     if statuses is not None:
@@ -145,7 +151,7 @@ def list_approvals_query(status: ApprovalStatus | None, limit: int) -> tuple[str
         sql += " WHERE status = ?"
         params.append(status.value)
     sql += " ORDER BY created_at, id LIMIT ?"
-    params.append(limit)
+    params.append(_as_limit(limit))
     return sql, tuple(params)
 
 
