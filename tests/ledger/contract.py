@@ -306,6 +306,9 @@ class LedgerContract:
         assert [a.id for a in pending] == ["apr-1", "apr-0"]
         assert [a.id for a in await store.list_approvals(limit=1)] == ["apr-1"]
         assert len(await store.list_approvals(limit=2**64)) == 3
+        assert await store.list_approvals(limit=0) == []
+        with pytest.raises(ValueError, match="limit"):  # (not all, nor all but the last)
+            await store.list_approvals(limit=-1)
 
     # -- durability ------------------------------------------------------------------------
 

@@ -151,7 +151,7 @@ def list_approvals_query(status: ApprovalStatus | None, limit: int) -> tuple[str
         sql += " WHERE status = ?"
         params.append(status.value)
     sql += " ORDER BY created_at, id LIMIT ?"
-    params.append(_as_limit(limit))
+    params.append(_as_limit(check_limit(limit)))
     return sql, tuple(params)
 
 

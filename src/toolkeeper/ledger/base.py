@@ -264,7 +264,12 @@ class LedgerStore(Protocol):
     async def list_approvals(
         self, *, status: ApprovalStatus | None = None, limit: int = 1000
     ) -> list[ApprovalRecord]:
-        """Approval requests, oldest first."""
+        """Approval requests in `status` (every status when None), oldest first: at most
+        `limit` (0 or more; `EVERY` for all of them).
+
+        Raises:
+            ValueError: `limit` is negative.
+        """
         ...
 
 

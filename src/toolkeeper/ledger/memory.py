@@ -202,6 +202,7 @@ class MemoryStore:
     async def list_approvals(
         self, *, status: ApprovalStatus | None = None, limit: int = 1000
     ) -> list[ApprovalRecord]:
+        check_limit(limit)
         rows = [r for r in self._approvals.values() if status is None or r.status is status]
         rows.sort(key=lambda r: r.created_at)
         return rows[:limit]
