@@ -6,7 +6,7 @@ import json
 from typing import Annotated
 
 import pytest
-from openai.types.chat import ChatCompletionFunctionTool
+from openai.types.chat import ChatCompletion, ChatCompletionFunctionTool
 from openai.types.shared import FunctionDefinition
 from pydantic import BaseModel, Field
 
@@ -72,6 +72,28 @@ def test_parse_returns_every_parallel_call_in_order() -> None:
         ("call_99999def", "send_email"),
     ]
     assert calls[1].arguments == {"location": "Bogotá, Colombia"}
+
+
+def test_a_choice_on_its_own_or_the_choices_parse_as_the_calls_they_hold() -> None:
+    """`completion.choices[0]`, the usual way to a message in the SDK, parsed to no calls
+    (its tool calls, or its legacy function_call, under `message` were never looked at), and
+    the list of choices to one call without a name."""
+    completion = ChatCompletion.model_validate(load("openai_chat_parallel.json"))
+    whole = OpenAIChat().parse(completion)
+    assert len(whole) == 3
+    assert OpenAIChat().parse(completion.choices[0]) == whole
+    assert OpenAIChat().parse(completion.choices) == whole
+    legacy = {
+        "index": 0,
+        "finish_reason": "function_call",
+        "message": {
+            "role": "assistant",
+            "content": None,
+            "function_call": {"name": "get_weather", "arguments": '{"location": "Oslo"}'},
+        },
+    }
+    [call] = OpenAIChat().parse(legacy)
+    assert (call.name, call.arguments) == ("get_weather", {"location": "Oslo"})
 
 
 def test_unparsable_arguments_stay_raw_text_instead_of_raising() -> None:

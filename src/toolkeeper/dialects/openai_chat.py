@@ -7,6 +7,9 @@ are passed in. A schema strict mode cannot express is exported with `strict: fal
 report says why. A tool whose source declared `strict` (`metadata["strict"]`, kept by the
 OpenAI and Anthropic imports) keeps it: `strict: false` goes out as it came in, and a
 `strict: true` that cannot be kept is reported.
+
+`parse` reads a whole completion (its first choice), one choice or a list of them, the
+assistant message (its `tool_calls`, or a legacy `function_call`), its tool calls, or one.
 """
 
 from __future__ import annotations
@@ -219,7 +222,11 @@ class OpenAIChat(Dialect):
         data = self.response_data(response)
         if isinstance(data, Mapping) and "choices" in data:
             turn = turn or self.response_turn(data.get("id"))  # the completion's id names the turn
-            data = mapping(first(data["choices"]).get("message"))
+            data = first(data["choices"])
+        elif isinstance(data, list) and "message" in first(data):
+            data = first(data)  # a completion's choices
+        if isinstance(data, Mapping) and "message" in data:
+            data = mapping(data["message"])  # one choice of a completion
         if isinstance(data, Mapping) and data.get("type") == "function" and "function" in data:
             raw_calls = [data]  # one tool call of a message
         elif isinstance(data, Mapping):
