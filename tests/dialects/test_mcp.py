@@ -48,6 +48,34 @@ def test_parse_reads_tools_call_requests_with_their_ids() -> None:
     ]
 
 
+def test_sampling_tool_use_blocks_parse_with_their_ids_and_inputs() -> None:
+    """A `ToolUseContent` (what a model asks for in MCP sampling) on its own was read as
+    `tools/call` params: its `input` was never looked at, so the call ran with no arguments,
+    under a made-up id; a `CreateMessageResult` holding such blocks parsed to no calls."""
+    use = mcp_types.ToolUseContent(
+        type="tool_use", id="toolu_1", name="weather", input={"location": "Oslo"}
+    )
+    other = mcp_types.ToolUseContent(type="tool_use", id="toolu_2", name="time", input={})
+    sampled = mcp_types.CreateMessageResultWithTools(
+        role="assistant",
+        model="m",
+        stop_reason="toolUse",
+        content=[mcp_types.TextContent(type="text", text="Both."), use, other],
+    )
+    calls = [(c.call_id, c.name, c.arguments) for c in MCP().parse(sampled)]
+    assert calls == [("toolu_1", "weather", {"location": "Oslo"}), ("toolu_2", "time", {})]
+    assert [(c.call_id, c.name, c.arguments) for c in MCP().parse(use)] == calls[:1]
+    lone = mcp_types.CreateMessageResultWithTools(
+        role="assistant", model="m", stop_reason="toolUse", content=use
+    )
+    assert [(c.call_id, c.name, c.arguments) for c in MCP().parse(lone)] == calls[:1]
+
+
+def test_a_resource_link_is_no_call() -> None:
+    link = mcp_types.ResourceLink(type="resource_link", name="report", uri="file:///r.txt")
+    assert MCP().parse(link) == []
+
+
 def test_a_json_rpc_error_has_no_calls() -> None:
     assert MCP().parse(load("mcp_error.json")) == []
 

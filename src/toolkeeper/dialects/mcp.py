@@ -7,6 +7,9 @@ and destructive, it is read as destructive, and reported), the annotations as re
 kept in `metadata["annotations"]`, and local configuration overrides them with
 `dataclasses.replace(spec, effect=..., idempotent=...)`. MCP has no tool_choice of its own;
 `export_tool_choice` maps onto the sampling request's `toolChoice`.
+
+`parse` reads `tools/call` requests (or their params) and, from sampling, a
+`CreateMessageResult` or `SamplingMessage` with its `tool_use` blocks, or one such block.
 """
 
 from __future__ import annotations
@@ -107,17 +110,24 @@ class MCP(Dialect):
         self, response: Any, *, tools: Sequence[ToolSpec] = (), turn: str | None = None
     ) -> list[ToolCall]:
         data = self.response_data(response)
+        if isinstance(data, Mapping) and _sampled(data):
+            content = data["content"]  # a sampling result or message: its tool_use blocks
+            data = content if isinstance(content, list) else [content]
         requests = data if isinstance(data, list) else [data]
         calls = []
         for position, request in enumerate(requests):
             if not isinstance(request, Mapping):
                 continue
-            if "method" in request:
+            params: Mapping[str, Any]
+            if request.get("type") == "tool_use":
+                params = {"name": request.get("name"), "arguments": request.get("input")}
+                request_id = request.get("id")
+            elif "method" in request:
                 if request.get("method") != "tools/call":
                     continue
                 params = mapping(request.get("params"))
                 request_id = request.get("id")
-            elif "name" in request:
+            elif "name" in request and "type" not in request:  # (a resource link has a name)
                 params, request_id = request, None
             else:
                 continue
@@ -177,6 +187,12 @@ class MCP(Dialect):
         value = fields.get("toolChoice", fields.get("tool_choice")) or {}
         modes: dict[str, ChoiceMode] = {"auto": "auto", "required": "required", "none": "none"}
         return ToolChoice(mode=modes.get(str(value.get("mode") or "auto"), "auto"))
+
+
+def _sampled(data: Mapping[str, Any]) -> bool:
+    """Whether `data` is a sampling result or message (`CreateMessageResult`,
+    `SamplingMessage`): content blocks, among them the `tool_use` blocks a model asked for."""
+    return "content" in data and "role" in data and "method" not in data
 
 
 def _drop(pointer: str, keyword: str, reason: str) -> Loss:
