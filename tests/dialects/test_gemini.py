@@ -83,6 +83,17 @@ def test_the_sdks_function_calls_and_a_part_on_its_own_parse_as_the_calls_they_h
     assert Gemini().parse({"name": "f", "args": {"a": 1}, "id": "fc-1"}) == whole[:1]
 
 
+def test_a_candidate_on_its_own_or_the_candidates_parse_as_the_calls_they_hold() -> None:
+    """`response.candidates[0]` parsed to no calls: its parts, under `content`, were never
+    looked at."""
+    response = genai_types.GenerateContentResponse.model_validate(load("gemini_parallel.json"))
+    whole = Gemini().parse(response, turn="t1")
+    assert len(whole) == 3
+    assert response.candidates is not None
+    assert Gemini().parse(response.candidates[0], turn="t1") == whole
+    assert Gemini().parse(response.candidates, turn="t1") == whole
+
+
 def test_unsupported_keywords_move_into_the_description() -> None:
     spec = ToolSpec(
         name="f",

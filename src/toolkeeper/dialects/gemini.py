@@ -6,6 +6,8 @@ the description and reported. Imports read `parametersJsonSchema` or the older O
 `parameters` (`type: STRING`, `nullable`). Gemini may return calls without ids: `parse` then
 synthesizes stable ones from the call's position, name and arguments, and `format_result`
 leaves them out of the `functionResponse`, as Gemini matches such responses by name and order.
+`parse` reads a whole response (its first candidate), one candidate or a list of them, a
+`Content`, its parts, or one part or function call.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from .base import (
     first,
     function_fields,
     items_of,
-    mapping,
     plain,
 )
 from .schemas import FullSchema, GeminiSchema, full_schema, nullable, object_root
@@ -147,7 +148,11 @@ class Gemini(Dialect):
         if isinstance(data, Mapping) and "candidates" in data:
             # Gemini names no calls: its response id tells one turn's calls from another's.
             turn = turn or self.response_turn(data.get("responseId") or data.get("response_id"))
-            data = mapping(first(data["candidates"]).get("content"))
+            data = first(data["candidates"])
+        elif isinstance(data, list) and "content" in first(data):
+            data = first(data)  # a response's candidates
+        if isinstance(data, Mapping) and isinstance(data.get("content"), Mapping):
+            data = data["content"]  # one candidate of a response
         if isinstance(data, Mapping) and _call_of(data) is not None:
             data = [data]  # one part of a response, or one function call
         parts = items_of(data.get("parts") if isinstance(data, Mapping) else data)
