@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from dataclasses import replace
+from typing import Annotated, Any
 
 import pytest
-from openai.types.chat import ChatCompletion, ChatCompletionFunctionTool
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionFunctionMessageParam,
+    ChatCompletionFunctionTool,
+)
 from openai.types.shared import FunctionDefinition
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from toolkeeper import CallStatus, Effect, Keeper, Tool
-from toolkeeper.core.values import ToolSpec
+from toolkeeper.core.values import ToolResult, ToolSpec
 from toolkeeper.dialects import Action, LossError, OpenAIChat
 from toolkeeper.schema.validate import compile_validator
 
@@ -94,6 +99,26 @@ def test_a_choice_on_its_own_or_the_choices_parse_as_the_calls_they_hold() -> No
     }
     [call] = OpenAIChat().parse(legacy)
     assert (call.name, call.arguments) == ("get_weather", {"location": "Oslo"})
+
+
+def test_a_legacy_function_call_is_answered_with_a_function_message() -> None:
+    """A legacy `function_call` has no id; its result went out as a `role: "tool"` message
+    naming a made-up `tool_call_id`, which OpenAI refuses (a tool message must answer a
+    `tool_calls` entry). It is answered as the API asks: `role: "function"` with the name."""
+    message = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": "weather_get", "arguments": '{"location": "Oslo"}'},
+    }
+    [call] = OpenAIChat().parse(message, tools=[WEATHER], turn="t1")
+    result = ToolResult(call_id=call.call_id, tool=call.name, status=CallStatus.SUCCEEDED, data=1)
+    answer = OpenAIChat().format_result(result, tools=[WEATHER])
+    assert answer == {"role": "function", "name": "weather_get", "content": "1"}
+    adapter: TypeAdapter[Any] = TypeAdapter(ChatCompletionFunctionMessageParam)
+    assert adapter.validate_python(answer) == answer
+    [tool_call] = OpenAIChat().parse(load("openai_chat_parallel.json"))[:1]
+    result = replace(result, call_id=tool_call.call_id)
+    assert OpenAIChat().format_result(result)["tool_call_id"] == tool_call.call_id
 
 
 def test_unparsable_arguments_stay_raw_text_instead_of_raising() -> None:

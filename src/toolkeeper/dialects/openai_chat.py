@@ -9,7 +9,8 @@ OpenAI and Anthropic imports) keeps it: `strict: false` goes out as it came in, 
 `strict: true` that cannot be kept is reported.
 
 `parse` reads a whole completion (its first choice), one choice or a list of them, the
-assistant message (its `tool_calls`, or a legacy `function_call`), its tool calls, or one.
+assistant message (its `tool_calls`, or a legacy `function_call`, whose result goes back as a
+`role: "function"` message), its tool calls, or one.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ from .schemas import (
 )
 
 __all__ = ["OpenAIChat", "drop_absent_nulls", "openai_parameters"]
+
+_LEGACY_PREFIX = "tk-openai-fn-"
+"""How the ids `parse` makes up for legacy `function_call`s start: their results are answered
+with a `role: "function"` message, as such a call has no id a `role: "tool"` one could name."""
 
 
 def openai_parameters(
@@ -227,6 +232,7 @@ class OpenAIChat(Dialect):
             data = first(data)  # a completion's choices
         if isinstance(data, Mapping) and "message" in data:
             data = mapping(data["message"])  # one choice of a completion
+        prefix = "tk-openai-"
         if isinstance(data, Mapping) and data.get("type") == "function" and "function" in data:
             raw_calls = [data]  # one tool call of a message
         elif isinstance(data, Mapping):
@@ -234,6 +240,7 @@ class OpenAIChat(Dialect):
             legacy = data.get("function_call")
             if not raw_calls and isinstance(legacy, Mapping):
                 raw_calls = [{"id": None, "type": "function", "function": legacy}]
+                prefix = _LEGACY_PREFIX
         else:
             raw_calls = items_of(data)
         calls = []
@@ -243,9 +250,7 @@ class OpenAIChat(Dialect):
             function = mapping(item.get("function"))
             name = str(function.get("name") or "")
             arguments = function.get("arguments")
-            call_id = item.get("id") or self.synthetic_id(
-                "tk-openai-", position, name, arguments, turn
-            )
+            call_id = item.get("id") or self.synthetic_id(prefix, position, name, arguments, turn)
             call = self.call(
                 call_id=str(call_id), wire_name=name, raw_arguments=arguments, tools=tools
             )
@@ -256,6 +261,9 @@ class OpenAIChat(Dialect):
         return "a chat.completion.chunk" if data.get("object") == "chat.completion.chunk" else None
 
     def result_message(self, result: ToolResult, tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        if result.call_id.startswith(_LEGACY_PREFIX):
+            name = self.exported_name(result.tool, tools)
+            return {"role": "function", "name": name, "content": result_text(result)}
         return {"role": "tool", "tool_call_id": result.call_id, "content": result_text(result)}
 
     def export_tool_choice(
