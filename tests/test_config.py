@@ -330,3 +330,28 @@ def test_a_timeout_or_rate_of_inf_or_nan_is_refused(value: str) -> None:
         with pytest.raises(ConfigError) as error:
             parse_config(text, file="gw.toml")
         assert error.value.key == key
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["localhost:8000/mcp", "ftp://h/mcp", "", "http://", "http:///mcp", "http://h:99999/mcp"],
+)
+def test_an_upstream_url_no_client_can_reach_is_refused_with_its_line(url: str) -> None:
+    """It was taken, and the gateway served on, retrying it for ever with an error per try."""
+    text = f'[server]\nport = 1\n[upstreams.docs]\nurl = "{url}"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (4, "upstreams.docs.url")
+
+
+def test_an_upstream_url_with_a_password_is_refused_without_quoting_it() -> None:
+    text = '[upstreams.docs]\nurl = "ftp://user:hunter2-secret@h/mcp"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert "hunter2-secret" not in str(error.value)
+
+
+@pytest.mark.parametrize("url", ["http://h/mcp", "HTTPS://user:pw@h:8443/mcp", "http://[::1]:80/"])
+def test_an_http_or_https_upstream_url_is_taken(url: str) -> None:
+    config = parse_config(f'[upstreams.docs]\nurl = "{url}"\n', file="gw.toml")
+    assert config.upstreams["docs"].url == url

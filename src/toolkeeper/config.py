@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -125,6 +126,18 @@ class ToolOverrideConfig(_Model):
     tags: list[str] = []
 
 
+def _http_url(url: str) -> str:
+    # Never quoted: a URL may hold a password (`https://user:secret@host/mcp`).
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port that is not a number in range
+    except ValueError:
+        raise ValueError("is not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("an upstream's url is http:// or https:// with a host")
+    return url
+
+
 class UpstreamConfig(_Model):
     """`[upstreams.NAME]`: one upstream MCP server (stdio `command`, or HTTP `url`)."""
 
@@ -135,7 +148,8 @@ class UpstreamConfig(_Model):
     cwd: str | None = None
     """The server process's working directory, relative to the configuration file's folder
     (default: the gateway's working directory, which relative `args` are then taken from)."""
-    url: str | None = None
+    url: Annotated[str, AfterValidator(_http_url)] | None = None
+    """The streamable HTTP endpoint: an `http://` or `https://` URL with a host."""
     headers: dict[str, str] = Field(default={}, repr=False)
     """HTTP headers sent with each request (`${NAME}` expanded; left out of reprs)."""
     timeout: float = Field(default=30.0, gt=0)
