@@ -355,3 +355,19 @@ def test_an_upstream_url_with_a_password_is_refused_without_quoting_it() -> None
 def test_an_http_or_https_upstream_url_is_taken(url: str) -> None:
     config = parse_config(f'[upstreams.docs]\nurl = "{url}"\n', file="gw.toml")
     assert config.upstreams["docs"].url == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:pw@127.0.0.1:notaport/0",
+        "redis://127.0.0.1:6379/0?socket_timout=1",
+        "redis://127.0.0.1:6379/0?socket_timeout=0",
+    ],
+)
+def test_a_redis_url_redis_py_cannot_take_is_refused_with_its_line(url: str) -> None:
+    """It was found only when `toolkeeper serve` built the gateway, as a traceback."""
+    text = f'[budgets]\ncalls_per_minute = 60\nrate_limiter = "{url}"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "budgets.rate_limiter")

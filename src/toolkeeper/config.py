@@ -419,6 +419,20 @@ def _resolve_tokens(
     return config.model_copy(update={"principals": principals})
 
 
+def _check_rate_limiter(url: str, raise_at: Callable[[Sequence[str | int], str], NoReturn]) -> None:
+    """Build the Redis limiter once (it connects nothing): a URL redis-py cannot read, or the
+    `redis` extra missing, is then the file's error, not a traceback when the gateway starts."""
+    where = ("budgets", "rate_limiter")
+    try:
+        from .policy.redis_limiter import RedisRateLimiter
+    except ImportError as exc:
+        raise_at(where, str(exc))
+    try:
+        RedisRateLimiter(url)
+    except ValueError as exc:  # (its messages never quote the URL, which may hold a password)
+        raise_at(where, str(exc))
+
+
 def parse_config(
     text: str, *, file: str = "<config>", base_dir: str | None = None
 ) -> GatewayConfig:
@@ -459,6 +473,8 @@ def parse_config(
         open_store(config.server.ledger)  # only made, not opened: is it a ledger URL at all?
     except ConfigurationError as exc:
         raise_at(("server", "ledger"), str(exc))
+    if config.budgets is not None and config.budgets.rate_limiter is not None:
+        _check_rate_limiter(config.budgets.rate_limiter, raise_at)
     for index, entry in enumerate(config.tools):
         if entry.file is None:
             continue
