@@ -371,3 +371,11 @@ def test_a_redis_url_redis_py_cannot_take_is_refused_with_its_line(url: str) -> 
     with pytest.raises(ConfigError) as error:
         parse_config(text, file="gw.toml")
     assert (error.value.line, error.value.key) == (3, "budgets.rate_limiter")
+
+
+@pytest.mark.parametrize("module", ["", ".tools", "tools.", "my tools"])
+def test_a_tool_module_that_is_no_module_name_is_refused_with_its_line(module: str) -> None:
+    """An empty or relative name reached importlib, and toolkeeper serve showed a traceback."""
+    with pytest.raises(ConfigError) as error:
+        parse_config(f'[server]\nport = 1\n[[tools]]\nmodule = "{module}"\n', file="gw.toml")
+    assert (error.value.line, error.value.key) == (4, "tools.0.module")

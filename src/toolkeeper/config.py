@@ -182,11 +182,17 @@ class BudgetsConfig(_Model):
     """A Redis URL: one rate limit shared by every gateway process (default: per process)."""
 
 
+def _module_name(name: str) -> str:
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise ValueError("is not a module name (names of Python identifiers joined by dots)")
+    return name
+
+
 class LocalTools(_Model):
     """`[[tools]]`: a Python module whose `register(keeper)` adds tools."""
 
-    module: str | None = None
-    """An importable module name."""
+    module: Annotated[str, AfterValidator(_module_name)] | None = None
+    """An importable module name (dotted, absolute)."""
     file: str | None = None
     """A Python file, relative to the configuration file."""
 
