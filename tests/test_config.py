@@ -379,3 +379,22 @@ def test_a_tool_module_that_is_no_module_name_is_refused_with_its_line(module: s
     with pytest.raises(ConfigError) as error:
         parse_config(f'[server]\nport = 1\n[[tools]]\nmodule = "{module}"\n', file="gw.toml")
     assert (error.value.line, error.value.key) == (4, "tools.0.module")
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ('command = ""', "upstreams.t.command"),
+        ('command = "py\\u0000"', "upstreams.t.command"),
+        ('command = "x"\nargs = ["-m", "a\\u0000b"]', "upstreams.t.args.1"),
+        ('command = "x"\nenv = { "A=B" = "1" }', 'upstreams.t.env."A=B"'),
+        ('command = "x"\nenv = { "" = "1" }', 'upstreams.t.env.""'),
+        ('command = "x"\nenv = { A = "a\\u0000b" }', "upstreams.t.env.A"),
+    ],
+)
+def test_an_upstream_no_process_could_be_started_as_is_refused(line: str, key: str) -> None:
+    """The gateway served on, failing to start it at every reconnection attempt with an error
+    that named neither the key nor the value ("illegal environment variable name")."""
+    with pytest.raises(ConfigError) as error:
+        parse_config(f"[upstreams.t]\n{line}\n", file="gw.toml")
+    assert error.value.key == key

@@ -126,6 +126,10 @@ class ToolOverrideConfig(_Model):
     tags: list[str] = []
 
 
+_NO_NUL = r"^[^\x00]*$"
+"""What a program's name, arguments and environment may hold (the OS ends a string at NUL)."""
+
+
 def _http_url(url: str) -> str:
     # Never quoted: a URL may hold a password (`https://user:secret@host/mcp`).
     try:
@@ -141,9 +145,11 @@ def _http_url(url: str) -> str:
 class UpstreamConfig(_Model):
     """`[upstreams.NAME]`: one upstream MCP server (stdio `command`, or HTTP `url`)."""
 
-    command: str | None = None
-    args: list[str] = []
-    env: dict[str, str] = Field(default={}, repr=False)
+    command: Annotated[str, Field(min_length=1, pattern=_NO_NUL)] | None = None
+    args: list[Annotated[str, Field(pattern=_NO_NUL)]] = []
+    env: dict[
+        Annotated[str, Field(pattern=r"^[^=\x00]+$")], Annotated[str, Field(pattern=_NO_NUL)]
+    ] = Field(default={}, repr=False)
     """The server process's environment variables (`${NAME}` expanded; left out of reprs)."""
     cwd: str | None = None
     """The server process's working directory, relative to the configuration file's folder
