@@ -128,6 +128,20 @@ class LedgerContract:
         with pytest.raises(KeyError):
             await store.transition("task-1", "nope", expected=S.RUNNING, target=S.SUCCEEDED)
 
+    async def test_an_illegal_transition_is_refused_as_such_before_the_record_is_read(
+        self, store: LedgerStore
+    ) -> None:
+        # Every store says the same of a transition no call may make: the memory store said
+        # KeyError (a missing call) or StaleState (another attempt) where the SQL stores said
+        # IllegalTransition.
+        with pytest.raises(IllegalTransition):
+            await store.transition("task-1", "nope", expected=S.SUCCEEDED, target=S.RUNNING)
+        await store.claim_call(call(status=S.RUNNING))
+        with pytest.raises(IllegalTransition):
+            await store.transition(
+                "task-1", "call-1", expected=S.SUCCEEDED, target=S.RUNNING, expected_attempt=9
+            )
+
     async def test_concurrent_transitions_from_one_state_have_one_winner(
         self, connect: Connect
     ) -> None:

@@ -15,7 +15,7 @@ from ..core.errors import IllegalTransition
 from ..core.states import CallStatus, can_transition
 from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState, check_limit
 
-__all__ = ["MemoryStore", "apply_checked", "apply_transition", "check_transition", "stamp_new"]
+__all__ = ["MemoryStore", "apply_checked", "check_transition", "stamp_new"]
 
 # Fields a transition never takes from `changes`: the key, and what the store derives.
 _KEY_FIELDS = frozenset({"task_id", "call_id", "status", "history", "updated_at", "result_ref"})
@@ -46,32 +46,11 @@ def check_transition(
     return checked
 
 
-def apply_transition(
-    record: CallRecord,
-    *,
-    expected: CallStatus,
-    target: CallStatus,
-    changes: Mapping[str, Any] | None,
-    now: float,
-) -> CallRecord:
-    """The record after a compare-and-set transition: the reference semantics.
-
-    Raises:
-        IllegalTransition: the state machine does not allow it.
-        StaleState: `record` is not in `expected`.
-        ValueError: `changes` names a key field or an unknown field.
-    """
-    checked = check_transition(expected, target, changes)
-    if record.status is not expected:
-        raise StaleState(expected, record.status)
-    return apply_checked(record, target=target, checked=checked, now=now)
-
-
 def apply_checked(
     record: CallRecord, *, target: CallStatus, checked: dict[str, Any], now: float
 ) -> CallRecord:
-    """`apply_transition` of changes `check_transition` returned, to a record known to be in
-    the expected state (consumes `checked`)."""
+    """The record after a transition: the changes `check_transition` returned, applied to a
+    record known to be in the expected state (consumes `checked`)."""
     checked.update(status=target, updated_at=now, history=(*record.history, (target, now)))
     return replace(record, checked)
 
@@ -128,12 +107,14 @@ class MemoryStore:
         expected_attempt: int | None = None,
     ) -> CallRecord:
         key = (task_id, call_id)
+        # What the call cannot become is said first, whatever the record, as the SQL stores do.
+        checked = check_transition(expected, target, changes)
         record = self._calls[key]
-        if expected_attempt is not None and record.attempt != expected_attempt:
+        if record.status is not expected or (
+            expected_attempt is not None and record.attempt != expected_attempt
+        ):
             raise StaleState(expected, record.status)
-        updated = apply_transition(
-            record, expected=expected, target=target, changes=changes, now=time.time()
-        )
+        updated = apply_checked(record, target=target, checked=checked, now=time.time())
         self._calls[key] = updated
         return updated
 
