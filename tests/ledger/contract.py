@@ -303,6 +303,15 @@ class LedgerContract:
             )
         assert await store.get_approval("apr-1") == decided
 
+    async def test_pending_is_no_decision(self, store: LedgerStore) -> None:
+        # It stamped who decided and when on a request that stayed pending.
+        request = await store.create_approval(approval())
+        with pytest.raises(ValueError, match="pending"):
+            await store.decide_approval(
+                "apr-1", status=ApprovalStatus.PENDING, by="eve", note="hm", at=2000.0
+            )
+        assert await store.get_approval("apr-1") == request
+
     async def test_deciding_a_missing_approval_raises_key_error(self, store: LedgerStore) -> None:
         with pytest.raises(KeyError):
             await store.decide_approval(

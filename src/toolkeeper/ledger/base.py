@@ -253,11 +253,11 @@ class LedgerStore(Protocol):
         note: str | None,
         at: float,
     ) -> ApprovalRecord:
-        """Approve, deny or expire a *pending* request.
+        """Approve, deny, expire or withdraw a *pending* request.
 
         Raises:
             KeyError: no such approval.
-            ValueError: the request is no longer pending.
+            ValueError: the request is no longer pending, or `status` is `PENDING`.
         """
         ...
 
@@ -319,6 +319,18 @@ def _process_start(pid: int) -> float | None:
 
 EVERY = 2**62
 """A `list_calls` limit no ledger reaches: every matching call."""
+
+
+def check_decision(status: ApprovalStatus) -> ApprovalStatus:
+    """`status` when a pending request may end in it (any but pending).
+
+    Raises:
+        ValueError: it is `PENDING`: no decision (one would stamp who decided and when on a
+            request that stays pending).
+    """
+    if status is ApprovalStatus.PENDING:
+        raise ValueError("a decision is approved, denied, expired or withdrawn, not pending")
+    return status
 
 
 def check_limit(limit: int) -> int:

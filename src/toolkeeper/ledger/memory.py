@@ -13,7 +13,14 @@ from typing import Any, Self
 from ..core._fastinit import replace
 from ..core.errors import IllegalTransition
 from ..core.states import CallStatus, can_transition
-from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState, check_limit
+from .base import (
+    ApprovalRecord,
+    ApprovalStatus,
+    CallRecord,
+    StaleState,
+    check_decision,
+    check_limit,
+)
 
 __all__ = ["MemoryStore", "apply_checked", "check_transition", "stamp_new"]
 
@@ -171,6 +178,7 @@ class MemoryStore:
         note: str | None,
         at: float,
     ) -> ApprovalRecord:
+        check_decision(status)
         record = self._approvals[approval_id]
         if record.status is not ApprovalStatus.PENDING:
             raise ValueError(f"approval {approval_id} is {record.status}, not pending")

@@ -39,7 +39,7 @@ from ..core.errors import ConfigurationError, StoreError
 from ..core.states import CallStatus
 from . import _rows as codec
 from . import _sql as q
-from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
+from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState, check_decision
 from .memory import check_transition, stamp_new
 from .migrations import (
     INSERT_VERSION,
@@ -474,7 +474,8 @@ class PostgresStore:
         at: float,
     ) -> ApprovalRecord:
         async with self._conn() as conn:
-            cur = await conn.execute(_DECIDE_APPROVAL, (status.value, by, note, at, approval_id))
+            decided = (check_decision(status).value, by, note, at, approval_id)
+            cur = await conn.execute(_DECIDE_APPROVAL, decided)
             row = await cur.fetchone()
             if row is not None:
                 return codec.approval_from_row(row)

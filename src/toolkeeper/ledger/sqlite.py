@@ -47,7 +47,7 @@ from ..core.values import Effect
 from . import _rows as codec
 from . import _sql as q
 from ._group_commit import GroupCommit, Mode
-from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
+from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState, check_decision
 from .memory import apply_checked, check_transition, stamp_new
 from .migrations import (
     INSERT_VERSION,
@@ -524,7 +524,7 @@ class SQLiteStore:
         note: str | None,
         at: float,
     ) -> ApprovalRecord:
-        params = (status.value, by, note, at, approval_id)
+        params = (check_decision(status).value, by, note, at, approval_id)
 
         def op(conn: sqlite3.Connection) -> ApprovalRecord:
             rows = conn.execute(q.DECIDE_APPROVAL, params).fetchall()
