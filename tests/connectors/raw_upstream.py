@@ -8,6 +8,8 @@
 - `odd name` (read-only) has a name MCP clients cannot call as it is.
 - `refuse` (a write too) answers with the JSON-RPC error -32000, the code servers commonly use
   for their own errors (and the SDK for a closed connection), without doing anything.
+- `refuse_plainly` (a write) answers with a JSON-RPC error that is a string, not an error
+  object, as a buggy server does, without doing anything.
 - `garbled` (a write) does its write, then answers with a result that is no `CallToolResult`
   (`content` a string), as a buggy server does.
 - `huge` (a write) does its write, then answers with 65 MiB of text: more than a line may be;
@@ -34,6 +36,7 @@ TOOL = {
     "annotations": {"readOnlyHint": False, "destructiveHint": False},
 }
 REFUSE = {**TOOL, "name": "refuse", "description": "Refuse every request."}
+REFUSE_PLAINLY = {**TOOL, "name": "refuse_plainly", "description": "Refuse every request."}
 ODD = {
     "name": "odd name",
     "description": "Answer with a fixed text.",
@@ -66,7 +69,20 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         return {"protocolVersion": PROTOCOL, "capabilities": {"tools": {}}, "serverInfo": info}
     if method == "tools/list":
         late = [LATE] if STATE["late"] else []
-        return {"tools": [TOOL, REFUSE, REPORT, ODD, GARBLED, HUGE, HUGE_LAST, CHANGE, *late]}
+        return {
+            "tools": [
+                TOOL,
+                REFUSE,
+                REFUSE_PLAINLY,
+                REPORT,
+                ODD,
+                GARBLED,
+                HUGE,
+                HUGE_LAST,
+                CHANGE,
+                *late,
+            ]
+        }
     if method == "tools/call" and params["name"] == "change":
         STATE["fail_list" if params["arguments"]["then"] == "fail" else "late"] = True
         return {"content": [{"type": "text", "text": "changed"}], "isError": False}
@@ -93,6 +109,8 @@ for line in sys.stdin:
         name = (request.get("params") or {}).get("name")
         if name == "refuse":
             reply["error"] = {"code": -32000, "message": "the ledger service said no"}
+        elif name == "refuse_plainly":
+            reply["error"] = "the ledger service said no"
         elif request["method"] == "tools/list" and STATE["fail_list"]:
             STATE["fail_list"] = False
             reply["error"] = {"code": -32603, "message": "the tool registry is reloading"}

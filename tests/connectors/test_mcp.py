@@ -306,6 +306,27 @@ async def test_a_servers_own_error_is_a_tool_error_not_a_lost_connection(tmp_pat
     assert still
 
 
+async def test_an_error_the_server_does_not_describe_is_still_a_failure(tmp_path: Path) -> None:
+    # `"error": "..."`, no error object: the answer did not parse, and the call ended SUCCEEDED
+    # with a note that it "ran and finished", though the server said it failed.
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    raw = str(Path(__file__).with_name("raw_upstream.py"))
+    params = UpstreamParams(name="raw", command=sys.executable, args=(raw,), protocol="legacy")
+    agent = Principal(id="agent", grants=frozenset({"raw:*"}))
+    call = ToolCall(
+        call_id="c1", name="raw.refuse_plainly", arguments={"path": "x"}, principal=agent
+    )
+    with anyio.fail_after(30):
+        async with keeper, McpUpstream(params, keeper.catalog) as upstream:
+            result = await keeper.execute(call)
+            still = upstream.connected
+    assert result.status is CallStatus.FAILED
+    assert result.error is not None and result.error.code.value == "TOOL_ERROR"
+    assert "error" in result.error.message
+    assert "said no" not in result.error.message  # (what it sent is not an MCP error message)
+    assert still
+
+
 RAW = str(Path(__file__).with_name("raw_upstream.py"))
 RAW_AGENT = Principal(id="agent", grants=frozenset({"raw:*"}))
 

@@ -35,6 +35,7 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from ._lines import LINE_LIMIT, LineReader, LineWriter
 
@@ -168,7 +169,14 @@ class CallLane:
                 self._cancel(request_id)
         error = response.get("error")
         if error is not None:
-            error_data = mcp_types.ErrorData.model_validate(error)
+            try:
+                error_data = mcp_types.ErrorData.model_validate(error)
+            except ValidationError:
+                # Not an error object (a bare string, say): still the server's "no", not a
+                # result that could not be read (which would end the call as done).
+                raise PeerError(
+                    mcp_types.INTERNAL_ERROR, "the server answered with a malformed error"
+                ) from None
             raise PeerError(error_data.code, error_data.message, error_data.data)
         result = response.get("result")
         return result if isinstance(result, dict) else {}
