@@ -319,3 +319,24 @@ def test_an_unwritable_audit_file_is_one_warning_and_a_count(
     assert len(warnings) == 2 and all(r.exc_info is None for r in caplog.records)
     assert "cannot write the audit file" in warnings[0]
     assert "can be written again; 5 events were lost" in warnings[1]
+
+
+async def test_a_sensitive_number_quoted_by_a_failing_tool_is_masked(tmp_path: Path) -> None:
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl")
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=sink)
+
+    @keeper.tool(effect="write")
+    async def unlock(pin: Annotated[int, Field(json_schema_extra={"x-sensitive": True})]) -> str:
+        raise ToolFailed(f"pin {pin} is wrong", details={"tried": pin})
+
+    async with keeper:
+        result = await keeper.execute(
+            ToolCall(call_id="c1", name="unlock", arguments={"pin": 735911})
+        )
+        records = await keeper.store.list_calls()
+    assert result.error is not None
+    assert result.error.message == f"pin {REDACTED} is wrong"
+    assert result.error.details == {"tried": REDACTED}
+    stored = json.dumps([dataclasses.asdict(r) for r in records], default=str)
+    stored += (tmp_path / "audit.jsonl").read_text()
+    assert "735911" not in stored

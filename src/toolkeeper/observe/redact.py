@@ -124,9 +124,9 @@ and masking them there would garble the message."""
 
 
 def hidden_values(arguments: Any, redacted: Any) -> tuple[str, ...]:
-    """The strings of `arguments` that its redaction `redacted` hides (the value of a
-    sensitive field, the strings inside a sensitive object or array) of at least
-    `SHORTEST_SECRET` characters, longest first: what a message about the call must not
+    """The strings and numbers (as text) of `arguments` that its redaction `redacted` hides
+    (the value of a sensitive field, the values inside a sensitive object or array) of at
+    least `SHORTEST_SECRET` characters, longest first: what a message about the call must not
     quote."""
     found: set[str] = set()
     _hidden(arguments, redacted, found)
@@ -146,6 +146,8 @@ def _hidden(value: Any, shown: Any, out: set[str]) -> None:
 
 
 def _strings(value: Any, out: set[str]) -> None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # a PIN or card number as a number is quoted as its digits
     if isinstance(value, str):
         if len(value) >= SHORTEST_SECRET:
             out.add(value)
@@ -159,8 +161,11 @@ def _strings(value: Any, out: set[str]) -> None:
 
 def mask(value: Any, secrets: tuple[str, ...]) -> Any:
     """`value` (a text, or JSON data) with every occurrence of one of `secrets` in its strings
-    (and keys) replaced by `REDACTED`. Give them longest first (as `hidden_values` does), so
-    that a secret holding another is masked whole."""
+    (and keys), and every number written as one of them, replaced by `REDACTED`. Give them
+    longest first (as `hidden_values` does), so that a secret holding another is masked
+    whole."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return REDACTED if str(value) in secrets else value
     if isinstance(value, str):
         for secret in secrets:
             if secret in value:
