@@ -5,7 +5,7 @@ from typing import Annotated
 
 import anyio
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from toolkeeper import (
     CallStatus,
@@ -16,8 +16,11 @@ from toolkeeper import (
     deny,
     domain_in,
     path_inside,
+    require_approval,
 )
-from toolkeeper.policy.rules import Decision
+from toolkeeper.observe.audit import JsonlAuditSink
+from toolkeeper.observe.redact import REDACTED
+from toolkeeper.policy.rules import Decision, RuleInput
 from toolkeeper.testing import MemoryAuditSink, MemoryStore
 
 pytestmark = pytest.mark.anyio
@@ -304,3 +307,39 @@ async def _code(keeper: Keeper, name: str, **args: object) -> ErrorCode | None:
     """The error code of one call of `name` with `args` (None when it succeeded)."""
     result = await keeper.execute(ToolCall(call_id=f"{name}{args}", name=name, arguments=args))
     return result.error.code if result.error is not None else None
+
+
+async def test_a_rule_quoting_a_sensitive_argument_in_its_reason_shows_it_masked(
+    tmp_path: Path,
+) -> None:
+    keeper = Keeper(
+        ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=JsonlAuditSink(tmp_path / "a.jsonl")
+    )
+
+    def revoked(inp: RuleInput) -> Decision | None:
+        token = inp.arguments["token"]
+        if token.startswith("old"):
+            return deny(f"token {token} is revoked", pointer="/token")
+        return require_approval(f"token {token} is new")
+
+    @keeper.tool(effect="write", rules=[revoked])
+    async def push(token: SecretStr) -> str:
+        return "pushed"
+
+    async with keeper:
+        denied = await keeper.execute(
+            ToolCall(call_id="c1", name="push", arguments={"token": "old-SECRET"})
+        )
+        waiting = await keeper.execute(
+            ToolCall(call_id="c2", name="push", arguments={"token": "new-SECRET"})
+        )
+        [request] = await keeper.approvals.pending()
+        records = await keeper.store.list_calls()
+    assert denied.error is not None and waiting.error is not None
+    assert denied.error.message == f"token {REDACTED} is revoked"
+    assert request.reason == f"token {REDACTED} is new"
+    shown = json.dumps([denied.error.to_dict(), waiting.error.to_dict()])
+    stored = json.dumps([dataclasses.asdict(r) for r in [*records, request]], default=str)
+    stored += (tmp_path / "a.jsonl").read_text()
+    for secret in ("old-SECRET", "new-SECRET"):
+        assert secret not in shown and secret not in stored, secret

@@ -28,7 +28,7 @@ from ..core.states import CallStatus
 from ..core.values import Effect
 from ..ledger.base import ApprovalStatus, CallRecord, current_owner, is_abandoned
 from ..ledger.recovery import mark_unknown
-from ..observe.redact import overlaps, redact
+from ..observe.redact import mask, overlaps, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
 from ..policy.grants import exists_for, may_use, missing_permissions
@@ -410,15 +410,17 @@ async def _rules(rt: Runtime, st: CallState) -> Any:
             if not isinstance(decision, Decision):  # True, "deny"...: not an answer, fail closed
                 _log.error("business rule %r returned %r, not a Decision", rule, decision)
                 raise _unevaluated(rule)
+            # A reason quoting a sensitive argument is masked, as a tool's own words are.
             if decision.verdict is Verdict.DENY:
+                reason = mask(decision.reason, st.hidden())
                 details: dict[str, Any] = {"rule": getattr(rule, "__name__", "rule")}
                 if decision.pointer is not None:
                     details["violations"] = [
-                        {"pointer": decision.pointer, "keyword": "rule", "message": decision.reason}
+                        {"pointer": decision.pointer, "keyword": "rule", "message": reason}
                     ]
-                raise CallRefused(ToolError.of(decision.code, decision.reason, details=details))
+                raise CallRefused(ToolError.of(decision.code, reason, details=details))
             if decision.verdict is Verdict.REQUIRE_APPROVAL and st.approval_reason is None:
-                st.approval_reason = decision.reason
+                st.approval_reason = mask(decision.reason, st.hidden())
             if decision.verdict is Verdict.ALLOW and decision.skip_approval:
                 st.skip_approval = True
     _default_approval(st)

@@ -28,7 +28,7 @@ from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFai
 from ..core.states import CallStatus
 from ..core.values import MCP_CONTENT, CallContext, ToolResult
 from ..ledger.base import ApprovalRecord, LedgerStore, StaleState, current_owner
-from ..observe.redact import hidden_values, mask
+from ..observe.redact import mask
 from ..schema.canonical import json_safe
 from ..schema.from_callable import to_jsonable
 from .records import (
@@ -100,7 +100,7 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
             return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
         return _timed_out(spec.name, spec.timeout, ctx.attempt)
     except ToolFailed as exc:
-        hide = _sensitive(st)
+        hide = st.hidden()
         error = ToolError.of(
             exc.code or ErrorCode.TOOL_ERROR,
             mask(json_safe(exc.message), hide),
@@ -111,17 +111,17 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
     except RetryLater as exc:
         error = ToolError.of(
             ErrorCode.TOOL_ERROR,
-            mask(exc.reason, _sensitive(st)),
+            mask(exc.reason, st.hidden()),
             retryable=True,
             retry_after=exc.after,
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
     except UpstreamUnavailable as exc:
-        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, mask(exc.reason, _sensitive(st)))
+        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, mask(exc.reason, st.hidden()))
         return _Outcome(status=CallStatus.FAILED, error=error, nothing_sent=True)
     except OutcomeUnknown as exc:
         error = ToolError.of(
-            ErrorCode.UPSTREAM_UNAVAILABLE, mask(exc.reason, _sensitive(st)), retryable=True
+            ErrorCode.UPSTREAM_UNAVAILABLE, mask(exc.reason, st.hidden()), retryable=True
         )
         return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
     except UnrecordableResult as exc:
@@ -131,7 +131,7 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         if ctx.approval_id is not None:
             error = ToolError.of(ErrorCode.TOOL_ERROR, "the tool asked for approval again")
             return _Outcome(status=CallStatus.FAILED, error=error)
-        reason = mask(exc.reason, _sensitive(st))
+        reason = mask(exc.reason, st.hidden())
         return _Outcome(status=CallStatus.AWAITING_APPROVAL, approval_reason=reason)
     except Exception as exc:
         # The model is told only the exception's type: its traceback is for the developer.
@@ -159,15 +159,6 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         effect_ref=output.effect_ref,
         content=output.content,
     )
-
-
-def _sensitive(st: CallState) -> tuple[str, ...]:
-    """The argument values the call's record redacts: what a tool's own words about it (a
-    failure's message and details, a reason) must not show the model, the ledger or the audit
-    log either. Only a failure asks, so a call that succeeds never pays for it."""
-    if st.prepared is None or not st.prepared.sensitive:
-        return ()
-    return hidden_values(st.validated, st.redacted)
 
 
 class _Resume:

@@ -9,6 +9,7 @@ from typing import Any
 from ..catalog.registry import Tool
 from ..core.values import Principal, ToolCall
 from ..ledger.base import ApprovalRecord, CallRecord
+from ..observe.redact import hidden_values
 
 __all__ = ["CallState", "Prepared"]
 
@@ -65,3 +66,12 @@ class CallState:
     """The call's idempotency key, once computed."""
     reserved: tuple[tuple[str, str, str | None], ...] = ()
     """The budget places it holds until its record is written (see `Runtime.reserved`)."""
+
+    def hidden(self) -> tuple[str, ...]:
+        """The argument values the call's record redacts: what words about the call (a
+        tool's failure message and details, a rule's or a tool's reason) must not show the
+        model, the ledger, an approver or the audit log either. Only such words ask, so a
+        call that has none never pays for it."""
+        if self.prepared is None or not self.prepared.sensitive:
+            return ()
+        return hidden_values(self.validated, self.redacted)
