@@ -81,6 +81,30 @@ def test_sensitive_pointers_follow_refs_and_nesting() -> None:
     }
 
 
+def test_sensitive_fields_of_conditional_and_dependent_subschemas_are_found() -> None:
+    secret = {"type": "string", "writeOnly": True}
+    schema = {
+        "type": "object",
+        "properties": {"kind": {"enum": ["password", "key"]}, "tags": {"type": "array"}},
+        "if": {"properties": {"kind": {"const": "password"}}},
+        "then": {"properties": {"password": secret}},
+        "else": {"properties": {"key": secret}},
+        "dependentSchemas": {"user": {"properties": {"pin": secret}}},
+        "allOf": [{"properties": {"tags": {"contains": {"properties": {"token": secret}}}}}],
+    }
+    pointers = sensitive_pointers(schema)
+    assert pointers == {"/password", "/key", "/pin", "/tags/*/token"}
+    arguments = {"kind": "password", "password": "p", "user": "u", "pin": "1"}
+    arguments["tags"] = [{"token": "t"}]
+    assert redact(arguments, pointers) == {
+        "kind": "password",
+        "password": REDACTED,
+        "user": "u",
+        "pin": REDACTED,
+        "tags": [{"token": REDACTED}],
+    }
+
+
 class Cred(BaseModel):
     user: str
     password: Annotated[str, Field(json_schema_extra={"writeOnly": True})]

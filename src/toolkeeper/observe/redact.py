@@ -33,6 +33,16 @@ ANY = "*"
 """The pointer segment for every item of an array or value of a map."""
 
 
+_MEMBERS = (
+    "items",
+    "contains",
+    "unevaluatedItems",
+    "additionalProperties",
+    "unevaluatedProperties",
+)
+"""Keywords whose subschema is about every item of an array or every value of a map."""
+
+
 def _walk(
     node: Any, root: Mapping[str, Any], path: tuple[str, ...], out: set[str], depth: int
 ) -> None:
@@ -47,15 +57,19 @@ def _walk(
     if path and (node.get("writeOnly") is True or node.get("x-sensitive") is True):
         out.add("/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in path))
         return
+    # Subschemas about the same value: its branches, and those that apply on a condition.
+    same = [node.get(key) for key in ("if", "then", "else", "not")]
     for key in ("anyOf", "oneOf", "allOf"):
-        for sub in node.get(key) or ():
-            _walk(sub, root, path, out, depth + 1)
+        same += list(node.get(key) or ())
+    same += list((node.get("dependentSchemas") or {}).values())
+    for sub in same:
+        _walk(sub, root, path, out, depth + 1)
     props = node.get("properties")
     if isinstance(props, Mapping):
         for name, sub in props.items():
             _walk(sub, root, (*path, str(name)), out, depth + 1)
     # Items of arrays, values of maps: every one of them.
-    members = [node.get("items"), node.get("additionalProperties")]
+    members = [node.get(key) for key in _MEMBERS]
     members += list(node.get("prefixItems") or ())
     members += list((node.get("patternProperties") or {}).values())
     for sub in members:
