@@ -282,6 +282,16 @@ def test_the_jsonl_sink_writes_one_parsable_line_per_event(tmp_path: Path) -> No
     assert [json.loads(line) for line in lines] == [event.to_dict()] * 2
 
 
+def test_a_lone_surrogate_is_written_as_its_escape_keeping_the_file_utf8(tmp_path: Path) -> None:
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl")
+    event = _event(tool="ech\ud800", message="busy \udcff")
+    sink.emit(event)
+    sink.emit(_event())
+    sink.close()
+    lines = (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [event.to_dict(), _event().to_dict()]
+
+
 @pytest.mark.parametrize("spelling", ["path", "url", "memory"])
 def test_the_default_audit_file_sits_beside_a_sqlite_ledger_however_it_is_named(
     tmp_path: Path, spelling: str, monkeypatch: pytest.MonkeyPatch

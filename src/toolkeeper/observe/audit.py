@@ -101,7 +101,9 @@ def _line(event: AuditEvent) -> bytes:
     try:
         return _ENCODE_FAST(data) + b"\n"
     except (TypeError, ValueError, OverflowError):  # what msgspec refuses, json may still write
-        return (_ENCODE(data) + "\n").encode("utf-8", "surrogatepass")
+        # A lone surrogate (only ever inside a JSON string) is written as its \uXXXX escape:
+        # the line stays UTF-8, and reads back to the same text.
+        return (_ENCODE(data) + "\n").encode("utf-8", "backslashreplace")
 
 
 @runtime_checkable
