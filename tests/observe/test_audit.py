@@ -374,3 +374,17 @@ async def test_a_sensitive_number_quoted_by_a_failing_tool_is_masked(tmp_path: P
     stored = json.dumps([dataclasses.asdict(r) for r in records], default=str)
     stored += (tmp_path / "audit.jsonl").read_text()
     assert "735911" not in stored
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_every_event_a_failed_flush_loses_is_counted(caplog: pytest.LogCaptureFixture) -> None:
+    """A full disk refuses the buffered lines when they are flushed: each of them is lost,
+    not only the event whose flush failed."""
+    sink = JsonlAuditSink("/dev/full", flush_every=3, clock=lambda: 0.0)
+    with caplog.at_level("WARNING", logger="toolkeeper"):
+        for i in range(4):
+            sink.emit(_event(call_id=f"lost{i}"))
+        sink.close()
+        sink.close()
+    assert sink.dropped == 4
+    assert [r.getMessage().startswith("cannot write") for r in caplog.records] == [True]

@@ -6,7 +6,6 @@ Events carry redacted arguments only, and error codes with their model-safe mess
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -189,15 +188,14 @@ class JsonlAuditSink:
             if self._file is None:
                 self.dropped += 1
                 return
+            self._pending += 1
             try:
                 self._file.write(line)
-                self._pending += 1
                 if self._pending >= self._flush_every:
                     self._file.flush()
                     self._pending = 0
             except OSError as exc:
                 self._failed(exc)
-                self.dropped += 1
 
     def _follow(self) -> None:
         """Open the path when no file is open, or when it no longer names the open file."""
@@ -226,7 +224,8 @@ class JsonlAuditSink:
             )
 
     def _failed(self, exc: OSError) -> None:
-        """The file cannot be written: warn once per outage, then drop events until it can."""
+        """The file cannot be written: warn once per outage, count the buffered events as
+        lost, and drop events until it can be written."""
         if not self._failing:
             self._failing = True
             _log.warning(
@@ -234,14 +233,19 @@ class JsonlAuditSink:
                 self.path,
                 exc.strerror or exc,
             )
+        self.dropped += self._pending
+        self._pending = 0
         self._close_quietly()
 
     def _close_quietly(self) -> None:
         if self._file is not None:
-            with contextlib.suppress(OSError):
+            try:
                 self._file.close()
+            except OSError:
+                self.dropped += self._pending  # what the close could not write out
         self._file = None
         self._identity = None
+        self._pending = 0
 
     def flush(self) -> None:
         """Write buffered lines to the file."""
@@ -263,3 +267,4 @@ class JsonlAuditSink:
                     self._failed(exc)
                 self._file = None
                 self._identity = None
+                self._pending = 0
