@@ -115,6 +115,22 @@ def test_files_that_cannot_be_scored_together_are_refused_not_reported_as_zeros(
         assert "expected a count" in capsys.readouterr().err
 
 
+def test_an_empty_queries_file_is_refused_not_reported_as_zeros(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "q.jsonl"
+    empty.write_text("\n", encoding="utf-8")
+    seal = str(FIXTURES / "sealtools.tools.jsonl")
+    assert _eval("retrieval", "--tools", seal, "--queries", str(empty)) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"toolkeeper eval: no queries in {empty}\n"
+    assert captured.out == ""
+    assert _eval("abstain", "--queries", str(empty)) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"toolkeeper eval: no queries in {empty}\n"
+    assert captured.out == ""
+
+
 def test_the_plot_goes_to_the_png_file_named_and_the_report_says_where(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

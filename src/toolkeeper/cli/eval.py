@@ -241,15 +241,17 @@ def _unscorable(catalog: Any, queries: Any, args: argparse.Namespace) -> str | N
     look like a result."""
     if not catalog.specs:
         return f"no tools in {' '.join(args.tools)}"
+    if not queries:
+        return f"no queries in {args.queries}"
     if args.score == "name":
         known, field = set(catalog.name_of.values()), "gold_tool_names"
         gold = [set(q.gold_names) for q in queries]
     else:
         known, field = set(catalog.id_of.values()), "gold_tool_ids"
         gold = [set(q.gold_ids) for q in queries]
-    if queries and not any(gold):
+    if not any(gold):
         return f"no query in {args.queries} has {field} (--score {args.score})"
-    if queries and not any(g & known for g in gold):
+    if not any(g & known for g in gold):
         return (
             f"no gold tool of {args.queries} is in the tools given: do the files belong together?"
         )
@@ -267,6 +269,8 @@ def _abstain(args: argparse.Namespace) -> int:
         queries = load_abstain_queries(args.queries)[: args.limit]
     except DatasetError as exc:
         return _fail(str(exc))
+    if not queries:  # (a report of zeros would look like a result)
+        return _fail(f"no queries in {args.queries}")
     report = evaluate_abstention(queries, **_dense(args), show_progress=not args.quiet)
     _emit(report, args.json)
     return 0
