@@ -110,6 +110,29 @@ def _read_jsonl(path: str | Path, *, needs: Sequence[str]) -> Iterator[tuple[str
             raise DatasetError(f"{path}: not UTF-8 text ({exc.reason})") from exc
 
 
+def _text(where: str, record: Mapping[str, Any], key: str) -> str:
+    """The field `key` of `record`, which must be a string."""
+    value = record[key]
+    if not isinstance(value, str):
+        raise DatasetError(f"{where}: {key} must be a string, not {_kind(value)}")
+    return value
+
+
+def _names(where: str, record: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """The optional field `key` of `record`, a list of strings (absent or null: none)."""
+    value = record.get(key)
+    if value is None:
+        return ()
+    # (a string is a sequence too: "get_weather" was read as the names "g", "e", "t", ...)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DatasetError(f"{where}: {key} must be a list of strings, not {_kind(value)}")
+    return tuple(value)
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
 def _dialect_importer(fmt: str | None) -> Importer | None:
     name = {"bfcl": "bfcl", "seal-tools": "sealtools"}.get(fmt or "")
     return get_importer(name) if name else None
@@ -161,7 +184,7 @@ def load_tools(paths: str | Path | Sequence[str | Path]) -> Catalog:
     if isinstance(paths, str | Path):
         paths = [paths]
     located = [found for p in paths for found in _read_jsonl(p, needs=("name",))]
-    keys = unique_names(str(r["name"]) for _, r in located)
+    keys = unique_names(_text(where, r, "name") for where, r in located)
     catalog = Catalog(specs=[])
     for key, (where, record) in zip(keys, located, strict=True):
         catalog.specs.append(_spec(where, record, key))
@@ -184,12 +207,12 @@ def load_queries(path: str | Path) -> list[Query]:
     return [
         Query(
             id=str(r["id"]),
-            text=str(r["query"]),
-            gold_ids=tuple(r.get("gold_tool_ids") or ()),
-            gold_names=tuple(r.get("gold_tool_names") or ()),
+            text=_text(where, r, "query"),
+            gold_ids=_names(where, r, "gold_tool_ids"),
+            gold_names=_names(where, r, "gold_tool_names"),
             category=str(r.get("category", "")),
         )
-        for _, r in _read_jsonl(path, needs=("id", "query"))
+        for where, r in _read_jsonl(path, needs=("id", "query"))
     ]
 
 
@@ -199,16 +222,18 @@ def load_abstain_queries(path: str | Path) -> list[AbstainQuery]:
     for where, r in _read_jsonl(path, needs=("id", "query", "candidate_tools")):
         tools = r["candidate_tools"]
         if not isinstance(tools, list) or not all(
-            isinstance(t, Mapping) and "name" in t for t in tools
+            isinstance(t, Mapping) and isinstance(t.get("name"), str) for t in tools
         ):
-            raise DatasetError(f"{where}: candidate_tools must be a list of tools with a 'name'")
-        keys = unique_names(str(t["name"]) for t in tools)
+            raise DatasetError(
+                f"{where}: candidate_tools must be a list of tools with a 'name' string"
+            )
+        keys = unique_names(t["name"] for t in tools)
         out.append(
             AbstainQuery(
                 id=str(r["id"]),
-                text=str(r["query"]),
+                text=_text(where, r, "query"),
                 tools=tuple(_spec(where, t, k) for t, k in zip(tools, keys, strict=True)),
-                gold_names=tuple(r.get("gold_tool_names") or ()),
+                gold_names=_names(where, r, "gold_tool_names"),
                 category=str(r.get("category", "")),
             )
         )
