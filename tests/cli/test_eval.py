@@ -131,6 +131,25 @@ def test_an_empty_queries_file_is_refused_not_reported_as_zeros(
     assert captured.out == ""
 
 
+def test_queries_whose_gold_tools_are_missing_from_the_tools_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A gold tool the catalog lacks cannot be retrieved: scored, it lowered recall as a miss.
+    seal = FIXTURES / "sealtools.tools.jsonl"
+    queries = FIXTURES / "sealtools.queries.jsonl"
+    gold = json.loads(queries.read_text(encoding="utf-8").splitlines()[0])["gold_tool_ids"][0]
+    lines = seal.read_text(encoding="utf-8").splitlines()
+    tools = tmp_path / "tools.jsonl"
+    tools.write_text(
+        "".join(f"{line}\n" for line in lines if json.loads(line)["id"] != gold), encoding="utf-8"
+    )
+    assert _eval("retrieval", "--tools", str(tools), "--queries", str(queries)) == 2
+    captured = capsys.readouterr()
+    assert f"in {queries} name gold tools that are not in the tools given" in captured.err
+    assert repr(gold) in captured.err
+    assert captured.err.count("\n") == 1 and captured.out == ""
+
+
 def test_the_plot_goes_to_the_png_file_named_and_the_report_says_where(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

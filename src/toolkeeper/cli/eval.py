@@ -255,6 +255,16 @@ def _unscorable(catalog: Any, queries: Any, args: argparse.Namespace) -> str | N
         return (
             f"no gold tool of {args.queries} is in the tools given: do the files belong together?"
         )
+    # A gold tool the catalog lacks can never be retrieved: counted as a miss, it lowers
+    # every figure as if the ranking had failed.
+    lacking = [(q, sorted(g - known)) for q, g in zip(queries, gold, strict=True) if g - known]
+    if lacking:
+        query, missing = lacking[0]
+        return (
+            f"{len(lacking)} of {len(queries)} queries in {args.queries} name gold tools that "
+            f"are not in the tools given (the first: query {query.id!r}, {missing[0]!r}); "
+            "give every tool the queries name"
+        )
     return None
 
 
