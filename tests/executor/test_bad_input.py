@@ -241,6 +241,37 @@ async def test_a_lone_surrogate_is_invalid_arguments_and_is_recorded(
         assert record.status is CallStatus.REJECTED
 
 
+class _Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [10**5000, _Unprintable()],
+    ids=["an int too long to print", "an object whose repr raises"],
+)
+async def test_python_arguments_that_cannot_even_be_printed_are_invalid_and_recorded(
+    tmp_path: Path, value: object
+) -> None:
+    """They were an INTERNAL_ERROR, recorded nowhere: the digest of what is not JSON was
+    taken from its repr, which raised too."""
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+
+    @keeper.tool(effect="write", permissions=[])
+    async def create_order(sku: str, quantity: int) -> str:
+        raise AssertionError("must not run")
+
+    async with keeper:
+        result = await keeper.execute(
+            ToolCall(call_id="c1", name="create_order", arguments={"sku": "a", "quantity": value})
+        )
+        assert result.status is CallStatus.REJECTED
+        assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
+        [record] = await keeper.store.list_calls()
+        assert record.status is CallStatus.REJECTED
+
+
 async def test_the_size_limit_counts_utf8_bytes_whether_arguments_are_text_or_parsed() -> None:
     keeper = Keeper(ledger="memory://", max_argument_bytes=1000)
 

@@ -90,7 +90,11 @@ def _parse(rt: Runtime, st: CallState) -> None:
         text = canonical_json(parsed)
     except (TypeError, ValueError, RecursionError) as exc:
         st.parse_error = f"arguments are not JSON data: {exc}"
-        st.request_digest = "raw:" + hashlib.sha256(repr(raw).encode()).hexdigest()
+        try:
+            shown = repr(raw)
+        except Exception:  # (an int too long to print, an object whose repr raises)
+            shown = f"<{type(raw).__name__}>"
+        st.request_digest = "raw:" + hashlib.sha256(shown.encode("utf-8", "replace")).hexdigest()
         return
     try:
         encoded = text.encode("utf-8")
