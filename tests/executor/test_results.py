@@ -203,6 +203,44 @@ async def test_any_connectors_data_is_made_json_once_so_a_replay_shows_the_same(
         assert replayed.replayed and replayed.data == ran.data
 
 
+async def test_a_failures_details_and_message_are_made_json_as_results_are(
+    ledger: LedgerStore,
+) -> None:
+    """A tool's failure was recorded as it said it: details holding a date, a decimal or a set
+    were shown as Python's str of them first and as JSON on a replay (and reached Gemini as
+    Python objects), and a message that was no text (`ToolFailed(exc)`) or details the ledger
+    could not hold left a write RUNNING, answered as UNKNOWN_OUTCOME though it had failed."""
+    keeper = Keeper(ledger=ledger)
+    failures = {
+        "dated": ToolFailed(
+            "expired", details={"at": datetime.datetime(2024, 1, 2), "ids": {3}, "n": Decimal(1)}
+        ),
+        "wrapped": ToolFailed(ConnectionError("refused by the bank")),  # type: ignore[arg-type]
+        "opaque": ToolFailed("odd", details={"thing": object()}),
+    }
+
+    @keeper.tool(effect="write")
+    async def pay(kind: str) -> None:
+        raise failures[kind]
+
+    async with keeper:
+        calls = [ToolCall(call_id=kind, name="pay", arguments={"kind": kind}) for kind in failures]
+        first = [await keeper.execute(call) for call in calls]
+        again = [await keeper.execute(call) for call in calls]
+        assert await keeper.store.list_calls(statuses=[CallStatus.RUNNING]) == []
+    dated, wrapped, opaque = first
+    for result in first:
+        assert result.status is CallStatus.FAILED
+        assert result.error is not None and result.error.code is ErrorCode.TOOL_ERROR
+        json.dumps(result.error.to_dict())  # JSON with no `default=`
+    assert dated.error is not None
+    assert dated.error.details == {"at": "2024-01-02T00:00:00", "ids": [3], "n": "1"}
+    assert wrapped.error is not None and wrapped.error.message == "refused by the bank"
+    assert opaque.error is not None and "thing" not in opaque.error.details
+    for ran, replayed in zip(first, again, strict=True):
+        assert replayed.replayed and replayed.error == ran.error
+
+
 async def test_a_python_tools_content_blocks_are_kept_as_an_upstreams_are() -> None:
     """The Python connector rebuilt a returned `ToolOutput` to convert its data, and dropped
     its `content` on the way; the executor now converts every connector's data."""

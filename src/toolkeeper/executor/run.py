@@ -29,7 +29,7 @@ from ..core.states import CallStatus
 from ..core.values import MCP_CONTENT, CallContext, ToolResult
 from ..ledger.base import ApprovalRecord, LedgerStore, StaleState, current_owner
 from ..observe.redact import mask
-from ..schema.canonical import json_safe
+from ..schema.canonical import json_safe, safe_text
 from ..schema.from_callable import to_jsonable
 from .records import (
     UNKNOWN_OUTCOME_ERROR,
@@ -103,25 +103,25 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         hide = st.hidden()
         error = ToolError.of(
             exc.code or ErrorCode.TOOL_ERROR,
-            mask(json_safe(exc.message), hide),
+            mask(_text(exc.message), hide),
             retryable=exc.retryable,
-            details=mask(json_safe(exc.details), hide),
+            details=mask(_details(spec.name, exc.details), hide),
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
     except RetryLater as exc:
         error = ToolError.of(
             ErrorCode.TOOL_ERROR,
-            mask(exc.reason, st.hidden()),
+            mask(_text(exc.reason), st.hidden()),
             retryable=True,
             retry_after=exc.after,
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
     except UpstreamUnavailable as exc:
-        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, mask(exc.reason, st.hidden()))
+        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, mask(_text(exc.reason), st.hidden()))
         return _Outcome(status=CallStatus.FAILED, error=error, nothing_sent=True)
     except OutcomeUnknown as exc:
         error = ToolError.of(
-            ErrorCode.UPSTREAM_UNAVAILABLE, mask(exc.reason, st.hidden()), retryable=True
+            ErrorCode.UPSTREAM_UNAVAILABLE, mask(_text(exc.reason), st.hidden()), retryable=True
         )
         return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
     except UnrecordableResult as exc:
@@ -131,7 +131,7 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         if ctx.approval_id is not None:
             error = ToolError.of(ErrorCode.TOOL_ERROR, "the tool asked for approval again")
             return _Outcome(status=CallStatus.FAILED, error=error)
-        reason = mask(exc.reason, st.hidden())
+        reason = mask(_text(exc.reason), st.hidden())
         return _Outcome(status=CallStatus.AWAITING_APPROVAL, approval_reason=reason)
     except Exception as exc:
         # The model is told only the exception's type: its traceback is for the developer.
@@ -159,6 +159,28 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         effect_ref=output.effect_ref,
         content=output.content,
     )
+
+
+def _text(said: object) -> str:
+    """What a tool said as text (a tool may pass an exception, say, for the message); lone
+    surrogates replaced, as in results."""
+    if not isinstance(said, str):
+        try:
+            said = str(said)
+        except Exception:
+            said = f"(a {type(said).__name__} that cannot be shown as text)"
+    return safe_text(said)
+
+
+def _details(name: str, details: Mapping[str, Any]) -> Any:
+    """A failure's details as JSON data, made so as results are (dates, decimals, sets...):
+    the model was shown them one way and, replayed from the ledger, another, and details the
+    ledger cannot hold left the call unrecorded."""
+    try:
+        return json_safe(to_jsonable(details))
+    except (ValueError, TypeError, RecursionError) as exc:
+        _log.warning("the details of a failure of %s are not shown: %s", name, exc)
+        return {"note": f"{name} gave details that are not JSON data, so they are not shown"}
 
 
 class _Resume:
