@@ -161,6 +161,36 @@ async def test_tool_exceptions_do_not_leak_their_message(keeper: Keeper) -> None
     await _nothing_running(keeper)
 
 
+async def test_a_write_that_raises_systemexit_is_recorded_as_it_ended_before_it_goes_on_up(
+    tmp_path: Path,
+) -> None:
+    """A tool whose argparse (or sys.exit) raised SystemExit, an Exception of no kind: it left
+    the call RUNNING for as long as the process lived, and proposed again, the call waited for
+    an end no one would write."""
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+
+    @keeper.tool(effect="write")
+    def deploy(target: str) -> str:
+        raise SystemExit(2)  # (what argparse does with arguments it cannot take)
+
+    @keeper.tool(effect="write", idempotent=True)
+    async def tag(target: str) -> str:
+        raise SystemExit(2)
+
+    async with keeper:
+        for name in ("deploy", "tag"):
+            with pytest.raises(SystemExit):
+                await keeper.execute(ToolCall(call_id=name, name=name, arguments={"target": "x"}))
+        await _nothing_running(keeper)
+        deploy_, tag_ = [
+            await keeper.execute(ToolCall(call_id=name, name=name, arguments={"target": "x"}))
+            for name in ("deploy", "tag")
+        ]
+    assert deploy_.replayed and deploy_.status is CallStatus.UNKNOWN_OUTCOME
+    assert tag_.replayed and tag_.status is CallStatus.FAILED  # (safe to run again: not unknown)
+    assert tag_.error is not None and tag_.error.code is ErrorCode.TOOL_ERROR
+
+
 async def test_a_write_tool_without_declared_permissions_needs_its_own_grant(
     keeper: Keeper,
 ) -> None:

@@ -549,6 +549,29 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
                 error=ToolError.of(ErrorCode.INTERNAL_ERROR, "an internal error stopped the call"),
                 unknown=sent or attempting,
             )
+    except BaseException as exc:
+        # KeyboardInterrupt, or what a tool raised that is no Exception (SystemExit from its
+        # argparse or sys.exit, a BaseException of its own): it goes on up, once the call's
+        # record has its end (left RUNNING, it waited for a recovery that a process that
+        # lives on never runs, and every proposal of the call id waited for it).
+        if persisted is not None:
+            with anyio.CancelScope(shield=True):
+                interrupted = _Outcome(
+                    status=CallStatus.FAILED,
+                    error=ToolError.of(
+                        ErrorCode.TOOL_ERROR,
+                        f"{spec.name} was interrupted",
+                        details={"exception": type(exc).__name__},
+                    ),
+                    unknown=sent or attempting,
+                )
+                try:
+                    await _record_end(
+                        rt, st, _final(st, interrupted), attempt, started_at, persisted, recorded
+                    )
+                except Exception:
+                    _give_up(rt, st, sent or attempting)
+        raise
     assert outcome is not None
     if persisted is None:
         return await _record_end(rt, st, _final(st, outcome), attempt, started_at, persisted)
