@@ -302,6 +302,29 @@ async def test_python_arguments_that_cannot_even_be_printed_are_invalid_and_reco
         assert record.status is CallStatus.REJECTED
 
 
+async def test_arguments_nested_deeper_than_the_validator_goes_are_invalid_and_recorded(
+    tmp_path: Path,
+) -> None:
+    """JSON a few hundred levels deep parses, but the validator could not say what is wrong
+    with it: the call failed as an INTERNAL_ERROR, recorded nowhere."""
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+
+    @keeper.tool(effect="write")
+    async def plot(grid: list[list[int]]) -> str:
+        raise AssertionError("must not run")
+
+    deep = '{"grid": ' + "[" * 500 + "]" * 500 + "}"
+    async with keeper:
+        for call_id, arguments in (("text", deep), ("parsed", json.loads(deep))):
+            result = await keeper.execute(
+                ToolCall(call_id=call_id, name="plot", arguments=arguments)
+            )
+            assert result.status is CallStatus.REJECTED, call_id
+            assert result.error is not None
+            assert result.error.code is ErrorCode.INVALID_ARGUMENTS, call_id
+        assert {r.status for r in await keeper.store.list_calls()} == {CallStatus.REJECTED}
+
+
 async def test_the_size_limit_counts_utf8_bytes_whether_arguments_are_text_or_parsed() -> None:
     keeper = Keeper(ledger="memory://", max_argument_bytes=1000)
 

@@ -106,8 +106,15 @@ class Validator:
         """Every violation, each pointing at the argument it concerns."""
         if self._inner.is_valid(instance):
             return []
+        try:
+            errors = list(self._inner.iter_errors(instance))
+        except ValueError:
+            # jsonschema-rs gives back the value it refused as Python data, and cannot for one
+            # nested a few hundred levels deep ("Recursion limit reached").
+            message = "the arguments are nested too deeply to be checked"
+            return [Violation(pointer="", keyword="depth", message=message)]
         out: list[Violation] = []
-        for error in self._inner.iter_errors(instance):
+        for error in errors:
             kind = error.kind
             keyword = str(getattr(kind, "name", "") or (error.schema_path or ["?"])[-1])
             path = list(error.instance_path)
