@@ -105,6 +105,20 @@ def test_sensitive_fields_of_conditional_and_dependent_subschemas_are_found() ->
     }
 
 
+def test_an_input_schema_marked_sensitive_as_a_whole_redacts_every_argument() -> None:
+    # The mark on the schema itself was ignored: every argument was stored in the clear.
+    schema = {
+        "type": "object",
+        "x-sensitive": True,
+        "properties": {"user": {"type": "string"}, "password": {"type": "string"}},
+    }
+    pointers = sensitive_pointers(schema)
+    assert redact({"user": "ann", "password": "hunter22"}, pointers) == {
+        "user": REDACTED,
+        "password": REDACTED,
+    }
+
+
 class Cred(BaseModel):
     user: str
     password: Annotated[str, Field(json_schema_extra={"writeOnly": True})]

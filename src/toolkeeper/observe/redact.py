@@ -54,8 +54,9 @@ def _walk(
         for part in ref[2:].split("/"):
             target = target.get(part) if isinstance(target, Mapping) else None
         _walk(target, root, path, out, depth + 1)
-    if path and (node.get("writeOnly") is True or node.get("x-sensitive") is True):
-        out.add("/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in path))
+    if node.get("writeOnly") is True or node.get("x-sensitive") is True:
+        # The input schema itself marked: every argument is sensitive.
+        out.add("/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in path or [ANY]))
         return
     # Subschemas about the same value: its branches, and those that apply on a condition.
     same = [node.get(key) for key in ("if", "then", "else", "not")]
