@@ -4,7 +4,7 @@ import dataclasses
 import datetime
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -88,6 +88,15 @@ async def test_unknown_tool_is_refused_with_suggestions_the_principal_may_use(
         ToolCall(call_id="c2", name="create_ordr", arguments={}, principal=stranger)
     )
     assert result.error is not None and "did_you_mean" not in result.error.details
+
+
+@pytest.mark.parametrize("name", [None, 7, ["create_order"]])
+async def test_a_tool_name_that_is_not_text_is_an_unknown_tool(orders: Keeper, name: Any) -> None:
+    # A Python caller's slip: it was an INTERNAL_ERROR, difflib failing to compare it.
+    result = await orders.execute(ToolCall(call_id="c1", name=name, arguments={}))
+    assert result.status is CallStatus.REJECTED
+    assert result.error is not None and result.error.code is ErrorCode.UNKNOWN_TOOL
+    assert "not text" in result.error.message
 
 
 async def test_replay_with_changed_arguments_is_a_call_id_conflict(orders: Keeper) -> None:

@@ -297,6 +297,11 @@ def _same_arguments(rt: Runtime, st: CallState, record: CallRecord) -> bool:
 def lookup(rt: Runtime, st: CallState) -> Any:
     """2. The tool must exist, in the principal's tenant and environment: a tool of another
     tenant is refused as one that does not exist (its name says nothing about it)."""
+    if not isinstance(st.call.name, str):
+        raise _refuse(
+            ErrorCode.UNKNOWN_TOOL,
+            f"the tool name is not text but {_json_kind(st.call.name)}; name a tool",
+        )
     tool = rt.catalog.get(st.call.name)
     if tool is None or not exists_for(st.principal, tool.spec):
         visible = [t.spec.name for t in rt.catalog if may_use(st.principal, t.spec)]
