@@ -492,3 +492,24 @@ async def test_a_cut_approval_request_still_says_to_make_the_same_call_again() -
     text = asked.content[0].text  # type: ignore[union-attr]
     assert "only the first 60" in text and "make the same call again" in text
     assert (asked.meta or {})["dev.toolkeeper/approval-id"] in text
+
+
+@pytest.mark.parametrize("task", ["\ud800", "a\x00b", "t" * 600])
+async def test_a_task_id_no_ledger_can_key_is_refused_as_an_invalid_call_id(
+    tmp_path: Path, task: str
+) -> None:
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path}/ledger.db")
+    keeper.add_function(lambda: "read", name="look", effect="read_only")
+    who = GatewayPrincipal(
+        principal=Principal(id="a", grants=frozenset({"*"})), token=None, exposure="direct"
+    )
+    gateway = Gateway(keeper, [who])
+    params = mcp_types.CallToolRequestParams(
+        name="look",
+        _meta={"dev.toolkeeper/task-id": task},  # type: ignore[call-arg]
+    )
+    async with keeper:
+        refused = await gateway.call_tool(who, params)
+        assert await keeper.store.list_calls() == []
+    assert isinstance(refused, mcp_types.CallToolResult) and refused.is_error
+    assert code_of(refused) == "INVALID_CALL_ID"

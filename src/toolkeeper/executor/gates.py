@@ -45,6 +45,7 @@ __all__ = [
     "authorize",
     "budget",
     "dedupe",
+    "id_problem",
     "lookup",
     "rules",
     "validate",
@@ -205,34 +206,36 @@ def _plain_id(value: object) -> bool:
     ) and "\x00" not in value
 
 
+def id_problem(value: object) -> str | None:
+    """What keeps `value` from keying the ledger as a call or task id ("is empty", ...), or
+    None when every store can hold it."""
+    if _plain_id(value):
+        return None
+    if not isinstance(value, str):
+        return f"is not text but {_json_kind(value)}"
+    if not value:
+        return "is empty"
+    if len(value) > MAX_ID_CHARS:
+        return f"is longer than {MAX_ID_CHARS} characters"
+    if "\x00" in value:
+        return "holds a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "holds a lone UTF-16 surrogate, which is not a character"
+    return None
+
+
 def _check_ids(st: CallState) -> None:
     """Ids key the ledger: they must be text every store can hold, and not empty."""
-    if _plain_id(st.call.call_id) and _plain_id(st.call.task_id):
-        return
     for what, value in (("call id", st.call.call_id), ("task id", st.call.task_id)):
-        if isinstance(value, str) and value and len(value) <= MAX_ID_CHARS and "\x00" not in value:
-            if value.isascii():
-                continue
-            try:
-                value.encode("utf-8")
-                continue
-            except UnicodeEncodeError:
-                pass
-        if not isinstance(value, str):
-            problem = f"is not text but {_json_kind(value)}"
-        elif not value:
-            problem = "is empty"
-        elif len(value) > MAX_ID_CHARS:
-            problem = f"is longer than {MAX_ID_CHARS} characters"
-        elif "\x00" in value:
-            problem = "holds a NUL character"
-        else:
-            problem = "holds a lone UTF-16 surrogate, which is not a character"
-        raise _refuse(
-            ErrorCode.INVALID_CALL_ID,
-            f"the {what} {problem}; give each call a short, unique id",
-            field=what.replace(" ", "_"),
-        )
+        problem = id_problem(value)
+        if problem is not None:
+            raise _refuse(
+                ErrorCode.INVALID_CALL_ID,
+                f"the {what} {problem}; give each call a short, unique id",
+                field=what.replace(" ", "_"),
+            )
 
 
 async def dedupe(rt: Runtime, st: CallState) -> Any:

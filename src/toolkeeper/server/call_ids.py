@@ -24,6 +24,7 @@ from typing import Any
 
 from ..core.states import CallStatus
 from ..core.values import Principal
+from ..executor.gates import id_problem
 from ..ledger.base import LedgerStore
 from ..schema.canonical import canonical_json
 
@@ -99,6 +100,9 @@ class CallIds:
         identity = f"{principal.id}\x00{tool}\x00{args}".encode("utf-8", "surrogatepass")
         base = "mcp-" + hashlib.sha256(identity).hexdigest()
         base = base[:36]
+        if id_problem(task_id) is not None:
+            # (a task the client named that no ledger can key: the executor refuses the call)
+            return base
         key = (task_id, base)
         generation, fresh = self._known.get(key, (0, False))
         if probe or not fresh:
