@@ -92,8 +92,9 @@ class ServerSettings(_Model):
         ]
     ] = []
     """Origins (`https://app.example.com`, `http://localhost:*` for any port) whose web
-    pages may call the gateway, besides its own: a request whose `Origin` header is another is
-    refused (403). Requests without `Origin` (every client that is not a browser) need none."""
+    pages may call the gateway, besides its own (their browsers get the CORS headers that let
+    them): a request whose `Origin` header is another is refused (403). Requests without
+    `Origin` (every client that is not a browser) need none."""
     exposure: Exposure = "direct"
     """`direct`: each permitted tool is listed; `progressive`: the three meta-tools."""
     ledger: str = "sqlite:///./toolkeeper.db"

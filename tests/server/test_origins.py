@@ -124,3 +124,27 @@ async def test_configured_hosts_and_origins_are_taken_and_no_others() -> None:
     assert [proxied.status_code, app.status_code, dev.status_code] == [200, 200, 200]
     assert other_host.status_code == 421
     assert (other_origin.status_code, null_origin.status_code) == (403, 403)
+
+
+async def test_a_page_of_an_allowed_origin_may_send_its_token_and_read_the_session() -> None:
+    """What a browser checks (CORS) before and after a page's request with a bearer token."""
+    page = "http://localhost:6274"
+    asks = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type, mcp-protocol-version",
+    }
+    async with serving("127.0.0.1", allowed_origins=[page]) as port:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            url = f"http://127.0.0.1:{port}/mcp"
+            preflight = await http.options(url, headers={"Origin": page, **asks})
+            other = await http.options(url, headers={"Origin": "http://evil.example", **asks})
+        answer = await initialize(port, Origin=page)
+    assert preflight.status_code == 204
+    assert preflight.headers["access-control-allow-origin"] == page
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    assert "authorization" in preflight.headers["access-control-allow-headers"]
+    assert other.status_code == 403
+    assert "access-control-allow-origin" not in other.headers
+    assert answer.status_code == 200
+    assert answer.headers["access-control-allow-origin"] == page
+    assert "mcp-session-id" in answer.headers["access-control-expose-headers"]

@@ -14,8 +14,9 @@ the attacker's site talking to itself: its requests carry the attacker's name in
   port) or one of `allowed_origins`; otherwise 403, as the spec asks.
 
 A request without `Origin` (what every non-browser client sends) is judged by its `Host`
-alone. What it is not: authentication (a token is still needed) nor CORS (the gateway sends no
-CORS headers, so a page of another origin cannot read its answers even when allowed here).
+alone. A browser's request from an origin taken here gets the CORS headers that let its page
+send the bearer token and read the answer (and the `Mcp-Session-Id`): its preflight is answered
+204 here, since it carries no token. What it is not: authentication (a token is still needed).
 """
 
 from __future__ import annotations
@@ -25,14 +26,17 @@ import logging
 from collections.abc import Iterable
 
 import mcp_types
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["HostGuard"]
 
 logger = logging.getLogger(__name__)
 
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+_EXPOSED = "mcp-session-id, mcp-protocol-version, www-authenticate"
+"""Response headers a page may read: a session's id, and why a token was refused."""
 
 
 def _origin_key(origin: str) -> str:
@@ -72,12 +76,14 @@ class HostGuard:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        host = origin = b""
+        host = origin = preflight = b""
         for key, value in scope["headers"]:
             if key == b"host":
                 host = value
             elif key == b"origin":
                 origin = value
+            elif key == b"access-control-request-method":
+                preflight = value
         refusal = None
         host_text = host.decode("latin-1").lower()
         if not self._host_allowed(host_text):
@@ -85,7 +91,12 @@ class HostGuard:
         elif origin and not self._origin_allowed(origin.decode("latin-1"), host_text):
             refusal = 403, "Forbidden: Origin not allowed", "origin", origin
         if refusal is None:
-            await self._app(scope, receive, send)
+            if not origin:
+                await self._app(scope, receive, send)
+            elif scope["method"] == "OPTIONS" and preflight:
+                await _preflight(scope, origin)(scope, receive, send)
+            else:
+                await self._app(scope, receive, _with_cors(send, origin))
             return
         status, message, header, value = refusal
         logger.warning("refused an HTTP request for its %s header %r", header, value)
@@ -123,6 +134,35 @@ class HostGuard:
             origin.startswith(prefix) and origin[len(prefix) :].isdigit()
             for prefix in self._any_port
         )
+
+
+def _preflight(scope: Scope, origin: bytes) -> Response:
+    """The answer to a CORS preflight from an allowed origin: the methods and headers of the
+    MCP transport (those it asks for: a 2026 request names its own `Mcp-Param-*` headers)."""
+    asked = Headers(scope=scope).get("access-control-request-headers", "")
+    headers = {
+        "access-control-allow-origin": origin.decode("latin-1"),
+        "access-control-allow-methods": "GET, POST, DELETE",
+        "access-control-max-age": "600",
+        "vary": "origin",
+    }
+    if asked:
+        headers["access-control-allow-headers"] = asked
+    return Response(status_code=204, headers=headers)
+
+
+def _with_cors(send: Send, origin: bytes) -> Send:
+    """`send`, adding to the response the CORS headers that let `origin`'s page read it."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = MutableHeaders(scope=message)
+            headers["access-control-allow-origin"] = origin.decode("latin-1")
+            headers["access-control-expose-headers"] = _EXPOSED
+            headers.add_vary_header("origin")
+        await send(message)
+
+    return sending
 
 
 def _split(authority: str) -> tuple[str, str]:
