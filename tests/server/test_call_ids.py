@@ -72,6 +72,17 @@ async def test_the_client_may_name_task_and_call_in_meta() -> None:
     assert not CallIds.derived(meta)
 
 
+def test_no_two_principals_share_a_task() -> None:
+    # "a" naming task "b" and "a:b" naming none both had the task "mcp:a:b", and its budgets.
+    tasks = {
+        CallIds.task_id(Principal(id="a"), {TASK_META_KEY: "b"}),
+        CallIds.task_id(Principal(id="a:b"), None),
+        CallIds.task_id(Principal(id="a%3Ab"), None),
+    }
+    assert len(tasks) == 3
+    assert CallIds.task_id(ALICE, None) == "mcp:alice"  # (ids without a colon keep theirs)
+
+
 class CountingStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__()

@@ -4,8 +4,8 @@ A client may name them in the request's `_meta`: `dev.toolkeeper/task-id` and
 `dev.toolkeeper/call-id` (a client that wants exactly-once across its own retries sends a call
 id). Otherwise:
 
-- the task is `mcp:<principal id>`: one task per principal, so an approval given in one
-  session is found again by the next one;
+- the task is `mcp:<principal id>` (a colon in the id escaped as `%3A`): one task per
+  principal, so an approval given in one session is found again by the next one;
 - the call id is derived from the principal, the tool and the SHA-256 of the canonical
   arguments, plus a generation number: the same call proposed again while its earlier proposal
   is still open in the ledger (waiting for approval, refused, cancelled, running) gets the
@@ -71,7 +71,11 @@ class CallIds:
     def task_id(principal: Principal, meta: Mapping[str, Any] | None) -> str:
         """The task of a call: the client's `dev.toolkeeper/task-id`, else per principal."""
         given = (meta or {}).get(TASK_META_KEY)
-        return f"mcp:{principal.id}:{given}" if given else f"mcp:{principal.id}"
+        # A colon of the principal's id is escaped: else principal "a" with task "b" and
+        # principal "a:b" with none shared a task, and its budgets. (Ids without one, nearly
+        # all, keep the tasks they had.)
+        who = principal.id.replace("%", "%25").replace(":", "%3A")
+        return f"mcp:{who}:{given}" if given else f"mcp:{who}"
 
     async def call_id(
         self,
