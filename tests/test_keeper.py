@@ -1,6 +1,7 @@
 """The `Keeper` facade: its lifecycle around the calls it runs."""
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -160,3 +161,47 @@ def test_a_rate_limiter_without_a_rate_is_refused(budgets: dict[str, int] | None
             budgets=None if budgets is None else Budgets(**budgets),
             rate_limiter=MemoryRateLimiter(),
         )
+
+
+@pytest.mark.parametrize("ledger", ["memory://", "sqlite"])
+async def test_what_a_reconciler_finds_is_recorded_as_json_and_junk_leaves_only_its_call_unknown(
+    ledger: str, tmp_path: Path
+) -> None:
+    """A reconciler's data went to the ledger as it was: a date was kept as a date in memory
+    and as its str in SQLite, and data no ledger can hold made reconcile() raise NotJSON with
+    every call after it left unasked."""
+    import datetime
+
+    from toolkeeper.core.signals import OutcomeUnknown
+    from toolkeeper.core.values import CallContext
+
+    def answer(data: object) -> Callable[[CallContext], ToolResult]:
+        def reconcile(ctx: CallContext) -> ToolResult:
+            return ToolResult(
+                call_id=ctx.call_id, tool=ctx.tool, status=CallStatus.SUCCEEDED, data=data
+            )
+
+        return reconcile
+
+    url = f"sqlite:///{tmp_path / 'r.db'}" if ledger == "sqlite" else ledger
+    keeper = Keeper(ledger=url)
+    answers = {"a_junk": object(), "b_date": {"on": datetime.date(2024, 5, 1)}, "c_nan": math.nan}
+    for name, data in answers.items():
+
+        async def lost(name: str = name) -> str:
+            raise OutcomeUnknown(f"{name}: the connection dropped after sending")
+
+        keeper.add_function(lost, name=name, effect="write", permissions=[], reconcile=answer(data))
+    async with keeper:
+        for name in answers:
+            result = await keeper.execute(ToolCall(call_id=name, name=name, arguments={}))
+            assert result.status is CallStatus.UNKNOWN_OUTCOME
+        settled = await keeper.reconcile()
+        assert [(r.call_id, r.data) for r in settled] == [
+            ("b_date", {"on": "2024-05-01"}),
+            ("c_nan", None),
+        ]
+        [still] = await keeper.unknown()
+        assert still.call_id == "a_junk"
+        replayed = await keeper.execute(ToolCall(call_id="b_date", name="b_date", arguments={}))
+        assert replayed.replayed and replayed.data == {"on": "2024-05-01"}

@@ -49,7 +49,8 @@ from .observe.audit import AuditEvent, AuditSink, JsonlAuditSink, MemoryAuditSin
 from .policy.approvals import Approvals
 from .policy.budgets import Budgets, MemoryRateLimiter, RateLimiter
 from .policy.grants import may_use
-from .schema.from_callable import function_schema
+from .schema.canonical import json_safe
+from .schema.from_callable import function_schema, to_jsonable
 
 if TYPE_CHECKING:
     from .retrieval import FusionConfig, QueryAdapter, QueryContext, Selection, Selector
@@ -619,8 +620,10 @@ class Keeper:
         A tool's `reconcile(ctx)` returns a `ToolResult` (SUCCEEDED or FAILED) or None (still
         unknown). Calls are never executed again here. `ctx.arguments` are the arguments as the
         ledger holds them (sensitive values redacted); `ctx.idempotency_key` is what to look the
-        outcome up by. A reconciler that raises or outlives its tool's timeout leaves its call
-        unknown (the error is logged) and the others are still asked.
+        outcome up by. What it finds is recorded as a tool's result is, made JSON (dates,
+        decimals, models...). A reconciler that raises, outlives its tool's timeout or finds
+        what is not JSON data leaves its call unknown (this is logged) and the others are
+        still asked.
 
         Returns:
             The results of the calls that were settled.
@@ -658,17 +661,16 @@ class Keeper:
                 CallStatus.FAILED,
             ):
                 continue
+            changes = _recordable(found, ctx)
+            if changes is None:
+                continue
             try:
                 updated = await self.store.transition(
                     record.task_id,
                     record.call_id,
                     expected=CallStatus.UNKNOWN_OUTCOME,
                     target=found.status,
-                    changes={
-                        "result": found.data,
-                        "error": found.error.to_dict() if found.error else None,
-                        "effect_ref": found.effect_ref,
-                    },
+                    changes=changes,
                 )
             except StaleState:
                 continue
@@ -747,6 +749,27 @@ async def _ask(reconcile: Reconciler, ctx: CallContext) -> object:
         return found
     except Exception:
         _log.exception("reconciling %s %s failed; it stays unknown", ctx.tool, ctx.call_id)
+        return None
+
+
+def _recordable(found: ToolResult, ctx: CallContext) -> dict[str, Any] | None:
+    """What a reconciler found, as the ledger records it: its data and error made JSON as a
+    tool's result is (dates, decimals, models...); None, with a warning, when they cannot be
+    (the call stays unknown)."""
+    try:
+        return {
+            "result": json_safe(to_jsonable(found.data)),
+            "error": json_safe(to_jsonable(found.error.to_dict())) if found.error else None,
+            "effect_ref": found.effect_ref,
+        }
+    except (ValueError, TypeError, RecursionError) as exc:
+        _log.warning(
+            "reconciling %s %s found what is not JSON data (%s: %s); it stays unknown",
+            ctx.tool,
+            ctx.call_id,
+            type(exc).__name__,
+            exc,
+        )
         return None
 
 
