@@ -205,3 +205,42 @@ async def test_what_a_reconciler_finds_is_recorded_as_json_and_junk_leaves_only_
         assert still.call_id == "a_junk"
         replayed = await keeper.execute(ToolCall(call_id="b_date", name="b_date", arguments={}))
         assert replayed.replayed and replayed.data == {"on": "2024-05-01"}
+
+
+async def test_a_blocking_reconciler_runs_in_a_thread_cut_short_at_its_timeout() -> None:
+    """A sync reconciler (a status lookup over a blocking client) ran on the event loop: it
+    stalled every other task, the tool's timeout never applied, and one that hung held
+    reconcile() for as long as it did."""
+    import threading
+
+    from toolkeeper.core.signals import OutcomeUnknown
+    from toolkeeper.core.values import CallContext
+
+    release, returned = threading.Event(), threading.Event()
+
+    def hangs(ctx: CallContext) -> None:
+        release.wait(timeout=30)
+        returned.set()
+
+    def answers(ctx: CallContext) -> ToolResult:
+        return ToolResult(call_id=ctx.call_id, tool=ctx.tool, status=CallStatus.SUCCEEDED, data=1)
+
+    keeper = Keeper(ledger="memory://")
+    for name, reconcile in (("a_hangs", hangs), ("b_answers", answers)):
+
+        async def lost(name: str = name) -> str:
+            raise OutcomeUnknown(f"{name}: the connection dropped after sending")
+
+        keeper.add_function(
+            lost, name=name, effect="write", permissions=[], reconcile=reconcile, timeout=0.2
+        )
+    try:
+        async with keeper:
+            for name in ("a_hangs", "b_answers"):
+                await keeper.execute(ToolCall(call_id=name, name=name, arguments={}))
+            settled = await keeper.reconcile()
+            assert not returned.is_set()  # reconcile() went on without it
+            assert [r.call_id for r in settled] == ["b_answers"]
+            assert [r.call_id for r in await keeper.unknown()] == ["a_hangs"]
+    finally:
+        release.set()

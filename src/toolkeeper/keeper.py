@@ -18,6 +18,7 @@ import atexit
 import concurrent.futures
 import dataclasses
 import enum
+import inspect
 import json
 import logging
 import math
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio
 import anyio.from_thread
+import anyio.to_thread
 import sniffio
 
 from .catalog.registry import Catalog, Reconciler, ResourceKey, Tool
@@ -618,7 +620,8 @@ class Keeper:
         """Ask each UNKNOWN_OUTCOME call's tool what really happened, by idempotency key.
 
         A tool's `reconcile(ctx)` returns a `ToolResult` (SUCCEEDED or FAILED) or None (still
-        unknown). Calls are never executed again here. `ctx.arguments` are the arguments as the
+        unknown); a sync one runs in a worker thread, as a sync tool does. Calls are never
+        executed again here. `ctx.arguments` are the arguments as the
         ledger holds them (sensitive values redacted); `ctx.idempotency_key` is what to look the
         outcome up by. What it finds is recorded as a tool's result is, made JSON (dates,
         decimals, models...). A reconciler that raises, outlives its tool's timeout or finds
@@ -653,7 +656,7 @@ class Keeper:
             )
             found: object = None
             with anyio.move_on_after(tool.spec.timeout) as scope:
-                found = await _ask(tool.reconcile, ctx)
+                found = await _ask(tool.reconcile, ctx, self.thread_limiter)
             if scope.cancelled_caught:
                 _log.warning("reconciling %s %s timed out; it stays unknown", ctx.tool, ctx.call_id)
             if not isinstance(found, ToolResult) or found.status not in (
@@ -740,10 +743,17 @@ class Keeper:
         )
 
 
-async def _ask(reconcile: Reconciler, ctx: CallContext) -> object:
-    """One reconciler's answer; None when it fails."""
+async def _ask(reconcile: Reconciler, ctx: CallContext, limiter: anyio.CapacityLimiter) -> object:
+    """One reconciler's answer; None when it fails. A sync one (a status lookup over a
+    blocking client) runs in a worker thread, as a sync tool does: on the event loop it would
+    stall every other task, and no timeout could cut it short."""
     try:
-        found = reconcile(ctx)
+        if inspect.iscoroutinefunction(reconcile):
+            found = reconcile(ctx)
+        else:
+            found = await anyio.to_thread.run_sync(
+                reconcile, ctx, abandon_on_cancel=True, limiter=limiter
+            )
         if hasattr(found, "__await__"):
             found = await found
         return found
