@@ -244,3 +244,19 @@ async def test_a_blocking_reconciler_runs_in_a_thread_cut_short_at_its_timeout()
             assert [r.call_id for r in await keeper.unknown()] == ["a_hangs"]
     finally:
         release.set()
+
+
+async def test_a_ledger_given_as_a_path_is_that_sqlite_file(tmp_path: Path) -> None:
+    """`Keeper(ledger=Path(...))` was taken for a store object: opening it called
+    `Path.open()`, which raised FileNotFoundError (or, the file there, returned a file object
+    that the keeper then awaited)."""
+    db = tmp_path / "ledger.db"
+    keeper = Keeper(ledger=db)
+    keeper.add_function(lambda text: text, name="echo", effect="read_only")
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c1", name="echo", arguments={"text": "a"}))
+    assert result.status is CallStatus.SUCCEEDED
+    async with Keeper(ledger=f"sqlite:///{db}") as again:
+        record = await again.store.get_call("default", "c1")
+    assert record is not None and record.status is CallStatus.SUCCEEDED
+    assert (tmp_path / "ledger.audit.jsonl").exists()

@@ -22,6 +22,7 @@ import inspect
 import json
 import logging
 import math
+import os
 import threading
 import time
 import weakref
@@ -78,7 +79,9 @@ class KeeperState(enum.Enum):
     CLOSED = "closed"
 
 
-def _open_store(ledger: LedgerStore | str) -> LedgerStore:
+def _open_store(ledger: LedgerStore | str | os.PathLike[str]) -> LedgerStore:
+    if isinstance(ledger, os.PathLike):
+        return SQLiteStore(os.fspath(ledger))
     if not isinstance(ledger, str):
         return ledger
     if ledger == "memory://":
@@ -106,10 +109,11 @@ def _as_called(call: ToolCall, inner: ToolCall, result: ToolResult) -> ToolResul
     )
 
 
-def default_audit(ledger: LedgerStore | str, store: LedgerStore) -> AuditSink:
+def default_audit(ledger: LedgerStore | str | os.PathLike[str], store: LedgerStore) -> AuditSink:
     """A JSON lines file beside a SQLite ledger file named by URL or path (however spelled),
     else events in memory (`memory://`, `sqlite:///:memory:`, PostgreSQL, a store object)."""
-    if isinstance(ledger, str) and isinstance(store, SQLiteStore) and store.path != ":memory:":
+    named = isinstance(ledger, str | os.PathLike)
+    if named and isinstance(store, SQLiteStore) and store.path != ":memory:":
         db = Path(store.path)
         return JsonlAuditSink(db.with_name(db.stem + ".audit.jsonl"))
     return MemoryAuditSink()
@@ -120,7 +124,7 @@ class Keeper:
 
     Args:
         ledger: A `LedgerStore`, or a URL: `sqlite:///path.db` (default `./toolkeeper.db`),
-            `postgresql://...`, or `memory://`.
+            `postgresql://...`, or `memory://`; or the path of a SQLite file (a `Path`).
         principal: Who calls act for when a `ToolCall` names nobody. Defaults to a local
             principal holding every grant (`*`): an embedded application acting for itself.
         audit: Where audit events go; defaults to a JSON lines file beside a SQLite ledger
@@ -149,7 +153,7 @@ class Keeper:
     def __init__(
         self,
         *,
-        ledger: LedgerStore | str = DEFAULT_LEDGER,
+        ledger: LedgerStore | str | os.PathLike[str] = DEFAULT_LEDGER,
         principal: Principal | None = None,
         audit: AuditSink | None = None,
         retry: RetryPolicy | None = None,
