@@ -260,3 +260,31 @@ async def test_a_ledger_given_as_a_path_is_that_sqlite_file(tmp_path: Path) -> N
         record = await again.store.get_call("default", "c1")
     assert record is not None and record.status is CallStatus.SUCCEEDED
     assert (tmp_path / "ledger.audit.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"principal": "alice"},
+        {"audit": "audit.jsonl"},
+        {"budgets": {"max_calls_per_task": 3}},
+        {"retry": {"max_attempts": 3}},
+        {"ledger": None},
+        {"max_argument_bytes": 0},
+        {"max_argument_bytes": -1},
+        {"approval_ttl": -60.0},
+        {"approval_ttl": math.nan},
+        {"tool_threads": 2.5},
+        {"tool_threads": "4"},
+    ],
+)
+def test_an_option_of_the_wrong_type_or_value_is_refused_when_the_keeper_is_made(
+    option: dict[str, object],
+) -> None:
+    """They were taken: a principal given as its id or budgets as a dict failed every call as
+    an INTERNAL_ERROR, an audit file path failed it with an AttributeError, a retry policy as
+    a dict was ignored, a max_argument_bytes under 1 refused every call as PAYLOAD_TOO_LARGE
+    and a negative approval_ttl made each approval expired as it was asked for."""
+    options: dict[str, object] = {"ledger": "memory://", **option}
+    with pytest.raises(ConfigurationError):
+        Keeper(**options)  # type: ignore[arg-type]

@@ -41,7 +41,16 @@ from .connectors.python import FunctionConnector
 from .core.errors import ConfigurationError
 from .core.retry import RetryPolicy
 from .core.states import CallStatus
-from .core.values import CallContext, Effect, Principal, ToolCall, ToolResult, ToolSpec
+from .core.values import (
+    CallContext,
+    Effect,
+    Principal,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    is_count,
+    is_positive,
+)
 from .executor.executor import Executor
 from .executor.records import replay
 from .executor.runtime import DEFAULT_MAX_ARGUMENT_BYTES, Runtime, idempotency_key
@@ -109,6 +118,41 @@ def _as_called(call: ToolCall, inner: ToolCall, result: ToolResult) -> ToolResul
     )
 
 
+def _check_options(
+    *,
+    ledger: object,
+    principal: object,
+    audit: object,
+    retry: object,
+    budgets: object,
+    max_argument_bytes: object,
+    approval_ttl: object,
+    tool_threads: object,
+) -> None:
+    """Refuse a `Keeper` option of the wrong type or value when the keeper is made: taken,
+    it failed every call later (as an INTERNAL_ERROR, or a PAYLOAD_TOO_LARGE for any
+    arguments), far from the mistake."""
+    kinds: list[tuple[str, object, tuple[type, ...], str]] = [
+        ("ledger", ledger, (str, os.PathLike, LedgerStore), "a LedgerStore, a URL or a path"),
+        ("principal", principal, (Principal, type(None)), "a toolkeeper.Principal"),
+        ("audit", audit, (AuditSink, type(None)), "an AuditSink, such as JsonlAuditSink(path)"),
+        ("retry", retry, (RetryPolicy, type(None)), "a toolkeeper.RetryPolicy"),
+        ("budgets", budgets, (Budgets, type(None)), "a toolkeeper.Budgets"),
+    ]
+    for name, value, kind, what in kinds:
+        if not isinstance(value, kind):
+            kind_given = type(value).__name__
+            raise ConfigurationError(f"Keeper({name}=...) takes {what}, not a {kind_given}")
+    if not is_count(max_argument_bytes, 1):
+        raise ConfigurationError("max_argument_bytes must be a whole number of bytes (1 or more)")
+    if approval_ttl is not None and not is_positive(approval_ttl):
+        raise ConfigurationError(
+            "approval_ttl must be a positive, finite number of seconds, or None (no expiry)"
+        )
+    if not is_count(tool_threads, 1):
+        raise ConfigurationError("tool_threads must be a whole number of threads (1 or more)")
+
+
 def default_audit(ledger: LedgerStore | str | os.PathLike[str], store: LedgerStore) -> AuditSink:
     """A JSON lines file beside a SQLite ledger file named by URL or path (however spelled),
     else events in memory (`memory://`, `sqlite:///:memory:`, PostgreSQL, a store object)."""
@@ -168,8 +212,16 @@ class Keeper:
         tool_threads: int = DEFAULT_TOOL_THREADS,
         query_adapter: QueryAdapter | bool = True,
     ) -> None:
-        if tool_threads < 1:
-            raise ConfigurationError("tool_threads must be at least 1")
+        _check_options(
+            ledger=ledger,
+            principal=principal,
+            audit=audit,
+            retry=retry,
+            budgets=budgets,
+            max_argument_bytes=max_argument_bytes,
+            approval_ttl=approval_ttl,
+            tool_threads=tool_threads,
+        )
         if rate_limiter is not None and (budgets is None or budgets.calls_per_minute is None):
             raise ConfigurationError(
                 "rate_limiter takes its rate from budgets=Budgets(calls_per_minute=...); "
