@@ -258,8 +258,13 @@ class Keeper:
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._portal_lock = threading.Lock()
         self._open_lock: anyio.Lock | None = None
-        self._calls = 0  # `execute`s and batches in flight: `aclose` waits for them
-        self._idle: anyio.Event | None = None
+        # `execute`s and batches in flight, which `aclose` waits for: they may run on another
+        # thread's event loop (`execute_sync`'s) than the one closing the keeper, so the
+        # count is locked and the wait is on a thread-safe event.
+        self._calls = 0
+        self._calls_lock = threading.Lock()
+        self._idle = threading.Event()
+        self._idle.set()
         self._selector: Selector | None = None
         self._selector_lock = threading.Lock()
 
@@ -445,10 +450,11 @@ class Keeper:
             return
         self.state = KeeperState.CLOSED
         try:
-            if self._calls:
+            if not self._idle.is_set():
                 self.drain()
-                self._idle = anyio.Event()
-                await self._idle.wait()
+                await anyio.to_thread.run_sync(
+                    self._idle.wait, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1)
+                )
         finally:
             with anyio.CancelScope(shield=True):
                 if self._selector is not None:
@@ -458,9 +464,15 @@ class Keeper:
 
     def _ended(self) -> None:
         """One `execute` or batch is done: the last one lets a waiting `aclose` go on."""
-        self._calls -= 1
-        if not self._calls and self._idle is not None:
-            self._idle.set()
+        with self._calls_lock:
+            self._calls -= 1
+            if not self._calls:
+                self._idle.set()
+
+    def _started(self) -> None:
+        with self._calls_lock:
+            self._calls += 1
+            self._idle.clear()
 
     async def __aenter__(self) -> Keeper:
         await self.open()
@@ -596,7 +608,7 @@ class Keeper:
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Check, run and record one proposed call. Never raises for bad input."""
-        self._calls += 1  # (counted while it opens the keeper too: `aclose` waits for it)
+        self._started()  # (counted while it opens the keeper too: `aclose` waits for it)
         try:
             if self.state is not KeeperState.OPEN:
                 await self.open()
@@ -609,7 +621,7 @@ class Keeper:
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
-        self._calls += 1
+        self._started()
         try:
             if self.state is not KeeperState.OPEN:
                 await self.open()

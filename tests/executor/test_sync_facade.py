@@ -133,3 +133,48 @@ def test_keepers_closed_by_close_sync_leave_no_exit_handler_behind(
     for i in range(30):
         use_one(f"c{i}")
     assert atexit._ncallbacks() == handlers
+
+
+def test_closing_on_one_event_loop_waits_for_an_execute_sync_call_and_is_woken_by_it(
+    tmp_path: Path,
+) -> None:
+    """An `async with keeper` on one thread's event loop, closing while `execute_sync` ran a
+    call on the facade's own loop, waited on an anyio event that the other loop's thread set:
+    the closing loop was never woken, and `aclose` hung for ever."""
+    import threading
+
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    opened, started, release = threading.Event(), threading.Event(), threading.Event()
+
+    @keeper.tool(effect="write")
+    def ship(order_id: str) -> str:
+        started.set()
+        release.wait(timeout=30)
+        return f"shipped {order_id}"
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as tg:
+            await keeper.open()
+            opened.set()
+            await anyio.to_thread.run_sync(started.wait)
+            tg.start_soon(keeper.aclose)
+            await anyio.wait_all_tasks_blocked()  # aclose waits for the call in flight
+            release.set()
+
+    loop = threading.Thread(target=anyio.run, args=(serve,), daemon=True)
+    results: list[object] = []
+    try:
+        loop.start()
+        opened.wait(timeout=30)
+        results.append(
+            keeper.execute_sync(ToolCall(call_id="c1", name="ship", arguments={"order_id": "A"}))
+        )
+        loop.join(timeout=30)
+        assert not loop.is_alive()
+    finally:
+        release.set()
+        keeper.close_sync()
+    [result] = results
+    assert getattr(result, "ok", False)
+    with sqlite3.connect(tmp_path / "l.db") as ledger:
+        assert ledger.execute("SELECT status FROM calls").fetchall() == [("SUCCEEDED",)]
