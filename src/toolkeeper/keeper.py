@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import dataclasses
 import enum
 import inspect
@@ -35,6 +36,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import sniffio
+from anyio.lowlevel import EventLoopToken, current_token
 
 from .catalog.registry import Catalog, Reconciler, ResourceKey, Tool
 from .connectors.python import FunctionConnector
@@ -263,8 +265,9 @@ class Keeper:
         # count is locked and the wait is on a thread-safe event.
         self._calls = 0
         self._calls_lock = threading.Lock()
-        self._idle = threading.Event()
-        self._idle.set()
+        # What a waiting `aclose` is woken by: its event, and the event loop and thread it
+        # waits on (the last call may end on another: `execute_sync`'s).
+        self._idle: tuple[anyio.Event, EventLoopToken, int] | None = None
         self._selector: Selector | None = None
         self._selector_lock = threading.Lock()
 
@@ -450,11 +453,14 @@ class Keeper:
             return
         self.state = KeeperState.CLOSED
         try:
-            if not self._idle.is_set():
+            with self._calls_lock:
+                idle = None
+                if self._calls:
+                    idle = (anyio.Event(), current_token(), threading.get_ident())
+                    self._idle = idle
+            if idle is not None:
                 self.drain()
-                await anyio.to_thread.run_sync(
-                    self._idle.wait, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1)
-                )
+                await idle[0].wait()
         finally:
             with anyio.CancelScope(shield=True):
                 if self._selector is not None:
@@ -466,13 +472,18 @@ class Keeper:
         """One `execute` or batch is done: the last one lets a waiting `aclose` go on."""
         with self._calls_lock:
             self._calls -= 1
-            if not self._calls:
-                self._idle.set()
+            idle = self._idle if not self._calls else None
+        if idle is not None:
+            event, loop, thread = idle
+            if threading.get_ident() == thread:
+                event.set()
+            else:  # (an anyio event is set on its own event loop)
+                with contextlib.suppress(Exception):  # (that loop is gone: no one waits)
+                    anyio.from_thread.run_sync(event.set, token=loop)
 
     def _started(self) -> None:
         with self._calls_lock:
             self._calls += 1
-            self._idle.clear()
 
     async def __aenter__(self) -> Keeper:
         await self.open()
