@@ -8,8 +8,10 @@ import anyio
 import pytest
 
 from toolkeeper import CallStatus, Keeper, ToolCall, ToolResult
-from toolkeeper.core.errors import ConfigurationError
+from toolkeeper.core.errors import ConfigurationError, StoreError
 from toolkeeper.core.values import Effect, ToolSpec
+from toolkeeper.ledger.sqlite import SQLiteStore
+from toolkeeper.observe.audit import JsonlAuditSink
 
 pytestmark = pytest.mark.anyio
 
@@ -288,3 +290,30 @@ def test_an_option_of_the_wrong_type_or_value_is_refused_when_the_keeper_is_made
     options: dict[str, object] = {"ledger": "memory://", **option}
     with pytest.raises(ConfigurationError):
         Keeper(**options)  # type: ignore[arg-type]
+
+
+class _FailingClose(SQLiteStore):
+    """A SQLite ledger whose close fails (a disk gone at the end, say)."""
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        raise StoreError("the disk went away")
+
+
+async def test_a_ledger_that_fails_to_close_loses_no_audit_event(tmp_path: Path) -> None:
+    # The audit sink was closed after the ledger, in the same block: a ledger that failed to
+    # close left its buffered events unwritten.
+    audit = tmp_path / "audit.jsonl"
+    keeper = Keeper(
+        ledger=_FailingClose(tmp_path / "l.db"), audit=JsonlAuditSink(audit, flush_every=1000)
+    )
+
+    @keeper.tool(effect="read_only")
+    async def ping() -> str:
+        """Answer."""
+        return "pong"
+
+    with pytest.raises(StoreError):
+        async with keeper:
+            assert (await keeper.execute(ToolCall(call_id="c1", name="ping", arguments={}))).ok
+    assert '"call_id":"c1"' in audit.read_text(encoding="utf-8").replace(" ", "")

@@ -462,11 +462,17 @@ class Keeper:
                 self.drain()
                 await idle[0].wait()
         finally:
+            # Each is closed even when one before it fails: the audit sink's buffered events
+            # are not lost to a ledger that failed to close.
             with anyio.CancelScope(shield=True):
-                if self._selector is not None:
-                    self._selector.close()
-                await self.store.aclose()
-                self.audit.close()
+                try:
+                    if self._selector is not None:
+                        self._selector.close()
+                finally:
+                    try:
+                        await self.store.aclose()
+                    finally:
+                        self.audit.close()
 
     def _ended(self) -> None:
         """One `execute` or batch is done: the last one lets a waiting `aclose` go on."""
