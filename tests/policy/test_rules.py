@@ -343,3 +343,28 @@ async def test_a_rule_quoting_a_sensitive_argument_in_its_reason_shows_it_masked
     stored += (tmp_path / "a.jsonl").read_text()
     for secret in ("old-SECRET", "new-SECRET"):
         assert secret not in shown and secret not in stored, secret
+
+
+async def test_a_domain_given_as_text_is_that_domain_and_no_url_without_a_host_passes() -> None:
+    """`domain_in("url", "example.com")` allowed the domains of its characters, "." among them
+    as "": every URL without a host (`file:///etc/passwd`, a bare path) passed, and
+    example.com itself was refused."""
+    keeper = Keeper(ledger=MemoryStore())
+    fetched: list[str] = []
+
+    @keeper.tool(effect="read_only", rules=[domain_in("url", "example.com")])
+    async def fetch(url: str) -> str:
+        fetched.append(url)
+        return "ok"
+
+    async with keeper:
+        assert await _code(keeper, "fetch", url="https://docs.example.com/a") is None
+        for url in ("file:///etc/passwd", "/etc/passwd", "https://evil.com/"):
+            assert await _code(keeper, "fetch", url=url) is ErrorCode.PERMISSION_DENIED
+    assert fetched == ["https://docs.example.com/a"]
+
+
+@pytest.mark.parametrize("domains", [[""], ["example.com", "."]])
+def test_a_domain_that_names_no_host_is_refused_when_the_rule_is_made(domains: list[str]) -> None:
+    with pytest.raises(ValueError, match="domain"):
+        domain_in("url", domains)

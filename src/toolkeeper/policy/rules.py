@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..core.errors import ErrorCode
-from ..core.values import Principal, ToolCall, ToolSpec
+from ..core.values import Principal, ToolCall, ToolSpec, name_tuple
 from ..schema.validate import json_pointer, pointer_parts
 from ..schema.validate import resolve_ref as _resolve
 
@@ -204,15 +204,23 @@ def path_inside(param: str, root: str | os.PathLike[str]) -> Rule:
 
 def domain_in(param: str, domains: Iterable[str]) -> Rule:
     """Deny unless argument `param` (each element, for an array) is a URL whose host is one of
-    `domains` or a subdomain. `param` is a parameter name or a JSON pointer."""
-    allowed = tuple(d.lower().lstrip(".") for d in domains)
+    `domains` or a subdomain. `param` is a parameter name or a JSON pointer; `domains` is a
+    list of host names (one given as text is that one, not its characters).
+
+    Raises:
+        ValueError: a domain is empty (or only dots): it would name no host, and let every
+            URL without one (`file:///etc/passwd`, a bare path) through.
+    """
+    allowed = tuple(d.lower().strip(".") for d in name_tuple(domains))
+    if not all(allowed):
+        raise ValueError("domain_in: every domain must name a host, such as 'example.com'")
 
     def rule(inp: RuleInput) -> Decision | None:
         for value in _arguments_at(inp, param):
             if not isinstance(value, str):
                 return _unchecked(param, "a URL")
             host = (urlsplit(value).hostname or "").lower()
-            if not any(host == d or host.endswith("." + d) for d in allowed):
+            if not host or not any(host == d or host.endswith("." + d) for d in allowed):
                 return deny(f"{param} must be on an allowed domain", pointer=_pointer(param))
         return None
 
