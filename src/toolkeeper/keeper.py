@@ -181,7 +181,8 @@ class Keeper:
         rate_limiter: Shared rate limiter (defaults to one in this process, on monotonic time,
             or on `clock` when one is passed), at the rate of `budgets.calls_per_minute`,
             which it needs.
-        approval_ttl: Seconds an approval request stays valid (None: forever).
+        approval_ttl: Seconds an approval request stays valid, a positive number (None:
+            forever).
         max_argument_bytes: Larger argument payloads are refused.
         clock: Wall clock (epoch seconds); tests pass a fake one.
         sleep: Waits between retries (defaults to `anyio.sleep`); tests pass a fake one.

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from toolkeeper import CallStatus, Keeper, ToolCall
+from toolkeeper.core.errors import ConfigurationError
 from toolkeeper.ledger.base import ApprovalRecord, ApprovalStatus
 from toolkeeper.ledger.sqlite import SQLiteStore
 from toolkeeper.policy.approvals import Approvals
@@ -97,3 +98,19 @@ async def test_pending_holds_every_waiting_request() -> None:
             assert result.status is CallStatus.AWAITING_APPROVAL
         pending = await keeper.approvals.pending()
     assert len(pending) == 1001
+
+
+@pytest.mark.parametrize("ttl", [0, -60, float("nan"), float("inf"), "3600"])
+def test_an_approval_ttl_that_is_not_a_positive_number_of_seconds_is_refused(
+    ttl: object,
+) -> None:
+    """`Keeper(approval_ttl=0)` (read as "no expiry", as some stores take 0) made every request
+    expired when made: each destructive call asked for an approval that approving refused
+    ('has expired'), so none could ever run; NaN never expired, and text failed every call
+    that needed a request as an INTERNAL_ERROR."""
+    store = MemoryStore()
+    with pytest.raises(ValueError, match="ttl"):
+        Approvals(lambda: store, ttl=ttl)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="approval_ttl"):
+        Keeper(ledger=store, approval_ttl=ttl)  # type: ignore[arg-type]
+    assert Keeper(ledger=store, approval_ttl=None).approvals is not None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ..core.values import is_positive
 from ..ledger.base import EVERY, ApprovalRecord, ApprovalStatus, LedgerStore
 
 __all__ = ["ApprovalCheck", "Approvals", "Binding"]
@@ -52,7 +53,18 @@ class ApprovalCheck(StrEnum):
 
 
 class Approvals:
-    """Requests, decisions and checks of approvals, on top of a ledger store."""
+    """Requests, decisions and checks of approvals, on top of a ledger store.
+
+    Args:
+        store: The ledger store the requests live in.
+        ttl: Seconds a request stays valid once made; None: forever.
+        clock: Wall clock (epoch seconds).
+        ready: Awaited before a person's request (see `_ready`).
+
+    Raises:
+        ValueError: `ttl` is not None and not a positive, finite number of seconds (with 0 or
+            less, every request would be born expired: no call needing one could ever run).
+    """
 
     def __init__(
         self,
@@ -62,6 +74,11 @@ class Approvals:
         clock: Callable[[], float] = time.time,
         ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        if ttl is not None and not is_positive(ttl):
+            raise ValueError(
+                "the approval ttl must be a positive, finite number of seconds, or None for "
+                f"requests that never expire, not {ttl!r}"
+            )
         self._store = store
         self._ttl = ttl
         self._clock = clock
