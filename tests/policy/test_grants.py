@@ -60,3 +60,11 @@ def test_principal_ids_are_text_every_ledger_keeps_as_it_is(bad: dict[str, objec
     call); a NUL was an INTERNAL_ERROR on PostgreSQL."""
     with pytest.raises(ValueError, match="Principal"):
         Principal(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("grant", [None, b"orders:*", 5])
+def test_a_grant_that_is_not_text_is_refused_when_the_principal_is_made(grant: object) -> None:
+    """A grant of None (a NULL column) or bytes made every call of the principal fail as an
+    INTERNAL_ERROR with a traceback, when its grants were matched."""
+    with pytest.raises(ValueError, match=r"Principal\.grants"):
+        Principal(id="a", grants=["orders:read", grant])  # type: ignore[list-item]

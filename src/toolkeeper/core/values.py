@@ -109,6 +109,11 @@ class Principal:
         # pattern with a star, which granted everything.
         if not isinstance(self.grants, frozenset):
             object.__setattr__(self, "grants", _frozen(self.grants))
+        # A grant that is not text (None from a NULL column, bytes) cannot be matched: it
+        # failed every call of the principal as an INTERNAL_ERROR.
+        for grant in self.grants:
+            if not isinstance(grant, str):
+                raise ValueError(f"Principal.grants must be permission patterns (text): {grant!r}")
 
 
 ANONYMOUS = Principal(id="anonymous")
