@@ -99,6 +99,22 @@ def test_every_option_and_argument_says_what_it_is_for() -> None:
     assert undocumented == []
 
 
+def test_toolkeeper_help_names_every_action_of_each_command() -> None:
+    # `toolkeeper --help` is where a newcomer learns that `ledger settle` or `eval abstain` exist
+    top = _parser(None)
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    summaries = {choice.dest: choice.help or "" for choice in commands._choices_actions}
+    unnamed = [
+        f"{name} {action}"
+        for name, sub in commands.choices.items()
+        for group in sub._actions
+        if isinstance(group, argparse._SubParsersAction)
+        for action in group.choices
+        if action not in summaries[name]
+    ]
+    assert unnamed == []
+
+
 def test_a_broken_pipe_that_is_not_stdout_is_an_error_not_a_quiet_exit() -> None:
     # A command writing to a child process that died: stdout is fine, the failure is real.
     code = (

@@ -169,7 +169,9 @@ async def _run(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add `approvals` to the command line."""
-    parser = subparsers.add_parser("approvals", help="list, approve or deny approval requests")
+    parser = subparsers.add_parser(
+        "approvals", help="list, show, approve or deny approval requests"
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="pending requests (or all with --all)")
     listing.add_argument("--all", action="store_true", help="include decided requests")

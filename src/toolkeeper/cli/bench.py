@@ -66,7 +66,9 @@ class _LazyParser(argparse.ArgumentParser):
 
 def register(subparsers: Any) -> None:
     """Add `bench` and one sub-command per entry of `_BENCHES`."""
-    parser = subparsers.add_parser("bench", help="measure what toolkeeper costs, next to peers")
+    parser = subparsers.add_parser(
+        "bench", help="time the executor, gateway and retrieval, next to peers"
+    )
     sub = parser.add_subparsers(
         dest="bench_command", metavar="WHAT", required=True, parser_class=_LazyParser
     )

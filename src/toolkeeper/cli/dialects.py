@@ -33,8 +33,10 @@ __all__ = ["convert", "register"]
 
 
 def register(subparsers: Any) -> None:
-    """Add `dialects convert`."""
-    parser = subparsers.add_parser("dialects", help="convert tool definitions between formats")
+    """Add `dialects convert` and `dialects check-args`."""
+    parser = subparsers.add_parser(
+        "dialects", help="convert tool definitions between formats, or check-args against them"
+    )
     sub = parser.add_subparsers(dest="dialects_command", metavar="SUBCOMMAND", required=True)
     conv = sub.add_parser("convert", help="convert tool definitions, reporting every loss")
     _add_source(conv, "the format of the definitions read")

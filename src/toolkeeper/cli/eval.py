@@ -20,8 +20,10 @@ __all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
-    """Add `eval retrieval` and `eval abstain`."""
-    parser = subparsers.add_parser("eval", help="measure retrieval on benchmark files")
+    """Add `eval retrieval`, `eval abstain` and `eval fit-adapter`."""
+    parser = subparsers.add_parser(
+        "eval", help="measure retrieval and when to abstain on benchmark files, or fit-adapter"
+    )
     sub = parser.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
 
     retrieval = sub.add_parser("retrieval", help="Recall@k, nDCG, MRR, latency, tokens")

@@ -185,7 +185,7 @@ def register(subparsers: Any) -> None:
     """Add `toolkeeper ledger`."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "ledger",
-        help="list the calls in a ledger",
+        help="list the calls in a ledger, and the unknown ones a person must settle",
         description="List the calls in a ledger, or those whose outcome a person must decide.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
