@@ -112,6 +112,11 @@ async def test_expired_approval_does_not_run(keeper: Keeper, clock: FakeClock) -
     result = await keeper.execute(call)
     assert result.error is not None and result.error.code is ErrorCode.APPROVAL_EXPIRED
     assert published == []
+    # Proposed again, as the refusal says, it asks anew: the model is told it may retry.
+    assert result.error.retryable and "propose the call again" in result.error.message
+    again = await keeper.execute(call)
+    assert again.error is not None and again.error.code is ErrorCode.APPROVAL_REQUIRED
+    assert again.approval_id not in (None, waiting.approval_id)
 
 
 async def test_approving_an_expired_request_is_refused(keeper: Keeper, clock: FakeClock) -> None:

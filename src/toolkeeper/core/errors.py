@@ -80,7 +80,7 @@ ERROR_TABLE: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.PERMISSION_DENIED: ErrorInfo(retryable=False, http_status=403, jsonrpc_code=-32001),
     ErrorCode.APPROVAL_REQUIRED: ErrorInfo(retryable=True, http_status=202, jsonrpc_code=-32002),
     ErrorCode.APPROVAL_DENIED: ErrorInfo(retryable=False, http_status=403, jsonrpc_code=-32003),
-    ErrorCode.APPROVAL_EXPIRED: ErrorInfo(retryable=False, http_status=410, jsonrpc_code=-32004),
+    ErrorCode.APPROVAL_EXPIRED: ErrorInfo(retryable=True, http_status=410, jsonrpc_code=-32004),
     ErrorCode.BUDGET_EXCEEDED: ErrorInfo(retryable=False, http_status=429, jsonrpc_code=-32005),
     ErrorCode.RATE_LIMITED: ErrorInfo(retryable=True, http_status=429, jsonrpc_code=-32006),
     ErrorCode.CALL_ID_CONFLICT: ErrorInfo(retryable=False, http_status=409, jsonrpc_code=-32007),
