@@ -45,6 +45,22 @@ def test_a_rule_in_an_array_of_tables_is_located_by_its_index() -> None:
     assert (error.value.line, error.value.key) == (4, "rules.1")
 
 
+@pytest.mark.parametrize(
+    ("setting", "key"),
+    [("cap = nan", "rules.0.cap"), ('domains = ["example.com", "."]', "rules.0.domains.1")],
+)
+def test_a_rule_setting_that_would_let_everything_through_is_refused_with_its_key(
+    setting: str, key: str
+) -> None:
+    # A cap of NaN, which no amount exceeds, or a domain naming no host (which every URL
+    # without one matched), failed when the gateway was built, a bare ValueError, or not at all.
+    kind = "at_most" if "cap" in setting else "domain_in"
+    text = f'[[rules]]\nkind = "{kind}"\nparam = "amount"\n{setting}\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert error.value.key == key
+
+
 def test_invalid_toml_names_its_line() -> None:
     with pytest.raises(ConfigError) as error:
         parse_config("[server]\nport = = 3\n", file="gw.toml")

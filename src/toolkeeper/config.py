@@ -237,8 +237,9 @@ class RuleConfig(_Model):
     reason: str = ""
     param: str | None = None
     root: str | None = None
-    domains: list[str] = []
-    cap: float | None = None
+    domains: list[Annotated[str, Field(pattern=r"[^.]")]] = []
+    """Host names (`example.com`): one of only dots, or empty, names no host."""
+    cap: Annotated[float, Field(allow_inf_nan=False)] | None = None
     approve_above: bool = False
 
     @model_validator(mode="after")

@@ -364,6 +364,13 @@ async def test_a_domain_given_as_text_is_that_domain_and_no_url_without_a_host_p
     assert fetched == ["https://docs.example.com/a"]
 
 
+@pytest.mark.parametrize("cap", [float("nan"), "100", None, True])
+def test_a_cap_that_is_not_a_number_is_refused_when_the_rule_is_made(cap: object) -> None:
+    # A NaN cap, which no amount exceeds, let every amount through.
+    with pytest.raises(ValueError, match="cap"):
+        at_most("amount", cap)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("domains", [[""], ["example.com", "."]])
 def test_a_domain_that_names_no_host_is_refused_when_the_rule_is_made(domains: list[str]) -> None:
     with pytest.raises(ValueError, match="domain"):

@@ -12,6 +12,7 @@ Ready-made rules for the common cases: `path_inside`, `domain_in`, `at_most`.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -230,7 +231,14 @@ def domain_in(param: str, domains: Iterable[str]) -> Rule:
 def at_most(param: str, cap: float, *, approve_above: bool = False) -> Rule:
     """Deny (or, with `approve_above`, require approval) when numeric argument `param` (any
     element, for an array) exceeds `cap`. `param` is a parameter name or a JSON pointer
-    (`/payment/amount`); a value that is not a number is denied, not let through."""
+    (`/payment/amount`); a value that is not a number is denied, not let through.
+
+    Raises:
+        ValueError: `cap` is not a number, or is NaN (which no value exceeds: every value
+            would pass).
+    """
+    if isinstance(cap, bool) or not isinstance(cap, int | float) or math.isnan(cap):
+        raise ValueError(f"at_most: the cap must be a number, not {cap!r}")
 
     def rule(inp: RuleInput) -> Decision | None:
         for value in _arguments_at(inp, param):
