@@ -288,42 +288,32 @@ async def test_a_result_the_sdk_cannot_parse_still_ends_the_call_once(tmp_path: 
     assert effects.read_text() == "called\n"
 
 
-async def test_a_servers_own_error_is_a_tool_error_not_a_lost_connection(tmp_path: Path) -> None:
-    # -32000 is also the SDK's code for a closed connection; taken as that, this write would
-    # end UNKNOWN_OUTCOME and wait for a person, though the server plainly refused it.
+@pytest.mark.parametrize(
+    ("tool", "message"),
+    [
+        # -32000 is also the SDK's code for a closed connection; taken as that, this write
+        # would end UNKNOWN_OUTCOME and wait for a person, though the server plainly refused.
+        ("refuse", "upstream error -32000: the ledger service said no"),
+        # `"error": "..."`, no error object: the answer did not parse, and the call ended
+        # SUCCEEDED with a note that it "ran and finished", though the server said it failed.
+        ("refuse_plainly", "upstream error -32603: the server answered with a malformed error"),
+    ],
+)
+async def test_a_servers_own_error_is_a_tool_error_not_a_lost_connection(
+    tmp_path: Path, tool: str, message: str
+) -> None:
     keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
     raw = str(Path(__file__).with_name("raw_upstream.py"))
     params = UpstreamParams(name="raw", command=sys.executable, args=(raw,), protocol="legacy")
     agent = Principal(id="agent", grants=frozenset({"raw:*"}))
-    call = ToolCall(call_id="c1", name="raw.refuse", arguments={"path": "x"}, principal=agent)
+    call = ToolCall(call_id="c1", name=f"raw.{tool}", arguments={"path": "x"}, principal=agent)
     with anyio.fail_after(30):
         async with keeper, McpUpstream(params, keeper.catalog) as upstream:
             result = await keeper.execute(call)
             still = upstream.connected
     assert result.status is CallStatus.FAILED
     assert result.error is not None and result.error.code.value == "TOOL_ERROR"
-    assert result.error.message == "upstream error -32000: the ledger service said no"
-    assert still
-
-
-async def test_an_error_the_server_does_not_describe_is_still_a_failure(tmp_path: Path) -> None:
-    # `"error": "..."`, no error object: the answer did not parse, and the call ended SUCCEEDED
-    # with a note that it "ran and finished", though the server said it failed.
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
-    raw = str(Path(__file__).with_name("raw_upstream.py"))
-    params = UpstreamParams(name="raw", command=sys.executable, args=(raw,), protocol="legacy")
-    agent = Principal(id="agent", grants=frozenset({"raw:*"}))
-    call = ToolCall(
-        call_id="c1", name="raw.refuse_plainly", arguments={"path": "x"}, principal=agent
-    )
-    with anyio.fail_after(30):
-        async with keeper, McpUpstream(params, keeper.catalog) as upstream:
-            result = await keeper.execute(call)
-            still = upstream.connected
-    assert result.status is CallStatus.FAILED
-    assert result.error is not None and result.error.code.value == "TOOL_ERROR"
-    assert "error" in result.error.message
-    assert "said no" not in result.error.message  # (what it sent is not an MCP error message)
+    assert result.error.message == message
     assert still
 
 

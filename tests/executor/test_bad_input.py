@@ -252,6 +252,17 @@ async def test_the_same_arguments_written_differently_replay_the_same_call(
     assert len(runs) == 1
 
 
+def _orders_that_must_not_run(tmp_path: Path) -> Keeper:
+    """A keeper on a SQLite ledger with a write tool that fails the test if it ever runs."""
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+
+    @keeper.tool(effect="write", permissions=[])
+    async def create_order(sku: str, quantity: int) -> str:
+        raise AssertionError("must not run")
+
+    return keeper
+
+
 @pytest.mark.parametrize(
     "arguments",
     [
@@ -263,12 +274,7 @@ async def test_the_same_arguments_written_differently_replay_the_same_call(
 async def test_a_lone_surrogate_is_invalid_arguments_and_is_recorded(
     tmp_path: Path, arguments: object
 ) -> None:
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
-
-    @keeper.tool(effect="write", permissions=[])
-    async def create_order(sku: str, quantity: int) -> str:
-        raise AssertionError("must not run")
-
+    keeper = _orders_that_must_not_run(tmp_path)
     async with keeper:
         result = await keeper.execute(
             ToolCall(call_id="c1", name="create_order", arguments=arguments)  # type: ignore[arg-type]
@@ -295,12 +301,7 @@ async def test_python_arguments_that_cannot_even_be_printed_are_invalid_and_reco
 ) -> None:
     """They were an INTERNAL_ERROR, recorded nowhere: the digest of what is not JSON was
     taken from its repr, which raised too."""
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
-
-    @keeper.tool(effect="write", permissions=[])
-    async def create_order(sku: str, quantity: int) -> str:
-        raise AssertionError("must not run")
-
+    keeper = _orders_that_must_not_run(tmp_path)
     async with keeper:
         result = await keeper.execute(
             ToolCall(call_id="c1", name="create_order", arguments={"sku": "a", "quantity": value})
