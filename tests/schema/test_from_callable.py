@@ -267,3 +267,20 @@ def test_a_schema_dict_in_annotated_is_refused_and_secretstr_is_write_only() -> 
 
     schema = function_schema(secret).input_schema
     assert schema["properties"]["password"]["writeOnly"] is True
+
+
+def test_ints_in_lists_and_dicts_given_integral_floats_receive_ints() -> None:
+    """JSON Schema's "integer" takes 2.0 for each item too, and plain JSON went to the function
+    as it was: `list[int]` received `[1.0, 2]`, so `range(xs[0])` raised TypeError in the tool."""
+
+    def spread(
+        xs: list[int], by_name: dict[str, int], sizes: list[Literal[10, 50]], label: str = ""
+    ) -> str:
+        return ""
+
+    arguments = function_schema(spread).python_arguments(
+        {"xs": [1.0, 2], "by_name": {"a": 3.0}, "sizes": [10.0]}
+    )
+    assert arguments["xs"] == [1, 2] and type(arguments["xs"][0]) is int
+    assert type(arguments["by_name"]["a"]) is int
+    assert type(arguments["sizes"][0]) is int

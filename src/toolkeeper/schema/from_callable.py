@@ -95,18 +95,21 @@ def _schema_dict(annotation: Any) -> bool:
     )
 
 
-def _is_plain(annotation: Any) -> bool:
+def _is_plain(annotation: Any, *, inside: bool = False) -> bool:
+    """Whether JSON valid against `annotation`'s schema is the Python value it names. An int
+    `inside` a list or dict is not: JSON Schema's "integer" takes `2.0` there too, and only a
+    parameter's own int is converted without a model (`FunctionSchema.integers`)."""
     if annotation in _PRIMITIVES:
-        return True
+        return not (inside and annotation is int)
     origin = get_origin(annotation)
     if origin is Literal:
-        return True
+        return not (inside and any(type(value) is int for value in get_args(annotation)))
     if origin is typing.Annotated:
-        return _is_plain(get_args(annotation)[0])
+        return _is_plain(get_args(annotation)[0], inside=inside)
     if origin in (typing.Union, types.UnionType):
-        return all(_is_plain(a) for a in get_args(annotation))
+        return all(_is_plain(a, inside=inside) for a in get_args(annotation))
     if origin in (list, dict) or annotation in (list, dict):
-        return all(_is_plain(a) for a in get_args(annotation) if a is not Ellipsis)
+        return all(_is_plain(a, inside=True) for a in get_args(annotation))
     return False
 
 
