@@ -284,3 +284,16 @@ def test_ints_in_lists_and_dicts_given_integral_floats_receive_ints() -> None:
     assert arguments["xs"] == [1, 2] and type(arguments["xs"][0]) is int
     assert type(arguments["by_name"]["a"]) is int
     assert type(arguments["sizes"][0]) is int
+
+
+def test_a_dict_keyed_by_ints_receives_int_keys_and_refuses_keys_that_are_not() -> None:
+    """Its schema cannot constrain JSON's text keys, and the plain-JSON path handed
+    `dict[int, str]` the keys as sent: `"1"` for 1, and `"x"` too."""
+
+    def rename(names: dict[int, str]) -> str:
+        return ""
+
+    fs = function_schema(rename)
+    assert fs.python_arguments({"names": {"1": "a"}}) == {"names": {1: "a"}}
+    (violation,) = fs.violations({"names": {"x": "a"}})
+    assert violation.pointer == "/names/x"

@@ -78,14 +78,19 @@ class FunctionSchema:
             self.model.model_validate(arguments)
         except pydantic.ValidationError as exc:
             return [
-                Violation(
-                    pointer=json_pointer([p for p in error["loc"] if isinstance(p, str | int)]),
-                    keyword="python",
-                    message=error["msg"],
-                )
+                Violation(pointer=_pointer(error["loc"]), keyword="python", message=error["msg"])
                 for error in exc.errors(include_url=False, include_input=False)
             ]
         return []
+
+
+def _pointer(loc: tuple[int | str, ...]) -> str:
+    """The JSON Pointer to where pydantic's error is: a key a dict refuses (`dict[int, str]`
+    given `"x"`) is located as `(..., "x", "[key]")`, and the pointer names the key."""
+    path = list(loc)
+    if len(path) > 1 and path[-1] == "[key]":
+        path.pop()
+    return json_pointer(path)
 
 
 def _schema_dict(annotation: Any) -> bool:
@@ -108,6 +113,8 @@ def _is_plain(annotation: Any, *, inside: bool = False) -> bool:
         return _is_plain(get_args(annotation)[0], inside=inside)
     if origin in (typing.Union, types.UnionType):
         return all(_is_plain(a, inside=inside) for a in get_args(annotation))
+    if origin is dict and get_args(annotation)[0] not in (str, Any):
+        return False  # JSON's keys are text: the model makes `"1"` the int key 1
     if origin in (list, dict) or annotation in (list, dict):
         return all(_is_plain(a, inside=True) for a in get_args(annotation))
     return False
