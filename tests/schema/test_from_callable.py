@@ -252,6 +252,15 @@ def test_a_literal_of_ints_given_an_integral_float_receives_the_int() -> None:
     assert type(arguments["size"]) is int and type(arguments["mode"]) is int
 
 
+def test_a_literal_of_ints_and_floats_given_one_of_its_floats_receives_it() -> None:
+    """`Literal[1, 2.5]` given 2.5 received 2, which is none of its values."""
+
+    def zoom(factor: Literal[1, 2.5]) -> str:
+        return ""
+
+    assert function_schema(zoom).python_arguments({"factor": 2.5}) == {"factor": 2.5}
+
+
 def test_a_schema_dict_in_annotated_is_refused_and_secretstr_is_write_only() -> None:
     """`Annotated[str, {"writeOnly": True}]` failed with "unhashable type: 'dict'", and
     pydantic ignores such metadata anyway: the argument would not have been redacted."""

@@ -63,7 +63,7 @@ class FunctionSchema:
             out = dict(arguments)
             for name in self.integers:
                 value = out.get(name)
-                if type(value) is float:
+                if type(value) is float and value.is_integer():  # (`Literal[1, 2.5]`: 2.5)
                     out[name] = int(value)
             return out
         parsed = self.model.model_validate(arguments)
