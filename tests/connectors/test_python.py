@@ -1,6 +1,7 @@
 """Python functions run as tools: sync ones in a worker thread, async ones on the loop."""
 
 import functools
+import math
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -201,3 +202,19 @@ async def test_sync_tools_holding_every_thread_leave_the_applications_threads_fr
 def test_a_keeper_refuses_fewer_than_one_tool_thread() -> None:
     with pytest.raises(ConfigurationError):
         Keeper(ledger="memory://", tool_threads=0)
+
+
+async def test_a_positional_only_parameter_left_out_before_one_given_takes_its_default() -> None:
+    """Its default (math.inf) is no JSON, so nothing fills it in: the next argument took its
+    place, and a call giving only floor=5 ran clamp(5, 1.0)."""
+    keeper = Keeper(ledger="memory://")
+    seen: list[tuple[float, float]] = []
+
+    @keeper.tool(effect="read_only")
+    def clamp(ceiling: float = math.inf, floor: float = 1.0, /) -> None:
+        seen.append((ceiling, floor))
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c1", name="clamp", arguments={"floor": 5}))
+    assert result.status is CallStatus.SUCCEEDED
+    assert seen == [(math.inf, 5)]

@@ -61,6 +61,11 @@ class FunctionConnector:
         self.schema = schema if schema is not None else function_schema(func)
         self.limiter = limiter
         self._yields_async = inspect.isasyncgenfunction(func)
+        self._defaults = {
+            name: param.default
+            for name, param in inspect.signature(func).parameters.items()
+            if param.kind is param.POSITIONAL_ONLY and param.default is not param.empty
+        }
 
     @property
     def argument_check(self) -> Callable[[Mapping[str, Any]], list[Violation]] | None:
@@ -74,7 +79,7 @@ class FunctionConnector:
         kwargs = self.schema.python_arguments(arguments)
         if self.schema.context_param is not None:
             kwargs[self.schema.context_param] = ctx
-        args = [kwargs.pop(name) for name in self.schema.positional if name in kwargs]
+        args = self._positional(kwargs)
         if self.schema.is_async:
             value = await self.func(*args, **kwargs)
         elif self._yields_async:  # (needs no thread: it runs on the event loop)
@@ -85,6 +90,19 @@ class FunctionConnector:
             if inspect.isawaitable(value):
                 value = await value
         return value
+
+    def _positional(self, kwargs: dict[str, Any]) -> list[Any]:
+        """Take the positional-only arguments out of `kwargs`, in order, up to the last one
+        given: one left out before it (its default no JSON holds, `math.inf`) is its default,
+        or what follows would take its place."""
+        names = self.schema.positional
+        given = [i for i, name in enumerate(names) if name in kwargs]
+        if not given:
+            return []
+        return [
+            kwargs.pop(name) if name in kwargs else self._defaults[name]
+            for name in names[: given[-1] + 1]
+        ]
 
     async def _in_thread(self, call: Callable[[], Any], spec: ToolSpec, ctx: CallContext) -> Any:
         """Run `call` in a worker thread.
