@@ -57,6 +57,22 @@ async def test_an_async_function_behind_a_sync_wrapper_runs_before_its_call_succ
     assert ran == ["A-1", "A-2"]
 
 
+async def test_an_async_generator_behind_a_sync_wrapper_runs_and_returns_what_it_yields() -> None:
+    """It never ran: the wrapper returned the generator unstarted, and the call SUCCEEDED with
+    a note that its result was not JSON."""
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(effect="read_only")
+    @_logged
+    async def pages(n: int) -> AsyncIterator[int]:
+        for i in range(n):
+            yield i
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c1", name="pages", arguments={"n": 2}))
+    assert result.status is CallStatus.SUCCEEDED and result.data == [0, 1]
+
+
 async def test_a_positional_only_context_parameter_receives_the_context() -> None:
     keeper = Keeper(ledger="memory://")
 

@@ -3,7 +3,8 @@
 Async functions run on the event loop; sync ones in a worker thread
 (`anyio.to_thread.run_sync`), so a slow sync tool never blocks other calls. A sync function
 that returns an awaitable (a decorator's plain wrapper of an async function, a lambda calling
-one) has only started its work: it is awaited, under the same timeout. A sync function that
+one) has only started its work: it is awaited, under the same timeout, and an async generator
+it returns (the wrapped function is one) runs to its end on the event loop. A sync function that
 outlives its timeout (or a cancelled call) is left to finish in its thread, since Python cannot
 stop one: the call ends at its timeout on every event loop, as an async tool's does (a write's
 outcome is then unknown). The `CallContext` is injected into the parameter annotated with it.
@@ -27,7 +28,7 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from typing import Any
 
 import anyio.to_thread
@@ -89,6 +90,8 @@ class FunctionConnector:
             value = await self._in_thread(call, spec, ctx)
             if inspect.isawaitable(value):
                 value = await value
+            elif isinstance(value, AsyncGenerator):  # (an async one behind a sync decorator)
+                value = [item async for item in value]
         return value
 
     def _positional(self, kwargs: dict[str, Any]) -> list[Any]:
