@@ -306,3 +306,26 @@ def test_a_dict_keyed_by_ints_receives_int_keys_and_refuses_keys_that_are_not() 
     assert fs.python_arguments({"names": {"1": "a"}}) == {"names": {1: "a"}}
     (violation,) = fs.violations({"names": {"x": "a"}})
     assert violation.pointer == "/names/x"
+
+
+def test_a_generator_function_behind_a_decorator_shows_the_list_it_returns() -> None:
+    """The wrapper is no generator function: its output schema was that of `Iterator[int]`
+    (none: pydantic has none), though its call returns the list of what it yields."""
+
+    def logged(func: typing.Callable[..., typing.Any]) -> typing.Callable[..., typing.Any]:
+        @functools.wraps(func)
+        def wrapper(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
+            return func(*args, **kwargs)
+
+        return wrapper
+
+    @logged
+    def rows(n: int) -> typing.Iterator[int]:
+        yield from range(n)
+
+    @logged
+    async def pages(n: int) -> typing.AsyncIterator[str]:
+        yield str(n)
+
+    assert function_schema(rows).output_schema == {"items": {"type": "integer"}, "type": "array"}
+    assert function_schema(pages).output_schema == {"items": {"type": "string"}, "type": "array"}

@@ -217,7 +217,9 @@ _YIELDS = frozenset(
 
 
 def _returned(func: Callable[..., Any], annotation: Any) -> Any:
-    """The type of what a call of `func` returns: a generator function's items, as a list."""
+    """The type of what a call of `func` returns: a generator function's items, as a list
+    (also behind a decorator's wrapper, which returns the generator it makes)."""
+    func = inspect.unwrap(func)
     if (inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func)) and get_origin(
         annotation
     ) in _YIELDS:
