@@ -225,3 +225,23 @@ def test_formats_may_be_listed_with_spaces_and_an_unknown_one_is_a_usage_error(
         main(["dialects", "convert", "--from", "bfcl", "--to", "mcp,claude", str(tools_file)])
     assert exit_info.value.code == 2
     assert "argument --to: expected one or more of" in capsys.readouterr().err
+
+
+def test_json_nested_deeper_than_python_reads_is_one_line_naming_file_and_line(
+    tools_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """json.loads raises RecursionError, not JSONDecodeError, past about 1,000 levels: such
+    a file (a document, or one line of JSON lines) ended the command with a traceback."""
+    deep = "[" * 5000 + "]" * 5000
+    document = tmp_path / "deep.json"
+    document.write_text(f'{{"name": "f",\n"inputSchema": {deep}}}\n', encoding="utf-8")
+    lines = tmp_path / "deep.jsonl"
+    lines.write_text(json.dumps(BFCL_LINES[0]) + "\n" + deep + "\n", encoding="utf-8")
+    convert = ["convert", "--from", "mcp", "--to", "all"]
+
+    code, err = _dialects(capsys, *convert, str(document))
+    assert code == 2 and err.startswith(f"toolkeeper dialects: {document}: JSON nested more")
+    code, err = _dialects(capsys, *convert, str(lines))
+    assert code == 2 and err.startswith(f"toolkeeper dialects: {lines}:2: JSON nested more")
+    code, err = _dialects(capsys, "check-args", "--from", "bfcl", str(tools_file), str(lines))
+    assert code == 2 and err.startswith(f"toolkeeper dialects: {lines}:2: JSON nested more")

@@ -79,6 +79,9 @@ def _targets(text: str) -> list[str]:
     return names
 
 
+_TOO_DEEP = "JSON nested more deeply than it can be read (about 1,000 levels)"
+
+
 def _read(path: str) -> tuple[list[tuple[str, Any]], bool]:
     """The items of a JSON document or a JSON lines file, each with where it is for messages
     (`FILE:LINE`, `FILE: item N` in a list, `FILE` alone), and whether it is JSON lines.
@@ -95,14 +98,18 @@ def _read(path: str) -> tuple[list[tuple[str, Any]], bool]:
         raise ValueError(f"{name}: not UTF-8 text ({exc.reason})") from exc
     try:
         document = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         lines = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
         items: list[tuple[str, Any]] = []
         for number, line in lines:
             try:
                 items.append((f"{name}:{number}", json.loads(line)))
+            except RecursionError as deep:
+                raise ValueError(f"{name}:{number}: {_TOO_DEEP}") from deep
             except json.JSONDecodeError as bad:
                 if not items:  # not even the first line: a JSON document, broken
+                    if isinstance(exc, RecursionError):
+                        raise ValueError(f"{name}: {_TOO_DEEP}") from exc
                     raise ValueError(
                         f"{name}:{exc.lineno}: not JSON ({exc.msg} at column {exc.colno})"
                     ) from exc
