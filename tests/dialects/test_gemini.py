@@ -281,3 +281,45 @@ def test_a_function_call_streamed_in_pieces_is_refused_not_run_without_its_argum
                 Gemini().parse(given)
     whole = {"functionCall": {"id": "fc-1", "name": "send", "args": {"to": "bob@example.com"}}}
     assert [c.call_id for c in Gemini().parse(whole)] == ["fc-1"]
+
+
+def test_import_reads_openapi_fields_by_their_python_names_and_counts_given_as_text() -> None:
+    """google-genai takes a Schema's fields by their Python names (`any_of`, `min_items`) and
+    its int64 counts as text, as the REST API writes them: such keys were kept as unknown
+    keywords, so a choice or a limit was silently lost (the property took any value), and a
+    count as text made the schema invalid."""
+    from google.genai import types as genai_types
+
+    from toolkeeper.schema.validate import compile_validator
+
+    declaration = {
+        "name": "tag",
+        "parameters": {
+            "type": "OBJECT",
+            "properties": {
+                "tags": {"type": "ARRAY", "items": {"type": "STRING"}, "min_items": 1},
+                "id": {
+                    "any_of": [{"type": "STRING", "max_length": "8"}, {"type": "INTEGER"}],
+                    "nullable": True,
+                },
+                "meta": {
+                    "type": "OBJECT",
+                    "additional_properties": {"type": "INTEGER"},
+                    "maxProperties": "2",
+                },
+            },
+            "required": ["tags"],
+        },
+    }
+    converted = Gemini().import_tool(declaration)
+    as_the_sdk_reads_it = genai_types.FunctionDeclaration.model_validate(declaration)
+    assert converted.value == Gemini().import_tool(as_the_sdk_reads_it).value
+    assert converted.lossless
+    validator = compile_validator(converted.value.input_schema)
+    assert validator.is_valid({"tags": ["a"], "id": 7, "meta": {"a": 1}})
+    assert validator.is_valid({"tags": ["a"], "id": None})
+    assert not validator.is_valid({"tags": []})
+    assert not validator.is_valid({"tags": ["a"], "id": "much too long"})
+    assert not validator.is_valid({"tags": ["a"], "id": [1]})
+    assert not validator.is_valid({"tags": ["a"], "meta": {"a": "x"}})
+    assert not validator.is_valid({"tags": ["a"], "meta": {"a": 1, "b": 2, "c": 3}})

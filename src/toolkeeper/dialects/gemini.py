@@ -58,16 +58,38 @@ def _call_of(part: Any) -> Mapping[str, Any] | None:
     return None
 
 
+_SCHEMA_FIELDS: Mapping[str, str] = {
+    "additional_properties": "additionalProperties",
+    "any_of": "anyOf",
+    "max_items": "maxItems",
+    "max_length": "maxLength",
+    "max_properties": "maxProperties",
+    "min_items": "minItems",
+    "min_length": "minLength",
+    "min_properties": "minProperties",
+    "property_ordering": "propertyOrdering",
+}
+"""google-genai's Python names of `Schema` fields, which it takes as their wire names."""
+_COUNTS = frozenset(
+    {"maxItems", "maxLength", "maxProperties", "minItems", "minLength", "minProperties"}
+)
+"""`Schema` fields that are int64, which the REST API writes as text (`"5"`)."""
+
+
 def from_openapi_schema(schema: Any) -> Any:
     """JSON Schema from Gemini's OpenAPI-style `Schema` (upper-case types, `nullable`, `ref`
-    into the root `defs`)."""
+    into the root `defs`), its fields read as google-genai reads them (by their Python names
+    too, and a count given as text as the number)."""
     if isinstance(schema, list):
         return [from_openapi_schema(item) for item in schema]
     if not isinstance(schema, Mapping):
         return schema
     out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "type" and isinstance(value, str):
+    for field, value in schema.items():
+        key = _SCHEMA_FIELDS.get(field) or field
+        if key in _COUNTS and isinstance(value, str):
+            out[key] = _count(value)
+        elif key == "type" and isinstance(value, str):
             if value.upper() != "TYPE_UNSPECIFIED":  # (no type: any value)
                 out["type"] = value.lower()
         elif key == "ref" and isinstance(value, str):
@@ -90,6 +112,15 @@ def from_openapi_schema(schema: Any) -> Any:
     if schema.get("nullable") is True:
         return nullable(out)  # with its enum, its anyOf branches: null is one more value
     return out
+
+
+def _count(text: str) -> int | str:
+    """An int64 field as the REST API writes it (`"5"`): the number, or the text when it is
+    none (then refused as a schema as it is)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 class Gemini(Dialect):
