@@ -84,3 +84,41 @@ def test_a_default_its_own_parameter_refuses_is_dropped_and_reported() -> None:
         ("/parameters/properties/detailed/default", Action.DROPPED),
         ("/parameters/properties/limit/default", Action.DROPPED),
     ]
+
+
+def test_an_enum_on_an_array_lists_what_its_items_may_be() -> None:
+    """BFCL puts the values an array's items may take in the array's `enum` (live_multiple's
+    `metrics`): read as JSON Schema, no array is one of those strings, so every call, the
+    gold ones with `metrics: []` among them, was refused, and the `[]` default dropped."""
+    from toolkeeper.schema.validate import compile_validator
+
+    doc = {
+        "name": "get_sensor_readings_latest",
+        "parameters": {
+            "type": "dict",
+            "properties": {
+                "metrics": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "enum": ["temperature", "humidity", "co2"],
+                    "default": [],
+                },
+                "tags": {"type": "array", "enum": [["a"], ["b"]]},
+            },
+        },
+    }
+    converted = import_tool(doc)
+    props = converted.value.input_schema["properties"]
+    assert props["metrics"] == {
+        "type": "array",
+        "items": {"type": "string", "enum": ["temperature", "humidity", "co2"]},
+        "default": [],
+    }
+    assert props["tags"] == {"type": "array", "enum": [["a"], ["b"]]}  # (arrays: as JSON Schema)
+    assert [(loss.pointer, loss.action) for loss in converted.losses] == [
+        ("/parameters/properties/metrics/enum", Action.REWRITTEN)
+    ]
+    validator = compile_validator(converted.value.input_schema)
+    assert validator.is_valid({"metrics": []})
+    assert validator.is_valid({"metrics": ["co2", "humidity"]})
+    assert not validator.is_valid({"metrics": ["noise"]})

@@ -4,9 +4,10 @@ BFCL writes parameters almost as JSON Schema, with its own type names (`dict`, `
 `tuple`, `any`, Java's `String`, `HashMap`, `long`, ...) and a non-standard `optional` key (a
 flag on a property, or a list of names on an object). The importer maps them onto JSON Schema
 2020-12; a mapping that widens or guesses (`tuple` read as an array, `char` as a string, an
-unknown or empty type) is reported, and so is a `default` its own parameter refuses (BFCL's
-`None`, or `"false"` for a boolean), which is dropped. `optional` may be a bool or a yes/no
-string. Import only: nothing is ever exported to BFCL.
+unknown or empty type, an array's `enum` read as the values of its items) is reported, and so
+is a `default` its own parameter refuses (BFCL's `None`, or `"false"` for a boolean), which is
+dropped. `optional` may be a bool or a yes/no string. Import only: nothing is ever exported
+to BFCL.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class _BFCLSchema(SchemaWalker):
                 del node["type"]
             else:
                 node["type"] = mapped
+        self._item_enum(node, pointer)
         if isinstance(node.get("optional"), list):
             self._unrequire(node, [str(n) for n in node.pop("optional")], pointer)
         props = node.get("properties")
@@ -118,6 +120,28 @@ class _BFCLSchema(SchemaWalker):
                     "BFCL `optional` means nothing outside an object's properties",
                 )
         return node
+
+    def _item_enum(self, node: dict[str, Any], pointer: str) -> None:
+        """BFCL's `enum` of values on an array lists what its items may be (`metrics`: some
+        of `["temperature", "co2"]`); as JSON Schema it would ask the array itself to be one
+        of them, which no array is, and every call would be refused."""
+        values = node.get("enum")
+        items = node.get("items", {})
+        if (
+            node.get("type") != "array"
+            or not isinstance(values, list)
+            or any(isinstance(v, list) for v in values)
+            or not isinstance(items, dict)
+            or "enum" in items
+        ):
+            return
+        node["items"] = {**items, "enum": node.pop("enum")}
+        self.loss(
+            pointer + "/enum",
+            "enum",
+            Action.REWRITTEN,
+            "BFCL enum of an array read as the values its items may take",
+        )
 
     def _unrequire(self, node: dict[str, Any], names: list[str], pointer: str) -> None:
         required = node.get("required")
