@@ -12,8 +12,18 @@ def test_a_bar_is_drawn_on_a_terminal() -> None:
     leader, follower = os.openpty()
     with os.fdopen(follower, "w") as terminal:
         assert list(progress(range(3), total=3, label="queries", stream=terminal)) == [0, 1, 2]
-    shown = os.read(leader, 4096).decode()
+    # One read may return only the first redraw: read until the terminal says it was closed.
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # (EIO: the other end is closed and all it wrote was read)
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
     os.close(leader)
+    shown = b"".join(chunks).decode()
     assert "\rqueries [" in shown and "3/3" in shown
 
 
