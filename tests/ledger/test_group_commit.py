@@ -1,6 +1,8 @@
 """The SQLite store commits finished read-only calls together, and nothing else late."""
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -89,3 +91,21 @@ async def test_a_store_locked_out_of_its_batch_still_records_the_read(tmp_path: 
     async with SQLiteStore(path, commit_delay=60) as store:
         assert await claim_while_locked(store, path, _finished_read("r1"))
         assert _committed(path) == {"r1"}  # written durably by the waiting connection
+
+
+def test_a_claim_after_a_full_disk_lost_the_batch_is_reported_as_it_landed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.db"
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.ledger.write_after_a_full_disk", str(path)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+        cwd=Path(__file__).parents[2],
+    )
+    # The failed statement ended the batch, so the RUNNING claim committed on its own: it must
+    # say so, not fail on a COMMIT with no transaction left (its call refused, its record kept).
+    assert child.stdout.decode().split() == ["refused", "created"], child.stderr.decode()
+    assert _committed(path) == {"w1"}  # the pending read went with the failed transaction
+    assert "lost a batch" in child.stderr.decode()

@@ -56,7 +56,6 @@ class GroupCommit:
         self.conn = conn
         self.delay = delay
         self.lock = threading.Lock()
-        self._open = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -74,21 +73,30 @@ class GroupCommit:
                 and nothing is pending), or from the commit of a `WRITE`.
         """
         with self.lock:
-            if mode is Mode.DEFERRED and self._thread is not None:
-                if not self._open:
-                    self.conn.execute("BEGIN IMMEDIATE")
-                    self._open = True
-                    self._wake.set()
-                return op(self.conn)
-            result = op(self.conn)
-            if mode is Mode.WRITE and self._open:
+            # The batch is open while the connection is in a transaction: SQLite itself ends it
+            # when a statement fails on a full disk or an I/O error (and the statements after
+            # then run, and commit, on their own).
+            batch = self.conn.in_transaction
+            try:
+                if mode is Mode.DEFERRED and self._thread is not None:
+                    if not batch:
+                        self.conn.execute("BEGIN IMMEDIATE")
+                        batch = True
+                        self._wake.set()
+                    return op(self.conn)
+                result = op(self.conn)
+            except BaseException:
+                if batch and not self.conn.in_transaction:
+                    _log.error("the SQLite ledger lost a batch of read-only call records")
+                raise
+            if mode is Mode.WRITE and self.conn.in_transaction:
                 self._commit(raising=True)
             return result
 
     def flush(self) -> None:
         """Commit what is pending now (before another connection needs the write lock)."""
         with self.lock:
-            if self._open:
+            if self.conn.in_transaction:
                 self._commit(raising=False)
 
     def close(self) -> None:
@@ -101,7 +109,6 @@ class GroupCommit:
         self.flush()
 
     def _commit(self, *, raising: bool) -> None:
-        self._open = False
         try:
             self.conn.execute("COMMIT")
         except sqlite3.Error:
@@ -120,5 +127,5 @@ class GroupCommit:
             with self.lock:
                 if not self._stop.is_set():  # a close now must find the event still set
                     self._wake.clear()
-                if self._open:
+                if self.conn.in_transaction:
                     self._commit(raising=False)
