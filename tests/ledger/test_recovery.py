@@ -14,6 +14,7 @@ import pytest
 from toolkeeper.core.errors import ErrorCode
 from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import LedgerStore, PostgresStore, SQLiteStore, recover_abandoned
+from toolkeeper.ledger.recovery import mark_unknown
 
 from ..conftest import postgres_url
 from .records import call
@@ -138,3 +139,33 @@ def test_a_dead_owner_its_parent_has_not_reaped_is_dead() -> None:
         assert is_abandoned(record, now=time.time())
     finally:
         child.wait()
+
+
+async def test_a_call_its_owner_retried_since_it_was_found_abandoned_is_left_running(
+    tmp_path: Path,
+) -> None:
+    """Recovery judged a record of another host abandoned by its deadline, then marked the
+    call UNKNOWN_OUTCOME whatever had happened since: an owner alive after all (a paused
+    process, a clock behind) that had meanwhile written its next attempt, with a new deadline,
+    lost the call it was running, and its result with it."""
+    import time
+
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path) as recovery, SQLiteStore(path) as owner:
+        late = call(
+            "late", task_id="crash", owner="elsewhere:1", attempt=1, deadline=time.time() - 600
+        )
+        found, _ = await recovery.claim_call(late)
+        await owner.transition(
+            "crash",
+            "late",
+            expected=CallStatus.RUNNING,
+            target=CallStatus.RUNNING,
+            changes={"attempt": 2, "deadline": time.time() + 600},
+            expected_attempt=1,
+        )
+
+        assert await mark_unknown(recovery, found) is None
+
+        record = await recovery.get_call("crash", "late")
+        assert record is not None and (record.status, record.attempt) == (CallStatus.RUNNING, 2)

@@ -79,7 +79,8 @@ async def recover_abandoned(
 
 async def mark_unknown(store: LedgerStore, record: CallRecord) -> CallRecord | None:
     """An abandoned call's RUNNING -> UNKNOWN_OUTCOME, unless another process moved it first
-    (None)."""
+    (None): ended it, or wrote another attempt (its owner, found alive, retrying; or another
+    process taking it over), which `record` was not judged abandoned on."""
     try:
         return await store.transition(
             record.task_id,
@@ -87,6 +88,7 @@ async def mark_unknown(store: LedgerStore, record: CallRecord) -> CallRecord | N
             expected=CallStatus.RUNNING,
             target=CallStatus.UNKNOWN_OUTCOME,
             changes={"error": UNKNOWN_OUTCOME_ERROR.to_dict()},
+            expected_attempt=record.attempt,
         )
     except StaleState:
         return None
