@@ -513,3 +513,26 @@ async def test_a_task_id_no_ledger_can_key_is_refused_as_an_invalid_call_id(
         assert await keeper.store.list_calls() == []
     assert isinstance(refused, mcp_types.CallToolResult) and refused.is_error
     assert code_of(refused) == "INVALID_CALL_ID"
+
+
+async def test_an_approval_answer_sent_unasked_is_not_taken_and_the_user_is_asked(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    """A 2026-07-28 client's answer with no request state (to a question never put to it)
+    approved the call: the destructive tool ran and the user never saw what it would do."""
+    asked: list[str] = []
+    unasked = mcp_types.ElicitResult(action="accept", content={"approve": True})
+    async with http_client(TOKENS["alice"], elicitation_callback=answering(None, asked)) as alice:
+        await alice.call_tool("demo.add_note", {"text": "a"})
+        answer = await alice.session.call_tool(
+            "demo.clear_notes",
+            {},
+            input_responses={"toolkeeper-approval": unasked},
+            allow_input_required=True,
+        )
+    assert isinstance(answer, mcp_types.InputRequiredResult)
+    [approval] = await deployment.keeper.store.list_approvals()
+    assert approval.status is ApprovalStatus.PENDING
+    assert answer.request_state == approval.id
+    clears = [r for r in await deployment.keeper.store.list_calls() if r.tool == "demo.clear_notes"]
+    assert [r.status for r in clears] == [CallStatus.AWAITING_APPROVAL]

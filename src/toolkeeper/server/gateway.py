@@ -353,7 +353,9 @@ class Gateway:
         message = _approval_message(asked_for)
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             answer = (params.input_responses or {}).get(APPROVAL_INPUT_KEY)
-            if answer is None or params.request_state not in (None, approval_id):
+            # An answer counts only with the state of the question it answers: one sent
+            # unasked (no state) or to another question was never shown this call.
+            if answer is None or params.request_state != approval_id:
                 request = mcp_types.ElicitRequest(
                     params=mcp_types.ElicitRequestFormParams(
                         message=message, requested_schema=_APPROVAL_SCHEMA
