@@ -536,3 +536,38 @@ async def test_an_approval_answer_sent_unasked_is_not_taken_and_the_user_is_aske
     assert answer.request_state == approval.id
     clears = [r for r in await deployment.keeper.store.list_calls() if r.tool == "demo.clear_notes"]
     assert [r.status for r in clears] == [CallStatus.AWAITING_APPROVAL]
+
+
+async def test_an_answer_sent_again_after_its_call_ran_gets_that_calls_result_not_a_new_question(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    """A 2026-07-28 client sends its answering round again (its response was lost, or a
+    second session of the principal answered the same question): the approved call had
+    ended, so the round was taken for a new call of the next generation, the user was asked
+    again, and a second yes ran the destructive tool a second time."""
+    asked: list[str] = []
+    accept = mcp_types.ElicitResult(action="accept", content={"approve": True})
+    yes = {"toolkeeper-approval": accept}
+    async with http_client(TOKENS["alice"], elicitation_callback=answering(True, asked)) as alice:
+        await alice.call_tool("demo.add_note", {"text": "a"})
+        question = await alice.session.call_tool("demo.clear_notes", {}, allow_input_required=True)
+        assert isinstance(question, mcp_types.InputRequiredResult)
+        rounds = [
+            await alice.session.call_tool(
+                "demo.clear_notes",
+                {},
+                input_responses=yes,
+                request_state=question.request_state,
+                allow_input_required=True,
+            )
+            for _ in range(2)
+        ]
+    for answer in rounds:
+        assert isinstance(answer, mcp_types.CallToolResult) and not answer.is_error, answer
+        assert answer.content[0].text == "1 notes deleted"  # type: ignore[union-attr]
+    assert asked == []
+    clears = [r for r in await deployment.keeper.store.list_calls() if r.tool == "demo.clear_notes"]
+    assert [r.status for r in clears] == [CallStatus.SUCCEEDED]
+    assert [a.id for a in await deployment.keeper.store.list_approvals()] == [
+        question.request_state
+    ]

@@ -96,14 +96,7 @@ class CallIds:
         given = (meta or {}).get(CALL_META_KEY)
         if given:
             return str(given)
-        try:
-            args = canonical_json(arguments)
-        except (TypeError, ValueError):
-            args = repr(arguments)
-        # surrogatepass: arguments holding a lone surrogate still get an id (and their refusal)
-        identity = f"{principal.id}\x00{tool}\x00{args}".encode("utf-8", "surrogatepass")
-        base = "mcp-" + hashlib.sha256(identity).hexdigest()
-        base = base[:36]
+        base = _base(principal, tool, arguments)
         if id_problem(task_id) is not None:
             # (a task the client named that no ledger can key: the executor refuses the call)
             return base
@@ -150,9 +143,27 @@ class CallIds:
             self._remember(key, generation + 1, True)
 
     @staticmethod
+    def derives(
+        call_id: str, principal: Principal, tool: str, arguments: Mapping[str, Any] | str
+    ) -> bool:
+        """Whether `call_id` is a derived id (of any generation) of this call."""
+        return call_id.partition(".")[0] == _base(principal, tool, arguments)
+
+    @staticmethod
     def derived(meta: Mapping[str, Any] | None) -> bool:
         """Whether the call id of a request with this `_meta` is derived (not the client's)."""
         return not (meta or {}).get(CALL_META_KEY)
+
+
+def _base(principal: Principal, tool: str, arguments: Mapping[str, Any] | str) -> str:
+    """The id of the first generation of a call: its principal, tool and arguments."""
+    try:
+        args = canonical_json(arguments)
+    except (TypeError, ValueError):
+        args = repr(arguments)
+    # surrogatepass: arguments holding a lone surrogate still get an id (and their refusal)
+    identity = f"{principal.id}\x00{tool}\x00{args}".encode("utf-8", "surrogatepass")
+    return ("mcp-" + hashlib.sha256(identity).hexdigest())[:36]
 
 
 def _name(base: str, generation: int) -> str:

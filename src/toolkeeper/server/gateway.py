@@ -36,6 +36,7 @@ from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects.base import RESULT_CHARS, check_result_limit, shown_result
 from ..dialects.mcp import MCP, object_schema
+from ..executor.gates import id_problem
 from ..keeper import Keeper
 from ..ledger.base import ApprovalRecord
 from ..policy.grants import may_use
@@ -273,7 +274,8 @@ class Gateway:
     ) -> dict[str, Any] | mcp_types.InputRequiredResult:
         """Run one call of `tool`, asking the client's user when it needs an approval."""
         meta = dict(params.meta or {})
-        call, result = await self._run(who, tool.spec.name, arguments, meta)
+        answered = await self._answered(who, tool.spec.name, arguments, params, client)
+        call, result = await self._run(who, tool.spec.name, arguments, meta, call_id=answered)
         if _needs_approval(result) and who.approve_by_elicitation and client is not None:
             asked = await self._ask(client, params, call, result)
             if isinstance(asked, mcp_types.InputRequiredResult):
@@ -281,6 +283,41 @@ class Gateway:
             result = asked
         self._call_ids.ended(call.task_id, call.call_id, result.status)
         return self._wire(result, tool.spec)
+
+    async def _answered(
+        self,
+        who: GatewayPrincipal,
+        name: str,
+        arguments: Mapping[str, Any],
+        params: mcp_types.CallToolRequestParams,
+        client: ClientView | None,
+    ) -> str | None:
+        """The call a 2026-07-28 client's answer is to: the call of the approval its request
+        state names, when that is a derived id of this same call in its task; else None.
+
+        Sent again after that call ended (its result lost on the way, or the question also
+        answered in another session), the round is that call, whose result it gets, not the
+        call's next generation with a new question whose yes would run it twice."""
+        state = params.request_state
+        if (
+            client is None
+            or client.protocol_version not in MODERN_PROTOCOL_VERSIONS
+            or not who.approve_by_elicitation
+            or APPROVAL_INPUT_KEY not in (params.input_responses or {})
+            or not CallIds.derived(params.meta)
+            or state is None
+            or id_problem(state) is not None  # (text no ledger can look up)
+        ):
+            return None
+        asked = await self.keeper.approvals.get(state)
+        if (
+            asked is None
+            or asked.principal_id != who.principal.id
+            or asked.task_id != self._call_ids.task_id(who.principal, params.meta)
+            or not CallIds.derives(asked.call_id, who.principal, name, arguments)
+        ):
+            return None
+        return asked.call_id
 
     async def _run_inner(self, call: ToolCall) -> ToolResult:
         """The inner call of `call_tool`, run like a direct call of its principal."""
@@ -299,11 +336,16 @@ class Gateway:
         name: str,
         arguments: Mapping[str, Any],
         meta: Mapping[str, Any],
+        *,
+        call_id: str | None = None,
     ) -> tuple[ToolCall, ToolResult]:
         """Propose and execute; a derived id that turns out to be taken by an ended call
-        (another gateway process got there first) is derived again from the ledger."""
-        call = await self._proposal(who, name, arguments, meta)
+        (another gateway process got there first) is derived again from the ledger. A
+        `call_id` given is that call's, whether or not it ended."""
+        call = await self._proposal(who, name, arguments, meta, call_id=call_id)
         result = await self.keeper.execute(call)
+        if call_id is not None:
+            return call, result
         for _ in range(_MAX_REDERIVE):
             if not (result.replayed and CallIds.derived(meta) and result.status.terminal):
                 break
@@ -320,11 +362,13 @@ class Gateway:
         meta: Mapping[str, Any],
         *,
         probe: bool = False,
+        call_id: str | None = None,
     ) -> ToolCall:
         task_id = self._call_ids.task_id(who.principal, meta)
-        call_id = await self._call_ids.call_id(
-            who.principal, task_id, name, arguments, meta, probe=probe
-        )
+        if call_id is None:
+            call_id = await self._call_ids.call_id(
+                who.principal, task_id, name, arguments, meta, probe=probe
+            )
         return ToolCall(
             call_id=call_id,
             name=name,
