@@ -571,3 +571,21 @@ async def test_an_answer_sent_again_after_its_call_ran_gets_that_calls_result_no
     assert [a.id for a in await deployment.keeper.store.list_approvals()] == [
         question.request_state
     ]
+
+
+async def test_a_question_the_client_fails_to_put_leaves_an_error_result_naming_the_approval(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    """A handshake-era client that answers the question with an error (its user could not be
+    asked) made the tools/call fail with that error: the approval id to approve it by was
+    never named, and the call was left waiting for nobody knew what."""
+
+    async def fail(context: Any, params: Any) -> mcp_types.ErrorData:
+        return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message="no window to ask in")
+
+    async with http_client(TOKENS["alice"], elicitation_callback=fail, mode="legacy") as alice:
+        result = await alice.call_tool("demo.clear_notes", {})
+    [approval] = await deployment.keeper.store.list_approvals()
+    assert approval.status is ApprovalStatus.PENDING
+    assert code_of(result) == "APPROVAL_REQUIRED"
+    assert (result.meta or {})["dev.toolkeeper/approval-id"] == approval.id

@@ -29,6 +29,7 @@ import mcp_types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from ..catalog.registry import CatalogEvent, Tool
 from ..core.errors import ErrorCode
@@ -409,7 +410,12 @@ class Gateway:
                     input_requests={APPROVAL_INPUT_KEY: request}, request_state=approval_id
                 )
         elif client.elicit is not None:
-            answer = await client.elicit(message, _APPROVAL_SCHEMA)
+            try:
+                answer = await client.elicit(message, _APPROVAL_SCHEMA)
+            except (MCPError, ValidationError):
+                # The client answered with an error or with no answer of the form: its user
+                # was not asked, so the call waits, its error naming the approval id.
+                return pending
         else:
             return pending
         if not isinstance(answer, mcp_types.ElicitResult) or answer.action == "cancel":
