@@ -488,10 +488,6 @@ class Keeper:
                 with contextlib.suppress(Exception):  # (that loop is gone: no one waits)
                     anyio.from_thread.run_sync(event.set, token=loop)
 
-    def _started(self) -> None:
-        with self._calls_lock:
-            self._calls += 1
-
     async def __aenter__(self) -> Keeper:
         await self.open()
         return self
@@ -626,7 +622,8 @@ class Keeper:
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Check, run and record one proposed call. Never raises for bad input."""
-        self._started()  # (counted while it opens the keeper too: `aclose` waits for it)
+        with self._calls_lock:  # (counted while it opens the keeper too: `aclose` waits)
+            self._calls += 1
         try:
             if self.state is not KeeperState.OPEN:
                 await self.open()
@@ -639,7 +636,8 @@ class Keeper:
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
-        self._started()
+        with self._calls_lock:
+            self._calls += 1
         try:
             if self.state is not KeeperState.OPEN:
                 await self.open()

@@ -80,7 +80,7 @@ class FunctionConnector:
         kwargs = self.schema.python_arguments(arguments)
         if self.schema.context_param is not None:
             kwargs[self.schema.context_param] = ctx
-        args = self._positional(kwargs)
+        args = self._positional(kwargs) if self.schema.positional else []
         if self.schema.is_async:
             value = await self.func(*args, **kwargs)
         elif self._yields_async:  # (needs no thread: it runs on the event loop)

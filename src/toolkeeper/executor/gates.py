@@ -228,6 +228,8 @@ def id_problem(value: object) -> str | None:
 
 def _check_ids(st: CallState) -> None:
     """Ids key the ledger: they must be text every store can hold, and not empty."""
+    if _plain_id(st.call.call_id) and _plain_id(st.call.task_id):
+        return  # (nearly every call: two quick checks, no loop)
     for what, value in (("call id", st.call.call_id), ("task id", st.call.task_id)):
         problem = id_problem(value)
         if problem is not None:
