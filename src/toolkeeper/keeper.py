@@ -51,7 +51,6 @@ from .core.values import (
     ToolResult,
     ToolSpec,
     is_count,
-    is_positive,
 )
 from .executor.executor import Executor
 from .executor.records import replay
@@ -63,8 +62,7 @@ from .observe.audit import AuditEvent, AuditSink, JsonlAuditSink, MemoryAuditSin
 from .policy.approvals import Approvals
 from .policy.budgets import Budgets, MemoryRateLimiter, RateLimiter
 from .policy.grants import may_use
-from .schema.canonical import json_safe
-from .schema.from_callable import function_schema, to_jsonable
+from .schema.from_callable import NOT_JSON, function_schema, json_data
 
 if TYPE_CHECKING:
     from .retrieval import FusionConfig, QueryAdapter, QueryContext, Selection, Selector
@@ -128,7 +126,6 @@ def _check_options(
     retry: object,
     budgets: object,
     max_argument_bytes: object,
-    approval_ttl: object,
     tool_threads: object,
 ) -> None:
     """Refuse a `Keeper` option of the wrong type or value when the keeper is made: taken,
@@ -147,10 +144,6 @@ def _check_options(
             raise ConfigurationError(f"Keeper({name}=...) takes {what}, not a {kind_given}")
     if not is_count(max_argument_bytes, 1):
         raise ConfigurationError("max_argument_bytes must be a whole number of bytes (1 or more)")
-    if approval_ttl is not None and not is_positive(approval_ttl):
-        raise ConfigurationError(
-            "approval_ttl must be a positive, finite number of seconds, or None (no expiry)"
-        )
     if not is_count(tool_threads, 1):
         raise ConfigurationError("tool_threads must be a whole number of threads (1 or more)")
 
@@ -222,7 +215,6 @@ class Keeper:
             retry=retry,
             budgets=budgets,
             max_argument_bytes=max_argument_bytes,
-            approval_ttl=approval_ttl,
             tool_threads=tool_threads,
         )
         if rate_limiter is not None and (budgets is None or budgets.calls_per_minute is None):
@@ -230,6 +222,12 @@ class Keeper:
                 "rate_limiter takes its rate from budgets=Budgets(calls_per_minute=...); "
                 "without one it would limit nothing"
             )
+        try:  # (first: nothing is made yet that a refusal would leave open)
+            self.approvals = Approvals(
+                lambda: self.store, ttl=approval_ttl, clock=clock, ready=self.open
+            )
+        except ValueError as exc:
+            raise ConfigurationError(f"Keeper(approval_ttl=...): {exc}") from None
         self.catalog = Catalog()
         self.thread_limiter = anyio.CapacityLimiter(tool_threads)
         """The worker threads sync tools run in (`tool_threads` of them)."""
@@ -238,9 +236,6 @@ class Keeper:
         self.store: LedgerStore = _open_store(ledger)
         self.audit: AuditSink = audit if audit is not None else default_audit(ledger, self.store)
         self.state = KeeperState.NEW
-        self.approvals = Approvals(
-            lambda: self.store, ttl=approval_ttl, clock=clock, ready=self.open
-        )
         self.runtime = Runtime(
             catalog=self.catalog,
             store=lambda: self.store,
@@ -852,11 +847,11 @@ def _recordable(found: ToolResult, ctx: CallContext) -> dict[str, Any] | None:
     (the call stays unknown)."""
     try:
         return {
-            "result": json_safe(to_jsonable(found.data)),
-            "error": json_safe(to_jsonable(found.error.to_dict())) if found.error else None,
+            "result": json_data(found.data),
+            "error": json_data(found.error.to_dict()) if found.error else None,
             "effect_ref": found.effect_ref,
         }
-    except (ValueError, TypeError, RecursionError) as exc:
+    except NOT_JSON as exc:
         _log.warning(
             "reconciling %s %s found what is not JSON data (%s: %s); it stays unknown",
             ctx.tool,

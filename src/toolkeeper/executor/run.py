@@ -29,8 +29,8 @@ from ..core.states import CallStatus
 from ..core.values import MCP_CONTENT, CallContext, ToolResult
 from ..ledger.base import ApprovalRecord, LedgerStore, StaleState, current_owner
 from ..observe.redact import mask
-from ..schema.canonical import json_safe, safe_text
-from ..schema.from_callable import to_jsonable
+from ..schema.canonical import safe_text
+from ..schema.from_callable import NOT_JSON, json_data
 from .records import (
     UNKNOWN_OUTCOME_ERROR,
     approval_pending_result,
@@ -100,29 +100,26 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
             return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
         return _timed_out(spec.name, spec.timeout, ctx.attempt)
     except ToolFailed as exc:
-        hide = st.hidden()
         error = ToolError.of(
             exc.code or ErrorCode.TOOL_ERROR,
-            mask(_text(exc.message), hide),
+            _said(st, exc.message),
             retryable=exc.retryable,
-            details=mask(_details(spec.name, exc.details), hide),
+            details=mask(_details(spec.name, exc.details), st.hidden()),
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
     except RetryLater as exc:
         error = ToolError.of(
             ErrorCode.TOOL_ERROR,
-            mask(_text(exc.reason), st.hidden()),
+            _said(st, exc.reason),
             retryable=True,
             retry_after=exc.after,
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
     except UpstreamUnavailable as exc:
-        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, mask(_text(exc.reason), st.hidden()))
+        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, _said(st, exc.reason))
         return _Outcome(status=CallStatus.FAILED, error=error, nothing_sent=True)
     except OutcomeUnknown as exc:
-        error = ToolError.of(
-            ErrorCode.UPSTREAM_UNAVAILABLE, mask(_text(exc.reason), st.hidden()), retryable=True
-        )
+        error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, _said(st, exc.reason), retryable=True)
         return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
     except UnrecordableResult as exc:
         note = _unrecordable(spec.name, exc.reason, exc.what)
@@ -131,7 +128,7 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
         if ctx.approval_id is not None:
             error = ToolError.of(ErrorCode.TOOL_ERROR, "the tool asked for approval again")
             return _Outcome(status=CallStatus.FAILED, error=error)
-        reason = mask(_text(exc.reason), st.hidden())
+        reason = _said(st, exc.reason)
         return _Outcome(status=CallStatus.AWAITING_APPROVAL, approval_reason=reason)
     except Exception as exc:
         # The model is told only the exception's type: its traceback is for the developer.
@@ -146,8 +143,8 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
     # the call (its effect happened), only of its record.
     output = value if isinstance(value, ToolOutput) else None
     try:
-        data = json_safe(to_jsonable(value if output is None else output.data))
-    except (ValueError, TypeError, RecursionError) as exc:
+        data = json_data(value if output is None else output.data)
+    except NOT_JSON as exc:
         note = _unrecordable(spec.name, f"{type(exc).__name__}: {exc}")
         effect_ref = output.effect_ref if output is not None else None
         return _Outcome(status=CallStatus.SUCCEEDED, data=note, effect_ref=effect_ref)
@@ -161,15 +158,16 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
     )
 
 
-def _text(said: object) -> str:
-    """What a tool said as text (a tool may pass an exception, say, for the message); lone
-    surrogates replaced, as in results."""
+def _said(st: CallState, said: object) -> str:
+    """What a tool said about the call (a failure's message, a reason) as it may be shown and
+    recorded: text (a tool may pass an exception, say), lone surrogates replaced as in
+    results, and the call's sensitive argument values masked."""
     if not isinstance(said, str):
         try:
             said = str(said)
         except Exception:
             said = f"(a {type(said).__name__} that cannot be shown as text)"
-    return safe_text(said)
+    return str(mask(safe_text(said), st.hidden()))  # (text in, text out)
 
 
 def _details(name: str, details: Mapping[str, Any]) -> Any:
@@ -177,8 +175,8 @@ def _details(name: str, details: Mapping[str, Any]) -> Any:
     the model was shown them one way and, replayed from the ledger, another, and details the
     ledger cannot hold left the call unrecorded."""
     try:
-        return json_safe(to_jsonable(details))
-    except (ValueError, TypeError, RecursionError) as exc:
+        return json_data(details)
+    except NOT_JSON as exc:
         _log.warning("the details of a failure of %s are not shown: %s", name, exc)
         return {"note": f"{name} gave details that are not JSON data, so they are not shown"}
 
@@ -518,26 +516,20 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
             attempt += 1
             deadline_mono = time.monotonic() + spec.timeout
     except anyio.get_cancelled_exc_class():
-        with anyio.CancelScope(shield=True):
-            cancelled = _Outcome(
-                status=CallStatus.CANCELLED,
-                error=ToolError.of(
-                    ErrorCode.CANCELLED,
-                    "the call was cancelled",
-                    details={"sent": sent or attempting},  # whether it may run again
-                ),
-                unknown=persisted is not None and (sent or attempting),
-            )
-            try:
-                await _record_end(
-                    rt, st, _final(st, cancelled), attempt, started_at, persisted, recorded
-                )
-            except StoreError:
-                # The cancellation is what the caller must get; the record stays RUNNING,
-                # given up as below.
-                if persisted is None:
-                    raise
-                _give_up(rt, st, sent or attempting)
+        cancelled = _Outcome(
+            status=CallStatus.CANCELLED,
+            error=ToolError.of(
+                ErrorCode.CANCELLED,
+                "the call was cancelled",
+                details={"sent": sent or attempting},  # whether it may run again
+            ),
+            unknown=persisted is not None and (sent or attempting),
+        )
+        # The cancellation is what the caller must get: a record the ledger fails to end
+        # stays RUNNING, given up.
+        await _end_on_the_way_out(
+            rt, st, cancelled, (attempt, started_at, persisted, recorded), sent or attempting
+        )
         raise
     except LostRace:
         raise  # another process recorded the call first: the pipeline starts over
@@ -555,22 +547,23 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
         # record has its end (left RUNNING, it waited for a recovery that a process that
         # lives on never runs, and every proposal of the call id waited for it).
         if persisted is not None:
-            with anyio.CancelScope(shield=True):
-                interrupted = _Outcome(
-                    status=CallStatus.FAILED,
-                    error=ToolError.of(
-                        ErrorCode.TOOL_ERROR,
-                        f"{spec.name} was interrupted",
-                        details={"exception": type(exc).__name__},
-                    ),
-                    unknown=sent or attempting,
-                )
-                try:
-                    await _record_end(
-                        rt, st, _final(st, interrupted), attempt, started_at, persisted, recorded
-                    )
-                except Exception:
-                    _give_up(rt, st, sent or attempting)
+            interrupted = _Outcome(
+                status=CallStatus.FAILED,
+                error=ToolError.of(
+                    ErrorCode.TOOL_ERROR,
+                    f"{spec.name} was interrupted",
+                    details={"exception": type(exc).__name__},
+                ),
+                unknown=sent or attempting,
+            )
+            await _end_on_the_way_out(
+                rt,
+                st,
+                interrupted,
+                (attempt, started_at, persisted, recorded),
+                sent or attempting,
+                failing=Exception,
+            )
         raise
     assert outcome is not None
     if persisted is None:
@@ -589,6 +582,29 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
             # Its effect may have happened: UNKNOWN_OUTCOME, never run again (see `_final`).
             return _result(st, _final(st, failed), attempt, started_at, rt.clock(), approval_id)
     return result
+
+
+async def _end_on_the_way_out(
+    rt: Runtime,
+    st: CallState,
+    outcome: _Outcome,
+    where: tuple[int, float, CallStatus | None, int | None],
+    may_have_run: bool,
+    *,
+    failing: type[Exception] = StoreError,
+) -> None:
+    """Record the end of a call an exception (a cancellation, a `SystemExit`) is taking away,
+    shielded from cancellation, before it goes on up. `where` is (attempt, started_at,
+    persisted, recorded) as `_record_end` takes them. A call written RUNNING whose end fails
+    with `failing` stays RUNNING, given up; one never written lets the failure go on up."""
+    attempt, started_at, persisted, recorded = where
+    with anyio.CancelScope(shield=True):
+        try:
+            await _record_end(rt, st, _final(st, outcome), attempt, started_at, persisted, recorded)
+        except failing:
+            if persisted is None:
+                raise
+            _give_up(rt, st, may_have_run)
 
 
 def _give_up(rt: Runtime, st: CallState, may_have_run: bool) -> None:

@@ -391,6 +391,21 @@ def function_schema(
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
+NOT_JSON = (TypeError, ValueError, RecursionError)
+"""What `json_data` raises for a value no JSON can hold (an object of no known kind, data
+nested too deeply)."""
+
+
+def json_data(value: Any) -> Any:
+    """`value` as the JSON data the ledger records and a model is shown: `to_jsonable`, then
+    `json_safe`, as every tool's result is made.
+
+    Raises:
+        TypeError, ValueError, RecursionError (`NOT_JSON`): no JSON holds it.
+    """
+    return json_safe(to_jsonable(value))
+
+
 def to_jsonable(value: Any) -> Any:
     """A tool's return value as JSON-compatible data (models, dataclasses, enums, dates...).
     Bytes become text when they are UTF-8; in a value holding any that are not, all are
