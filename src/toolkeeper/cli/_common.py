@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
+from typing import TypeVar
 
 from ..core.errors import ConfigurationError
 from ..ledger.base import LedgerStore
@@ -15,14 +17,27 @@ __all__ = [
     "LIST_LIMIT",
     "add_ledger_option",
     "count",
+    "cut",
     "existing_ledger",
     "ledger_hint",
     "ledger_url",
 ]
 
 
+T = TypeVar("T")
+
 LIST_LIMIT = 1000
 """What `ledger list` and `approvals list` show at most unless told (`--limit`)."""
+
+
+def cut(records: list[T], limit: int, said: str) -> list[T]:
+    """The first `limit` of `records` (read with one more, to tell), saying `said` on stderr
+    ("the first N calls; --limit shows more") when more were left out."""
+    if len(records) <= limit:
+        return records
+    print(f"{said}; --limit shows more", file=sys.stderr)
+    return records[:limit]
+
 
 _IN_ONE_PROCESS = "lives inside one process: there is no such ledger to look at"
 

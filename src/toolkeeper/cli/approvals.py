@@ -15,7 +15,7 @@ import anyio
 from ..core.errors import ToolkeeperError
 from ..ledger.base import EVERY, ApprovalRecord, ApprovalStatus
 from ..policy.approvals import Approvals
-from ._common import LIST_LIMIT, add_ledger_option, count, existing_ledger, ledger_hint
+from ._common import LIST_LIMIT, add_ledger_option, count, cut, existing_ledger, ledger_hint
 from ._table import CELL_WIDTH, render_table, visible_lines
 
 __all__ = ["register"]
@@ -103,13 +103,11 @@ async def _run(args: argparse.Namespace) -> int:
             else:  # read only (`approvals.pending()` marks the expired ones)
                 waiting = await store.list_approvals(status=ApprovalStatus.PENDING, limit=EVERY)
                 records = [r for r in waiting if _status(r) == ApprovalStatus.PENDING]
-            if len(records) > args.limit:
-                records = records[: args.limit]
-                print(
-                    f"toolkeeper approvals: the first {args.limit} requests, oldest first; "
-                    "--limit shows more",
-                    file=sys.stderr,
-                )
+            records = cut(
+                records,
+                args.limit,
+                f"toolkeeper approvals: the first {args.limit} requests, oldest first",
+            )
             if args.json:
                 print(json.dumps([_as_dict(r) for r in records], indent=2, ensure_ascii=False))
             elif not records:

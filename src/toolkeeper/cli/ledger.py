@@ -26,6 +26,7 @@ from ._common import (
     LIST_LIMIT,
     add_ledger_option,
     count,
+    cut,
     existing_ledger,
     ledger_hint,
     ledger_url,
@@ -81,11 +82,8 @@ async def _records(args: argparse.Namespace) -> list[CallRecord]:
 
 
 def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
-    if args.action == "list" and len(records) > args.limit:
-        records = records[: args.limit]
-        print(
-            f"toolkeeper ledger: the first {args.limit} calls; --limit shows more", file=sys.stderr
-        )
+    if args.action == "list":
+        records = cut(records, args.limit, f"toolkeeper ledger: the first {args.limit} calls")
     if args.json:
         print(json.dumps([_as_dict(r) for r in records], indent=2, ensure_ascii=False))
         return
