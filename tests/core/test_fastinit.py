@@ -3,7 +3,7 @@ import inspect
 
 import pytest
 
-from toolkeeper.core._fastinit import fast_init, replace
+from toolkeeper.core._fastinit import fast_init, fast_new, replace
 from toolkeeper.core.states import CallStatus
 from toolkeeper.core.values import ToolResult
 
@@ -99,3 +99,21 @@ def test_replace_copies_every_field_and_changes_only_the_named_ones() -> None:
 def test_replace_of_a_class_without_a_fast_init_is_dataclasses_replace() -> None:
     plain, _ = _plain_and_fast()
     assert replace(plain(x=1), {"y": 3}) == plain(x=1, y=3)
+
+
+def test_fast_new_makes_what_the_keyword_form_makes_field_for_field() -> None:
+    _, fast = _plain_and_fast()
+    make = fast_new(fast)
+    made = make(1, 2, ["a"])
+    assert made == fast(x=1, y=2, tags=["a"])
+    assert type(made) is fast
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.x = 3
+    with pytest.raises(TypeError):
+        make(1, 2)  # every field is given: none is left to a default by mistake
+
+
+def test_fast_new_refuses_a_class_fast_init_did_not_prepare() -> None:
+    plain, _ = _plain_and_fast()
+    with pytest.raises(TypeError, match="fast_init"):
+        fast_new(plain)

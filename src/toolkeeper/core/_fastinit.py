@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["fast_init", "replace"]
+__all__ = ["fast_init", "fast_new", "replace"]
 
 T = TypeVar("T")
 
@@ -85,10 +85,43 @@ def fast_init(cls: type[T]) -> type[T]:
     cls.__init__ = init  # type: ignore[method-assign]
     if shared_layout:
         _REPLACERS[cls] = _replacer(cls, builder)
+        _BUILDERS[cls] = builder
     return cls
 
 
 _REPLACERS: dict[type, Any] = {}
+_BUILDERS: dict[type, type] = {}
+
+
+def fast_new(cls: type[T]) -> Callable[..., T]:
+    """A maker of `cls` instances that takes every field, by position, in the class's field
+    order (`dataclasses.fields`): for the few places that build one on every call.
+
+    Matching two dozen keyword arguments to their parameters costs more than storing them:
+    a 24-field ledger record takes about 1.7 us by keyword, 0.5 us this way. What is made is
+    the same instance `cls(**fields)` makes (no `__post_init__` runs: `fast_init` classes here
+    have none). The price is the call site: it lists values without their names, so it must
+    follow the field order exactly (a test compares each such maker with the keyword form).
+
+    Raises:
+        TypeError: `cls` is not a `fast_init` class whose layout its builder shares.
+    """
+    builder = _BUILDERS.get(cls)
+    if builder is None or hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} is not a fast_init class with a shared layout")
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    source = (
+        f"def __make({', '.join(names)}):\n"
+        "    self = __tk_new(__tk_builder)\n"
+        + "".join(f"    self.{name} = {name}\n" for name in names)
+        + "    self.__class__ = __tk_class\n"
+        "    return self\n"
+    )
+    scope: dict[str, Any] = {"__tk_new": object.__new__, "__tk_builder": builder, "__tk_class": cls}
+    exec(source, scope)  # the source is built above from the field names only
+    make: Callable[..., T] = scope["__make"]
+    make.__qualname__ = f"fast_new({cls.__qualname__})"
+    return make
 
 
 def _replacer(cls: type, builder: type) -> Any:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from ..core._fastinit import fast_new
 from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import MCP_CONTENT, Effect, ToolResult
@@ -68,29 +70,53 @@ def approval_pending_result(st: CallState, approval: ApprovalRecord) -> ToolResu
     )
 
 
-def new_record(rt: Runtime, st: CallState, status: CallStatus, **fields: Any) -> CallRecord:
+def new_record(
+    rt: Runtime,
+    st: CallState,
+    status: CallStatus,
+    *,
+    attempt: int = 0,
+    approval_id: str | None = None,
+    effect_ref: str | None = None,
+    result: Any = None,
+    content: tuple[Mapping[str, Any], ...] | None = None,
+    error: Mapping[str, Any] | None = None,
+    deadline: float | None = None,
+) -> CallRecord:
     """A first ledger record for the call in `status`."""
     spec = st.tool.spec if st.tool is not None else None
     now = rt.clock()
-    return CallRecord(
-        task_id=st.call.task_id,
-        call_id=st.call.call_id,
-        tool=st.call.name,
-        version=spec.version if spec is not None else "",
-        digest=st.request_digest,
-        arguments=st.redacted,
-        principal_id=st.principal.id,
-        tenant=st.principal.tenant,
-        status=status,
-        effect=spec.effect.value if spec is not None else Effect.WRITE.value,
-        idempotent=spec.idempotent if spec is not None else False,
-        idempotency_key=st.idempotency_key or idempotency_key(st.call.task_id, st.call.call_id),
-        owner=current_owner(),
-        created_at=now,
-        updated_at=now,
-        history=((status, now),),
-        **fields,
+    return _new_record(  # (every field, in CallRecord's order)
+        st.call.task_id,
+        st.call.call_id,
+        st.call.name,
+        spec.version if spec is not None else "",  # version
+        st.request_digest,
+        st.redacted,  # arguments
+        st.principal.id,
+        st.principal.tenant,
+        status,
+        _EFFECTS[spec.effect] if spec is not None else Effect.WRITE.value,
+        spec.idempotent if spec is not None else False,
+        st.idempotency_key or idempotency_key(st.call.task_id, st.call.call_id),
+        attempt,
+        approval_id,
+        effect_ref,
+        result,
+        None,  # result_ref (the store's)
+        content,
+        error,
+        current_owner(),
+        deadline,
+        now,  # created_at
+        now,  # updated_at
+        ((status, now),),  # history
     )
+
+
+_new_record = fast_new(CallRecord)
+_EFFECTS = {effect: effect.value for effect in Effect}  # (`.value` is an enum property: slow)
+_new_event = fast_new(AuditEvent)
 
 
 def audit(
@@ -107,22 +133,22 @@ def audit(
 ) -> None:
     """Emit the audit event of one persisted state change."""
     rt.emit(
-        AuditEvent(
-            at=rt.clock(),
-            task_id=st.call.task_id,
-            call_id=st.call.call_id,
-            tool=st.call.name,
-            version=st.tool.spec.version if st.tool is not None else None,
-            principal_id=st.principal.id,
-            tenant=st.principal.tenant,
-            status=status,  # a StrEnum: already the text
-            previous=previous,
-            attempt=attempt,
-            error_code=error.code.value if error is not None else None,
-            message=error.message if error is not None else None,
-            approval_id=approval_id,
-            arguments=st.redacted if first else None,
-            extra=extra,
+        _new_event(  # (every field, in AuditEvent's order)
+            rt.clock(),  # at
+            st.call.task_id,
+            st.call.call_id,
+            st.call.name,
+            st.tool.spec.version if st.tool is not None else None,
+            st.principal.id,
+            st.principal.tenant,
+            status,  # a StrEnum: already the text
+            previous,
+            attempt,
+            error.code.value if error is not None else None,  # error_code
+            error.message if error is not None else None,
+            approval_id,
+            st.redacted if first else None,  # arguments
+            extra,
         )
     )
 

@@ -98,9 +98,9 @@ def _unescape(part: str) -> str:
 
 def redact(arguments: Mapping[str, Any], pointers: Iterable[str]) -> dict[str, Any]:
     """A copy of `arguments` with the value at every pointer replaced by `REDACTED`."""
-    pointers = list(pointers)
-    if not pointers:
+    if not pointers:  # (the common call: nothing to redact)
         return dict(arguments)
+    pointers = list(pointers)
     out: dict[str, Any] = _copy(arguments)
     for pointer in pointers:
         parts = [_unescape(p) for p in pointer.split("/")[1:]]
