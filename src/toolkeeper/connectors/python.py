@@ -77,11 +77,12 @@ class FunctionConnector:
 
     async def invoke(self, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext) -> Any:
         """Call the function once; return what it returns (the executor makes it JSON)."""
-        kwargs = self.schema.python_arguments(arguments)
-        if self.schema.context_param is not None:
-            kwargs[self.schema.context_param] = ctx
-        args = self._positional(kwargs) if self.schema.positional else []
-        if self.schema.is_async:
+        schema = self.schema
+        kwargs = schema.python_arguments(arguments)
+        if schema.context_param is not None:
+            kwargs[schema.context_param] = ctx
+        args = self._positional(kwargs) if schema.positional else []
+        if schema.is_async:
             value = await self.func(*args, **kwargs)
         elif self._yields_async:  # (needs no thread: it runs on the event loop)
             value = [item async for item in self.func(*args, **kwargs)]

@@ -25,7 +25,7 @@ import anyio
 
 from ..core.errors import CallRefused, ErrorCode, ToolError
 from ..core.states import CallStatus
-from ..core.values import Effect
+from ..core.values import Effect, Principal, ToolCall
 from ..ledger.base import ApprovalStatus, CallRecord, current_owner, is_abandoned
 from ..ledger.recovery import mark_unknown
 from ..observe.redact import mask, overlaps, redact
@@ -45,6 +45,7 @@ __all__ = [
     "authorize",
     "budget",
     "dedupe",
+    "express",
     "id_problem",
     "lookup",
     "rules",
@@ -238,6 +239,47 @@ def _check_ids(st: CallState) -> None:
                 f"the {what} {problem}; give each call a short, unique id",
                 field=what.replace(" ", "_"),
             )
+
+
+def express(rt: Runtime, call: ToolCall, principal: Principal) -> CallState | None:
+    """The state the gates leave the common call in, found without waiting: a read-only tool
+    the principal may use, JSON text that parses to valid arguments, no business rule and no
+    budget. All that is left to know is whether the ledger holds the call already (the one
+    read dedupe waits for: `Executor` makes it, then runs the call or passes it through the
+    gates). None when a gate may have more to say (a refusal, a rule, an approval...): the
+    call passes through every gate then, in order, as any other."""
+    raw = call.arguments
+    if (
+        rt.rules
+        or rt.budgets is not None
+        or type(raw) is not str
+        or len(raw) * 4 > rt.max_argument_bytes
+        or type(call.name) is not str
+        or not (_plain_id(call.call_id) and _plain_id(call.task_id))
+    ):
+        return None
+    tool = rt.catalog.get(call.name)
+    if (
+        tool is None
+        or tool.rules
+        or tool.spec.effect is not Effect.READ_ONLY
+        or not may_use(principal, tool.spec)
+    ):
+        return None
+    fast = parse_canonical(raw)
+    if fast is None or type(fast[0]) is not dict:
+        return None
+    try:
+        rt.prepared(tool)
+    except SchemaError:  # (the validate gate says so, once)
+        return None
+    st = CallState(call=call, principal=principal, tool=tool, express=True)
+    st.arguments, st.request_digest = fast
+    try:
+        validate(rt, st)
+    except CallRefused:
+        return None
+    return st
 
 
 async def dedupe(rt: Runtime, st: CallState) -> Any:

@@ -23,10 +23,11 @@ import anyio
 import anyio.lowlevel
 
 from ..connectors.base import ToolOutput, UnrecordableResult, UpstreamUnavailable
+from ..core._fastinit import fast_new
 from ..core.errors import ErrorCode, NotJSON, StoreError, ToolError
 from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFailed
 from ..core.states import CallStatus
-from ..core.values import MCP_CONTENT, CallContext, ToolResult
+from ..core.values import MCP_CONTENT, CallContext, Effect, ToolResult
 from ..ledger.base import ApprovalRecord, LedgerStore, StaleState, current_owner
 from ..observe.redact import mask
 from ..schema.canonical import safe_text
@@ -84,11 +85,13 @@ class _Outcome:
     """MCP content blocks of the result (`ToolOutput.content`), recorded with the data."""
 
 
-async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
+async def _attempt(
+    rt: Runtime, st: CallState, ctx: CallContext, started: _Started | None = None
+) -> _Outcome:
     assert st.tool is not None and st.validated is not None
     spec = st.tool.spec
     try:
-        value = await _invoke(rt, st, ctx)
+        value = await _invoke(rt, st, ctx, started)
     except TimeoutError:
         if time.monotonic() < ctx.deadline:
             # The tool's own timeout (a socket's, say), not ours: its request may have left.
@@ -139,13 +142,19 @@ async def _attempt(rt: Runtime, st: CallState, ctx: CallContext) -> _Outcome:
             details={"exception": type(exc).__name__},
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
-    # From here on the tool has run: a result that cannot be made JSON is not a failure of
-    # the call (its effect happened), only of its record.
+    return _succeeded(spec.name, value)
+
+
+def _succeeded(name: str, value: Any) -> _Outcome:
+    """The outcome of an attempt that returned `value`.
+
+    From here on the tool has run: a result that cannot be made JSON is not a failure of the
+    call (its effect happened), only of its record."""
     output = value if isinstance(value, ToolOutput) else None
     try:
         data = json_data(value if output is None else output.data)
     except NOT_JSON as exc:
-        note = _unrecordable(spec.name, f"{type(exc).__name__}: {exc}")
+        note = _unrecordable(name, f"{type(exc).__name__}: {exc}")
         effect_ref = output.effect_ref if output is not None else None
         return _Outcome(status=CallStatus.SUCCEEDED, data=note, effect_ref=effect_ref)
     if output is None:
@@ -207,36 +216,68 @@ class _Resume:
                     return done.value
 
 
-async def _invoke(rt: Runtime, st: CallState, ctx: CallContext) -> Any:
+_UNSTARTED: Any = object()
+
+
+@dataclass(slots=True)
+class _Started:
+    """The first attempt of a read-only call, which `_run_read` began without a deadline:
+    where its first step left it, for `_invoke` to go on from there (never to call again)."""
+
+    pending: Any = None
+    """What the connector's `invoke` returned."""
+    step: Any = _UNSTARTED
+    """What its coroutine yielded when it first suspended; `_UNSTARTED` when not run yet."""
+    raised: BaseException | None = None
+    """What its first step raised."""
+    done: bool = False
+    """Its first step returned `value`."""
+    value: Any = None
+
+
+async def _invoke(
+    rt: Runtime, st: CallState, ctx: CallContext, started: _Started | None = None
+) -> Any:
     """Run one attempt; raise TimeoutError when it outlives the tool's timeout.
 
     The attempt starts eagerly, without a deadline: a tool that finishes without ever
     suspending (an in-memory lookup, a cache hit) cannot time out, so it never pays for a
-    deadline timer. Only when it suspends does its deadline start to count.
+    deadline timer. Only when it suspends does its deadline start to count. `started` is an
+    attempt begun already, by `_run_read`.
     """
     assert st.tool is not None and st.validated is not None
     spec = st.tool.spec
-    pending = st.tool.connector.invoke(spec, st.validated, ctx)
+    if started is None:
+        pending = st.tool.connector.invoke(spec, st.validated, ctx)
+        step = _UNSTARTED
+    elif started.raised is not None:
+        raise started.raised
+    elif started.done:
+        return started.value
+    else:
+        pending, step = started.pending, started.step
     if not inspect.iscoroutine(pending):
         with anyio.fail_after(spec.timeout):
             return await pending
     if rt.native_asyncio:
         # asyncio's own timeout keeps no stack of scopes, so it can start after the first
         # step, and a tool that never suspends costs nothing at all.
-        try:
-            first = pending.send(None)
-        except StopIteration as done:
-            return done.value
+        if step is _UNSTARTED:
+            try:
+                step = pending.send(None)
+            except StopIteration as done:
+                return done.value
         async with asyncio.timeout(spec.timeout):
-            return await _Resume(pending, first)
-    # anyio scopes must nest: this one is entered before the tool may enter its own.
+            return await _Resume(pending, step)
+    # anyio scopes must nest: this one is entered before the tool may enter its own (which
+    # is why `_run_read` begins no attempt on another event loop).
     with rt.cancel_scope() as scope:
         try:
-            first = pending.send(None)
+            step = pending.send(None)
         except StopIteration as done:
             return done.value
         scope.deadline = anyio.current_time() + spec.timeout
-        return await _Resume(pending, first)
+        return await _Resume(pending, step)
     if scope.cancelled_caught:
         raise TimeoutError
     raise AssertionError("unreachable")  # pragma: no cover
@@ -417,6 +458,132 @@ def _identity_changes(st: CallState) -> dict[str, Any]:
 
 async def run_call(rt: Runtime, st: CallState) -> ToolResult:
     """Run an authorized call to its end and record it."""
+    assert st.tool is not None
+    if st.record is None and rt.native_asyncio and st.tool.spec.effect is Effect.READ_ONLY:
+        return await _run_read(rt, st)
+    return await _run_call(rt, st)
+
+
+async def _run_read(rt: Runtime, st: CallState) -> ToolResult:
+    """Run a read-only call proposed for the first time: the common call, on its short way.
+
+    Its first attempt begins here, without a deadline (see `_invoke`). A tool that returns
+    JSON data without suspending is recorded at once; any other first step (it suspends,
+    raises, returns a `ToolOutput` or what JSON cannot hold) goes on in `_run_call`, as any
+    call does, from where it stands: the tool is never called twice for one attempt.
+    """
+    assert st.tool is not None and st.validated is not None
+    spec = st.tool.spec
+    started_at = rt.clock()
+    st.idempotency_key = idempotency_key(st.call.task_id, st.call.call_id)
+    approval_id = st.approval.id if st.approval is not None else None
+    ctx = _context(st, 1, time.monotonic() + spec.timeout, approval_id)
+    begun: _Started | None = None
+    try:
+        pending = st.tool.connector.invoke(spec, st.validated, ctx)
+        if not inspect.iscoroutine(pending):
+            begun = _Started(pending=pending)
+        else:
+            try:
+                begun = _Started(pending=pending, step=pending.send(None))
+            except StopIteration as done:
+                value = done.value
+    except BaseException as exc:  # (`_attempt` tells what it means, in `_run_call`)
+        begun = _Started(raised=exc)
+    if begun is None:  # it returned
+        if not isinstance(value, ToolOutput):
+            try:
+                data = json_data(value)
+            except NOT_JSON:
+                pass  # (`_succeeded` records a note in its place)
+            else:
+                try:
+                    _, created = await rt.store().claim_call(
+                        new_record(
+                            rt,
+                            st,
+                            CallStatus.SUCCEEDED,
+                            attempt=1,
+                            result=data,
+                            approval_id=approval_id,
+                        )
+                    )
+                except NotJSON:  # (the store cannot hold it: `_record_end` records a note)
+                    outcome = _Outcome(status=CallStatus.SUCCEEDED, data=data)
+                    return await _record_end(rt, st, outcome, 1, started_at, None)
+                if not created:
+                    raise LostRace  # (see `_record_end`)
+                return _read_recorded(rt, st, data, started_at, approval_id)
+        begun = _Started(done=True, value=value)
+    return await _run_call(rt, st, (started_at, ctx, begun))
+
+
+def _read_recorded(
+    rt: Runtime, st: CallState, data: Any, started_at: float, approval_id: str | None
+) -> ToolResult:
+    """The result of `_run_read`'s call once its success is recorded (the short way of
+    `_record_end`)."""
+    assert st.tool is not None
+    if st.reserved:
+        rt.release(st)
+    finished_at = rt.clock()
+    audit(
+        rt,
+        st,
+        CallStatus.SUCCEEDED,
+        attempt=1,
+        approval_id=approval_id,
+        first=True,
+        duration=round((finished_at - started_at) * 1e6) / 1e6,
+    )
+    spec = st.tool.spec
+    return _new_result(  # (every field, in ToolResult's order)
+        st.call.call_id,
+        spec.name,  # tool
+        CallStatus.SUCCEEDED,
+        data,
+        None,  # error
+        spec.version,
+        spec.source,
+        1,  # attempt
+        started_at,
+        finished_at,
+        None,  # effect_ref
+        approval_id,
+        False,  # replayed
+        {},  # metadata
+    )
+
+
+def _context(st: CallState, attempt: int, deadline: float, approval_id: str | None) -> CallContext:
+    """What the tool is told about the attempt (`deadline`: on the monotonic clock)."""
+    assert st.tool is not None and st.validated is not None
+    spec = st.tool.spec
+    return _new_context(  # (every field, in CallContext's order)
+        st.call.call_id,
+        st.call.task_id,
+        spec.name,  # tool
+        spec.version,
+        st.principal,
+        attempt,
+        deadline,
+        st.idempotency_key,
+        st.validated,  # arguments
+        approval_id,
+    )
+
+
+_new_context = fast_new(CallContext)
+_new_result = fast_new(ToolResult)
+
+
+async def _run_call(
+    rt: Runtime,
+    st: CallState,
+    begun: tuple[float, CallContext, _Started] | None = None,
+) -> ToolResult:
+    """Run an authorized call to its end and record it; `begun` is (started_at, context,
+    attempt) of a first attempt `_run_read` began."""
     assert st.tool is not None and st.validated is not None
     spec = st.tool.spec
     store = rt.store()
@@ -424,8 +591,8 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
     # A takeover, or a cancelled call run again, goes on counting the call's attempts.
     again = st.record is not None and (st.takeover or st.record.status is CallStatus.CANCELLED)
     attempt = (st.record.attempt if st.record is not None and again else 0) + 1
-    started_at = rt.clock()
-    st.idempotency_key = idempotency_key(st.call.task_id, st.call.call_id)
+    started_at = rt.clock() if begun is None else begun[0]
+    st.idempotency_key = st.idempotency_key or idempotency_key(st.call.task_id, st.call.call_id)
     persisted: CallStatus | None = None
     if spec.has_side_effects:
         deadline = started_at + spec.timeout
@@ -450,20 +617,14 @@ async def run_call(rt: Runtime, st: CallState) -> ToolResult:
         if persisted is not None:
             await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled meanwhile: nothing ran
         while True:
-            ctx = CallContext(
-                call_id=st.call.call_id,
-                task_id=st.call.task_id,
-                tool=spec.name,
-                version=spec.version,
-                principal=st.principal,
-                attempt=attempt,
-                deadline=deadline_mono,
-                idempotency_key=st.idempotency_key,
-                arguments=st.validated,
-                approval_id=approval_id,
-            )
+            started: _Started | None = None
+            if begun is not None:
+                _, ctx, started = begun
+                begun = None
+            else:
+                ctx = _context(st, attempt, deadline_mono, approval_id)
             attempting = True
-            outcome = await _attempt(rt, st, ctx)
+            outcome = await _attempt(rt, st, ctx, started)
             attempting = False
             sent = sent or not (
                 outcome.nothing_sent or outcome.status is CallStatus.AWAITING_APPROVAL
@@ -745,7 +906,7 @@ async def _record_end(
         error=outcome.error,
         approval_id=approval_id,
         first=previous is None,
-        duration=round(finished_at - started_at, 6),
+        duration=round((finished_at - started_at) * 1e6) / 1e6,
     )
     return _result(st, outcome, attempt, started_at, finished_at, approval_id)
 
@@ -761,20 +922,21 @@ def _result(
     """The result of a call that ran, as it ended."""
     assert st.tool is not None
     spec = st.tool.spec
-    return ToolResult(
-        call_id=st.call.call_id,
-        tool=spec.name,
-        status=outcome.status,
-        data=outcome.data,
-        error=outcome.error,
-        version=spec.version,
-        source=spec.source,
-        attempt=attempt,
-        started_at=started_at,
-        finished_at=finished_at,
-        effect_ref=outcome.effect_ref,
-        approval_id=approval_id,
-        metadata={MCP_CONTENT: outcome.content} if outcome.content else {},
+    return _new_result(  # (every field, in ToolResult's order)
+        st.call.call_id,
+        spec.name,  # tool
+        outcome.status,
+        outcome.data,
+        outcome.error,
+        spec.version,
+        spec.source,
+        attempt,
+        started_at,
+        finished_at,
+        outcome.effect_ref,
+        approval_id,
+        False,  # replayed
+        {MCP_CONTENT: outcome.content} if outcome.content else {},  # metadata
     )
 
 

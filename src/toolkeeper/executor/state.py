@@ -66,6 +66,8 @@ class CallState:
     """The call's idempotency key, once computed."""
     reserved: tuple[tuple[str, str, str | None], ...] = ()
     """The budget places it holds until its record is written (see `Runtime.reserved`)."""
+    express: bool = False
+    """Every gate but dedupe's ledger read has passed already (`gates.express`)."""
 
     def hidden(self) -> tuple[str, ...]:
         """The argument values the call's record redacts: what words about the call (a

@@ -1,0 +1,212 @@
+"""The short way of the common call (`gates.express`, `run._run_read`): a read-only call with
+nothing for a rule, an approval or a budget to say ends exactly as it does through every gate,
+and any first step other than "returned JSON data" goes on the general way without running the
+tool twice."""
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from toolkeeper import CallContext, CallStatus, ErrorCode, Keeper, ToolCall, ToolOutput
+from toolkeeper.policy.rules import Decision
+from toolkeeper.testing import FakeClock, MemoryAuditSink, MemoryStore
+
+pytestmark = pytest.mark.anyio
+
+
+def _no_say(_: Any) -> Decision | None:
+    """A keeper-wide rule with nothing to say: it sends every call through every gate."""
+    return None
+
+
+def _keeper(*, gated: bool, suspends: bool = False) -> tuple[Keeper, MemoryStore, MemoryAuditSink]:
+    store, audit = MemoryStore(), MemoryAuditSink()
+    keeper = Keeper(ledger=store, audit=audit, clock=FakeClock(), rules=[_no_say] if gated else ())
+
+    @keeper.tool(effect="read_only")
+    async def lookup(city: str, days: int = 1) -> dict[str, Any]:
+        """Look a forecast up.
+
+        Args:
+            city: The city.
+            days: How many days.
+        """
+        if suspends:  # (its first step does not end it: the general way records it)
+            await anyio.lowlevel.checkpoint()
+        return {"city": city, "days": days}
+
+    return keeper, store, audit
+
+
+def _timeless(value: Any, *names: str) -> dict[str, Any]:
+    data = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    for name in names:
+        data.pop(name)
+    return data
+
+
+@pytest.mark.parametrize(
+    "arguments", ['{"city": "Oslo"}', '{"days": 3, "city": "Oslo"}'], ids=["default", "given"]
+)
+async def test_the_short_way_ends_a_call_exactly_as_the_general_way_does(arguments: str) -> None:
+    ends = []
+    for gated, suspends in ((False, False), (True, False), (False, True)):
+        keeper, store, audit = _keeper(gated=gated, suspends=suspends)
+        async with keeper:
+            call = ToolCall(call_id="c1", name="lookup", arguments=arguments)
+            result = await keeper.execute(call)
+            replay = await keeper.execute(call)
+        record = await store.get_call("default", "c1")
+        assert record is not None and result.status is CallStatus.SUCCEEDED and replay.replayed
+        ends.append(
+            (
+                _timeless(result),
+                _timeless(replay),
+                _timeless(record),
+                [_timeless(e) for e in audit.events],
+            )
+        )
+    assert ends[0] == ends[1] == ends[2]
+
+
+async def test_a_tool_that_suspends_is_timed_and_recorded_as_any_other() -> None:
+    keeper = Keeper(ledger=MemoryStore(), audit=None)
+    runs: list[float] = []
+
+    @keeper.tool(effect="read_only", timeout=0.05)
+    async def slow(seconds: float) -> str:
+        """Wait."""
+        runs.append(seconds)
+        await anyio.sleep(seconds)
+        return "done"
+
+    async with keeper:
+        quick = await keeper.execute(ToolCall(call_id="a", name="slow", arguments='{"seconds": 0}'))
+        late = await keeper.execute(ToolCall(call_id="b", name="slow", arguments='{"seconds": 5}'))
+    assert quick.status is CallStatus.SUCCEEDED and quick.data == "done"
+    assert late.status is CallStatus.TIMED_OUT
+    assert late.error is not None and late.error.code is ErrorCode.TIMEOUT
+    # (a read-only call is retried after a timeout; each attempt ran once)
+    assert runs == [0, *[5] * late.attempt]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (lambda: ToolOutput(data={"n": 1}, effect_ref="ref-1"), {"n": 1}),
+        (lambda: object(), "ran and finished"),
+    ],
+    ids=["tool-output", "not-json"],
+)
+async def test_a_result_that_is_not_plain_json_goes_the_general_way_once(
+    answer: Callable[[], Any], expected: Any
+) -> None:
+    keeper = Keeper(ledger=MemoryStore(), audit=None)
+    runs: list[int] = []
+
+    @keeper.tool(effect="read_only")
+    async def fetch() -> Any:
+        """Fetch."""
+        runs.append(1)
+        return answer()
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c", name="fetch", arguments="{}"))
+    assert result.status is CallStatus.SUCCEEDED
+    assert result.data == expected or expected in str(result.data)
+    assert runs == [1]
+
+
+async def test_a_first_step_that_raises_is_a_tool_error_and_is_retried_as_a_read() -> None:
+    keeper = Keeper(ledger=MemoryStore(), audit=None, sleep=FakeClock().sleep)
+    runs: list[int] = []
+
+    @keeper.tool(effect="read_only")
+    async def flaky() -> str:
+        """Fail once."""
+        runs.append(1)
+        if len(runs) == 1:
+            raise TimeoutError("the service did not answer")
+        return "ok"
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c", name="flaky", arguments="{}"))
+    assert result.status is CallStatus.SUCCEEDED and result.data == "ok"
+    assert result.attempt == 2 and runs == [1, 1]
+
+
+async def test_a_conflict_found_after_the_short_way_is_answered_as_by_dedupe() -> None:
+    ends = []
+    for gated in (False, True):
+        keeper, _, _ = _keeper(gated=gated)
+        async with keeper:
+            await keeper.execute(ToolCall(call_id="c1", name="lookup", arguments='{"city": "A"}'))
+            other = ToolCall(call_id="c1", name="lookup", arguments='{"city": "B"}')
+            ends.append(_timeless(await keeper.execute(other)))
+    assert ends[0]["error"].code is ErrorCode.CALL_ID_CONFLICT
+    assert ends[0] == ends[1]
+
+
+async def test_the_record_event_context_and_result_hold_each_field_in_its_place() -> None:
+    store, audit, clock = MemoryStore(), MemoryAuditSink(), FakeClock()
+    keeper = Keeper(ledger=store, audit=audit, clock=clock)
+    seen: list[CallContext] = []
+
+    @keeper.tool(effect="read_only", version="7")
+    async def whoami(ctx: CallContext, n: int) -> int:
+        """Tell."""
+        seen.append(ctx)
+        return n
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c9", name="whoami", arguments='{"n": 4}'))
+    (ctx,) = seen
+    assert (ctx.call_id, ctx.task_id, ctx.tool, ctx.version, ctx.attempt) == (
+        "c9",
+        "default",
+        "whoami",
+        "7",
+        1,
+    )
+    assert ctx.principal.id == "local" and ctx.arguments == {"n": 4} and ctx.approval_id is None
+    assert ctx.idempotency_key.startswith("tk_") and ctx.deadline > 0
+    record = await store.get_call("default", "c9")
+    assert record is not None
+    assert (record.tool, record.version, record.status, record.effect, record.idempotent) == (
+        "whoami",
+        "7",
+        CallStatus.SUCCEEDED,
+        "read_only",
+        False,
+    )
+    assert (record.arguments, record.result, record.attempt, record.error) == ({"n": 4}, 4, 1, None)
+    assert record.idempotency_key == ctx.idempotency_key and len(record.digest) == 64
+    assert (record.principal_id, record.tenant) == ("local", "default")
+    assert record.created_at == record.updated_at == clock()
+    assert record.history == ((CallStatus.SUCCEEDED, clock()),) and ":" in record.owner
+    (event,) = audit.events
+    assert (event.call_id, event.tool, event.version, event.status, event.previous) == (
+        "c9",
+        "whoami",
+        "7",
+        CallStatus.SUCCEEDED,
+        None,
+    )
+    assert (event.attempt, event.arguments, event.error_code, event.at) == (
+        1,
+        {"n": 4},
+        None,
+        clock(),
+    )
+    assert (result.tool, result.version, result.source, result.attempt, result.data) == (
+        "whoami",
+        "7",
+        "python",
+        1,
+        4,
+    )
+    assert result.error is None and result.effect_ref is None and not result.replayed
