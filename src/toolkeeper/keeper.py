@@ -256,11 +256,13 @@ class Keeper:
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._portal_lock = threading.Lock()
         self._open_lock: anyio.Lock | None = None
-        # `execute`s and batches in flight, which `aclose` waits for: they may run on another
-        # thread's event loop (`execute_sync`'s) than the one closing the keeper, so the
-        # count is locked and the wait is on a thread-safe event.
-        self._calls = 0
-        self._calls_lock = threading.Lock()
+        # `execute`s and batches in flight, which `aclose` waits for, one item each: they may
+        # run on another thread's event loop (`execute_sync`'s) than the one closing the
+        # keeper, so they are counted by a list's append and pop, each atomic (a lock costs a
+        # call more), and the wait is on a thread-safe event. The order makes the handshake:
+        # `aclose` sets `_idle` before it looks at the list, `_ended` pops before it looks at
+        # `_idle`, so an `aclose` that saw a call in flight is woken by the last to end.
+        self._in_flight: list[None] = []
         # What a waiting `aclose` is woken by: its event, and the event loop and thread it
         # waits on (the last call may end on another: `execute_sync`'s).
         self._idle: tuple[anyio.Event, EventLoopToken, int] | None = None
@@ -449,14 +451,11 @@ class Keeper:
             return
         self.state = KeeperState.CLOSED
         try:
-            with self._calls_lock:
-                idle = None
-                if self._calls:
-                    idle = (anyio.Event(), current_token(), threading.get_ident())
-                    self._idle = idle
-            if idle is not None:
+            idle = self._idle = (anyio.Event(), current_token(), threading.get_ident())
+            if self._in_flight:
                 self.drain()
                 await idle[0].wait()
+            self._idle = None  # (a call refused from now on has no one to wake)
         finally:
             # Each is closed even when one before it fails: the audit sink's buffered events
             # are not lost to a ledger that failed to close.
@@ -472,9 +471,8 @@ class Keeper:
 
     def _ended(self) -> None:
         """One `execute` or batch is done: the last one lets a waiting `aclose` go on."""
-        with self._calls_lock:
-            self._calls -= 1
-            idle = self._idle if not self._calls else None
+        self._in_flight.pop()
+        idle = self._idle if not self._in_flight else None
         if idle is not None:
             event, loop, thread = idle
             if threading.get_ident() == thread:
@@ -617,8 +615,7 @@ class Keeper:
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Check, run and record one proposed call. Never raises for bad input."""
-        with self._calls_lock:  # (counted while it opens the keeper too: `aclose` waits)
-            self._calls += 1
+        self._in_flight.append(None)  # (counted while it opens the keeper too: `aclose` waits)
         try:
             if self.state is not KeeperState.OPEN:
                 await self.open()
@@ -631,8 +628,7 @@ class Keeper:
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
-        with self._calls_lock:
-            self._calls += 1
+        self._in_flight.append(None)
         try:
             if self.state is not KeeperState.OPEN:
                 await self.open()
