@@ -270,13 +270,13 @@ def express(rt: Runtime, call: ToolCall, principal: Principal) -> CallState | No
     if fast is None or type(fast[0]) is not dict:
         return None
     try:
-        rt.prepared(tool)
+        prepared = rt.prepared(tool)
     except SchemaError:  # (the validate gate says so, once)
         return None
     st = CallState(call=call, principal=principal, tool=tool, express=True)
     st.arguments, st.request_digest = fast
     try:
-        validate(rt, st)
+        _check_arguments(st, prepared)
     except CallRefused:
         return None
     return st
@@ -394,6 +394,13 @@ def validate(rt: Runtime, st: CallState) -> Any:
             f"{st.tool.spec.name!r} declares an input schema that is not valid JSON Schema, "
             "so its arguments cannot be checked; the call was not run",
         ) from exc
+    _check_arguments(st, prepared)
+    return None
+
+
+def _check_arguments(st: CallState, prepared: Prepared) -> None:
+    """Validate the parsed arguments, apply defaults, and redact them for the record."""
+    assert st.tool is not None and st.arguments is not None
     st.prepared = prepared
     violations = prepared.validator.violations(st.arguments)
     if violations:
@@ -408,7 +415,6 @@ def validate(rt: Runtime, st: CallState) -> Any:
         if violations:
             raise _invalid(prepared, violations)
     st.redacted = redact(st.validated, prepared.sensitive)
-    return None
 
 
 def _invalid(prepared: Prepared, violations: list[Violation]) -> CallRefused:

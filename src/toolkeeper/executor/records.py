@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,8 @@ from ..policy.approvals import Binding
 from ..schema.canonical import digest
 from .runtime import Runtime, idempotency_key
 from .state import CallState
+
+_log = logging.getLogger("toolkeeper")
 
 __all__ = [
     "UNKNOWN_OUTCOME_ERROR",
@@ -132,25 +135,27 @@ def audit(
     **extra: Any,
 ) -> None:
     """Emit the audit event of one persisted state change."""
-    rt.emit(
-        _new_event(  # (every field, in AuditEvent's order)
-            rt.clock(),  # at
-            st.call.task_id,
-            st.call.call_id,
-            st.call.name,
-            st.tool.spec.version if st.tool is not None else None,
-            st.principal.id,
-            st.principal.tenant,
-            status,  # a StrEnum: already the text
-            previous,
-            attempt,
-            error.code.value if error is not None else None,  # error_code
-            error.message if error is not None else None,
-            approval_id,
-            st.redacted if first else None,  # arguments
-            extra,
-        )
+    event = _new_event(  # (every field, in AuditEvent's order)
+        rt.clock(),  # at
+        st.call.task_id,
+        st.call.call_id,
+        st.call.name,
+        st.tool.spec.version if st.tool is not None else None,
+        st.principal.id,
+        st.principal.tenant,
+        status,  # a StrEnum: already the text
+        previous,
+        attempt,
+        error.code.value if error is not None else None,  # error_code
+        error.message if error is not None else None,
+        approval_id,
+        st.redacted if first else None,  # arguments
+        extra,
     )
+    try:
+        rt.audit.emit(event)
+    except Exception:  # auditing must not break the call it records (as `Runtime.emit`)
+        _log.exception("audit sink failed")
 
 
 def binding(st: CallState) -> Binding:

@@ -99,7 +99,7 @@ class MemoryStore:
         existing = self._calls.get(key)
         if existing is not None:
             return existing, False
-        stored = stamp_new(record, time.time())
+        stored = record if record.created_at and record.history else stamp_new(record, time.time())
         self._calls[key] = stored
         return stored, True
 
