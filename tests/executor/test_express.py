@@ -50,9 +50,11 @@ def _timeless(value: Any, *names: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "arguments", ['{"city": "Oslo"}', '{"days": 3, "city": "Oslo"}'], ids=["default", "given"]
+    "arguments",
+    ['{"city": "Oslo"}', '{"days": 3, "city": "Oslo"}', {"city": "Oslo", "days": 2}],
+    ids=["default", "given", "data"],
 )
-async def test_the_short_way_ends_a_call_exactly_as_the_general_way_does(arguments: str) -> None:
+async def test_the_short_way_ends_a_call_exactly_as_the_general_way_does(arguments: Any) -> None:
     ends = []
     for gated, suspends in ((False, False), (True, False), (False, True)):
         keeper, store, audit = _keeper(gated=gated, suspends=suspends)

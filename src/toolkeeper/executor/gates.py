@@ -243,17 +243,14 @@ def _check_ids(st: CallState) -> None:
 
 def express(rt: Runtime, call: ToolCall, principal: Principal) -> CallState | None:
     """The state the gates leave the common call in, found without waiting: a read-only tool
-    the principal may use, JSON text that parses to valid arguments, no business rule and no
+    the principal may use, valid arguments (JSON text or data), no business rule and no
     budget. All that is left to know is whether the ledger holds the call already (the one
     read dedupe waits for: `Executor` makes it, then runs the call or passes it through the
     gates). None when a gate may have more to say (a refusal, a rule, an approval...): the
     call passes through every gate then, in order, as any other."""
-    raw = call.arguments
     if (
         rt.rules
         or rt.budgets is not None
-        or type(raw) is not str
-        or len(raw) * 4 > rt.max_argument_bytes
         or type(call.name) is not str
         or not (_plain_id(call.call_id) and _plain_id(call.task_id))
     ):
@@ -266,16 +263,15 @@ def express(rt: Runtime, call: ToolCall, principal: Principal) -> CallState | No
         or not may_use(principal, tool.spec)
     ):
         return None
-    fast = parse_canonical(raw)
-    if fast is None or type(fast[0]) is not dict:
-        return None
     try:
         prepared = rt.prepared(tool)
     except SchemaError:  # (the validate gate says so, once)
         return None
     st = CallState(call=call, principal=principal, tool=tool, express=True)
-    st.arguments, st.request_digest = fast
     try:
+        _parse(rt, st)
+        if st.arguments is None:
+            return None
         _check_arguments(st, prepared)
     except CallRefused:
         return None
