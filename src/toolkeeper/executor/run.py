@@ -456,12 +456,13 @@ def _identity_changes(st: CallState) -> dict[str, Any]:
     }
 
 
-async def run_call(rt: Runtime, st: CallState) -> ToolResult:
-    """Run an authorized call to its end and record it."""
+def run_call(rt: Runtime, st: CallState) -> Coroutine[Any, Any, ToolResult]:
+    """Run an authorized call to its end and record it (await what this returns: the way the
+    call takes, with no coroutine of its own around it)."""
     assert st.tool is not None
     if st.record is None and rt.native_asyncio and st.tool.spec.effect is Effect.READ_ONLY:
-        return await _run_read(rt, st)
-    return await _run_call(rt, st)
+        return _run_read(rt, st)
+    return _run_call(rt, st)
 
 
 async def _run_read(rt: Runtime, st: CallState) -> ToolResult:
