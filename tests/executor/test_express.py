@@ -212,3 +212,22 @@ async def test_the_record_event_context_and_result_hold_each_field_in_its_place(
         4,
     )
     assert result.error is None and result.effect_ref is None and not result.replayed
+
+
+async def test_a_result_spent_by_its_first_reading_is_noted_as_not_json_not_shown_empty() -> None:
+    ends = []
+    for suspends in (False, True):
+        keeper = Keeper(ledger=MemoryStore(), audit=None)
+
+        @keeper.tool(effect="read_only")
+        async def fetch(suspends: bool = suspends) -> Any:
+            """Fetch."""
+            if suspends:
+                await anyio.lowlevel.checkpoint()
+            return (item for item in [1, object()])  # (read once, and not JSON)
+
+        async with keeper:
+            result = await keeper.execute(ToolCall(call_id="c", name="fetch", arguments="{}"))
+        ends.append(_timeless(result, "started_at", "finished_at"))
+    assert ends[0]["status"] is CallStatus.SUCCEEDED and "ran and finished" in ends[0]["data"]
+    assert ends[0] == ends[1]

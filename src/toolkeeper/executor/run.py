@@ -154,9 +154,7 @@ def _succeeded(name: str, value: Any) -> _Outcome:
     try:
         data = json_data(value if output is None else output.data)
     except NOT_JSON as exc:
-        note = _unrecordable(name, f"{type(exc).__name__}: {exc}")
-        effect_ref = output.effect_ref if output is not None else None
-        return _Outcome(status=CallStatus.SUCCEEDED, data=note, effect_ref=effect_ref)
+        return _not_json(name, exc, output.effect_ref if output is not None else None)
     if output is None:
         return _Outcome(status=CallStatus.SUCCEEDED, data=data)
     return _Outcome(
@@ -165,6 +163,12 @@ def _succeeded(name: str, value: Any) -> _Outcome:
         effect_ref=output.effect_ref,
         content=output.content,
     )
+
+
+def _not_json(name: str, exc: Exception, effect_ref: str | None = None) -> _Outcome:
+    """The outcome of an attempt whose result JSON cannot hold (`exc` says why)."""
+    note = _unrecordable(name, f"{type(exc).__name__}: {exc}")
+    return _Outcome(status=CallStatus.SUCCEEDED, data=note, effect_ref=effect_ref)
 
 
 def _said(st: CallState, said: object) -> str:
@@ -495,8 +499,10 @@ async def _run_read(rt: Runtime, st: CallState) -> ToolResult:
         if not isinstance(value, ToolOutput):
             try:
                 data = json_data(value)
-            except NOT_JSON:
-                pass  # (`_succeeded` records a note in its place)
+            except NOT_JSON as exc:
+                # Noted from this one reading: read again, a result that is an iterator would
+                # be found spent, and shown empty.
+                return await _record_end(rt, st, _not_json(spec.name, exc), 1, started_at, None)
             else:
                 try:
                     _, created = await rt.store().claim_call(
