@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from pydantic import BaseModel, field_validator
 
 from toolkeeper import CallContext, CallStatus, ErrorCode, Keeper, ToolCall, ToolOutput
 from toolkeeper.policy.rules import Decision
@@ -231,3 +232,33 @@ async def test_a_result_spent_by_its_first_reading_is_noted_as_not_json_not_show
         ends.append(_timeless(result, "started_at", "finished_at"))
     assert ends[0]["status"] is CallStatus.SUCCEEDED and "ran and finished" in ends[0]["data"]
     assert ends[0] == ends[1]
+
+
+async def test_an_interrupt_while_the_call_is_checked_leaves_its_id_free_for_the_next() -> None:
+    interrupted: list[int] = []
+
+    class Point(BaseModel):
+        x: int
+
+        @field_validator("x")
+        @classmethod
+        def _once(cls, value: int) -> int:
+            if not interrupted:
+                interrupted.append(value)
+                raise KeyboardInterrupt
+            return value
+
+    keeper = Keeper(ledger=MemoryStore(), audit=None)
+
+    @keeper.tool(effect="read_only")
+    async def where(point: Point) -> int:
+        """Say where."""
+        return point.x
+
+    call = ToolCall(call_id="c", name="where", arguments='{"point": {"x": 3}}')
+    async with keeper:
+        with pytest.raises(KeyboardInterrupt):
+            await keeper.execute(call)
+        with anyio.fail_after(5):  # (proposed again, it ran: it did not wait for the first)
+            result = await keeper.execute(call)
+    assert result.status is CallStatus.SUCCEEDED and result.data == 3

@@ -73,15 +73,15 @@ class Executor:
             key = None
         if key is not None:
             in_flight[key] = None
-        principal = call.principal or self.runtime.principal
-        quick: CallState | None = None
-        if self._express:
-            try:
-                quick = gates.express(self.runtime, call, principal)
-            except Exception:  # (the gates meet it again, and answer for it)
-                quick = None
-        st = quick or CallState(call=call, principal=principal)
         try:
+            principal = call.principal or self.runtime.principal
+            quick: CallState | None = None
+            if self._express:
+                try:
+                    quick = gates.express(self.runtime, call, principal)
+                except Exception:  # (the gates meet it again, and answer for it)
+                    quick = None
+            st = quick or CallState(call=call, principal=principal)
             while True:
                 try:
                     if st.express:  # every gate has passed but dedupe's ledger read
