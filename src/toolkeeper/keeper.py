@@ -259,13 +259,14 @@ class Keeper:
         # `execute`s and batches in flight, which `aclose` waits for, one item each: they may
         # run on another thread's event loop (`execute_sync`'s) than the one closing the
         # keeper, so they are counted by a list's append and pop, each atomic (a lock costs a
-        # call more), and the wait is on a thread-safe event. The order makes the handshake:
-        # `aclose` sets `_idle` before it looks at the list, `_ended` pops before it looks at
-        # `_idle`, so an `aclose` that saw a call in flight is woken by the last to end.
+        # call more), and the wait is on a thread-safe event.
         self._in_flight: list[None] = []
-        # What a waiting `aclose` is woken by: its event, and the event loop and thread it
-        # waits on (the last call may end on another: `execute_sync`'s).
-        self._idle: tuple[anyio.Event, EventLoopToken, int] | None = None
+        # What wakes a waiting `aclose`: its event, and the event loop and thread it waits on
+        # (the last call may end on another: `execute_sync`'s). One slot, taken by an atomic
+        # pop: `aclose` fills it before it looks at `_in_flight`, and the call that empties
+        # `_in_flight` takes it after, so whichever of the two takes it decides whether
+        # `aclose` waits, and no call wakes an `aclose` that does not wait.
+        self._waker: list[tuple[anyio.Event, EventLoopToken, int]] = []
         self._selector: Selector | None = None
         self._selector_lock = threading.Lock()
 
@@ -451,11 +452,16 @@ class Keeper:
             return
         self.state = KeeperState.CLOSED
         try:
-            idle = self._idle = (anyio.Event(), current_token(), threading.get_ident())
+            idle = anyio.Event()
+            self._waker.append((idle, current_token(), threading.get_ident()))
             if self._in_flight:
                 self.drain()
-                await idle[0].wait()
-            self._idle = None  # (a call refused from now on has no one to wake)
+                await idle.wait()
+            else:
+                try:
+                    self._waker.pop()  # no call in flight: nothing will wake us
+                except IndexError:  # the last call, ending just now, took it: it wakes us
+                    await idle.wait()
         finally:
             # Each is closed even when one before it fails: the audit sink's buffered events
             # are not lost to a ledger that failed to close.
@@ -472,14 +478,17 @@ class Keeper:
     def _ended(self) -> None:
         """One `execute` or batch is done: the last one lets a waiting `aclose` go on."""
         self._in_flight.pop()
-        idle = self._idle if not self._in_flight else None
-        if idle is not None:
-            event, loop, thread = idle
-            if threading.get_ident() == thread:
-                event.set()
-            else:  # (an anyio event is set on its own event loop)
-                with contextlib.suppress(Exception):  # (that loop is gone: no one waits)
-                    anyio.from_thread.run_sync(event.set, token=loop)
+        if self._in_flight or not self._waker:
+            return
+        try:
+            event, loop, thread = self._waker.pop()
+        except IndexError:  # (`aclose`, or another call ending, took it first)
+            return
+        if threading.get_ident() == thread:
+            event.set()
+        else:  # (an anyio event is set on its own event loop)
+            with contextlib.suppress(Exception):  # (that loop is gone: no one waits)
+                anyio.from_thread.run_sync(event.set, token=loop)
 
     async def __aenter__(self) -> Keeper:
         await self.open()
