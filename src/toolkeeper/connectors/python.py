@@ -28,7 +28,7 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable, Generator, Mapping
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Mapping
 from typing import Any
 
 import anyio.to_thread
@@ -75,24 +75,34 @@ class FunctionConnector:
         plain JSON, nothing to check)."""
         return self.schema.violations if self.schema.model is not None else None
 
-    async def invoke(self, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext) -> Any:
-        """Call the function once; return what it returns (the executor makes it JSON)."""
+    def invoke(
+        self, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext
+    ) -> Coroutine[Any, Any, Any]:
+        """Call the function once; return what it returns (the executor makes it JSON).
+
+        What is awaited is an async function's own coroutine: the connector adds none."""
         schema = self.schema
         kwargs = schema.python_arguments(arguments)
         if schema.context_param is not None:
             kwargs[schema.context_param] = ctx
         args = self._positional(kwargs) if schema.positional else []
-        if schema.is_async:
-            value = await self.func(*args, **kwargs)
-        elif self._yields_async:  # (needs no thread: it runs on the event loop)
-            value = [item async for item in self.func(*args, **kwargs)]
-        else:
-            call = functools.partial(_run, self.func, args, kwargs)
-            value = await self._in_thread(call, spec, ctx)
-            if inspect.isawaitable(value):
-                value = await value
-            elif isinstance(value, AsyncGenerator):  # (an async one behind a sync decorator)
-                value = [item async for item in value]
+        if schema.is_async:  # (a coroutine function: calling it makes the coroutine)
+            return self.func(*args, **kwargs)  # type: ignore[no-any-return]
+        return self._run_elsewhere(spec, ctx, args, kwargs)
+
+    async def _run_elsewhere(
+        self, spec: ToolSpec, ctx: CallContext, args: list[Any], kwargs: dict[str, Any]
+    ) -> Any:
+        """A function that is not a coroutine function: an async generator one on the event
+        loop, any other in a worker thread."""
+        if self._yields_async:  # (needs no thread: it runs on the event loop)
+            return [item async for item in self.func(*args, **kwargs)]
+        call = functools.partial(_run, self.func, args, kwargs)
+        value = await self._in_thread(call, spec, ctx)
+        if inspect.isawaitable(value):
+            value = await value
+        elif isinstance(value, AsyncGenerator):  # (an async one behind a sync decorator)
+            value = [item async for item in value]
         return value
 
     def _positional(self, kwargs: dict[str, Any]) -> list[Any]:
