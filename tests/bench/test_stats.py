@@ -85,6 +85,22 @@ def test_interleaved_blocks_start_from_a_different_block_each_repeat() -> None:
     assert [t.seconds for t in out["a"]] == [(0.0,), (1.0,), (2.0,)]
 
 
+def test_every_other_round_of_rotations_runs_backwards_so_no_block_always_follows_one() -> None:
+    ran: list[str] = []
+
+    def block(name: str) -> Callable[[int], Timing]:
+        def run(repeat: int) -> Timing:
+            ran.append(name)
+            return Timing(seconds=(float(repeat),))
+
+        return run
+
+    interleave([(n, block(n)) for n in "abc"], 6)
+    assert "".join(ran) == "abcbcacabcbaacbbac"
+    followers = {ran[i + 1] for i in range(len(ran) - 1) if ran[i] == "a"}
+    assert {"b", "c"} <= followers  # (not always the same one)
+
+
 @pytest.mark.anyio
 async def test_async_blocks_are_interleaved_the_same_way() -> None:
     ran: list[str] = []

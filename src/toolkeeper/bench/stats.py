@@ -3,7 +3,9 @@
 Machines that run these benchmarks are small and busy, so every benchmark here follows the same
 recipe: time each call on its own, run each measured block several times with the blocks
 interleaved (their order rotates from one repeat to the next, so a burst of outside load hits
-every block alike), and report the median of the per-repeat medians. The p99 is over all calls
+every block alike, and runs backwards every other round of rotations, so no block always
+follows the same one and inherits what it leaves: cold caches, a thread still busy), and report
+the median of the per-repeat medians. The p99 is over all calls
 of all repeats. While blocks run, the objects that existed before are frozen out of the garbage
 collector (`gc.freeze`), so the modules one framework imported do not slow the collections that
 run during another's calls; the collector runs before each block.
@@ -177,14 +179,19 @@ def _frozen_heap() -> Iterator[None]:
 
 
 def _order(names: Sequence[str], repeat: int) -> list[str]:
-    shift = repeat % len(names) if names else 0
-    return [*names[shift:], *names[:shift]]
+    """A rotation of `names` (each starts once a round of `len(names)` repeats), backwards
+    in odd rounds (each block then follows the one it preceded)."""
+    if not names:
+        return []
+    shift = repeat % len(names)
+    order = [*names[shift:], *names[:shift]]
+    return order[::-1] if (repeat // len(names)) % 2 else order
 
 
 def interleave(
     blocks: Sequence[tuple[str, Callable[[int], Timing]]], repeats: int
 ) -> dict[str, list[Timing]]:
-    """Run each named block `repeats` times, rotating their order every repeat.
+    """Run each named block `repeats` times, in an order that changes every repeat (`_order`).
 
     A block is called with the repeat number and returns its `Timing`. What exists beforehand is
     frozen out of the garbage collector meanwhile, and the collector runs before each block, so
