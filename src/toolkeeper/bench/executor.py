@@ -44,8 +44,8 @@ __all__ = [
     "run_executor_bench",
 ]
 
-DEFAULT_CALLS = 2000
-DEFAULT_REPEATS = 5
+DEFAULT_CALLS = 500
+DEFAULT_REPEATS = 20
 DEFAULT_WARMUP = 200
 
 MEMORY = "toolkeeper.memory"
