@@ -267,7 +267,8 @@ def express(rt: Runtime, call: ToolCall, principal: Principal) -> CallState | No
         prepared = rt.prepared(tool)
     except SchemaError:  # (the validate gate says so, once)
         return None
-    st = CallState(call=call, principal=principal, tool=tool, express=True)
+    st = CallState(call, principal)  # (by position: matching keywords costs more)
+    st.tool, st.express = tool, True
     try:
         _parse(rt, st)
         if st.arguments is None:

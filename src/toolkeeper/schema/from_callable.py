@@ -403,6 +403,9 @@ def json_data(value: Any) -> Any:
     Raises:
         TypeError, ValueError, RecursionError (`NOT_JSON`): no JSON holds it.
     """
+    kind = type(value)
+    if kind is int or kind is bool or value is None or (kind is str and value.isascii()):
+        return value  # (what both would give back as it is, known at a glance)
     return json_safe(to_jsonable(value))
 
 
