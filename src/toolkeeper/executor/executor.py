@@ -6,6 +6,13 @@ execute → retry → record)
 ```
 Every refusal comes back as a `ToolResult` with a stable code; `execute` never raises for bad
 input, and a call never stays RUNNING because of one.
+
+The common call takes a short way to the same end (`gates.express`): a read-only tool with no
+rule or budget to consult, whose arguments are valid, passes gates 2-7 without waiting, so all
+that is left before it runs is dedupe's ledger read. The order is the pipeline's in effect: a
+gate that would refuse, or wait, sends the call down the pipeline from its first gate, and so
+does a ledger that holds the call already. Tests hold the two ways to the same results,
+records and audit events (tests/executor/test_express.py).
 """
 
 from __future__ import annotations
