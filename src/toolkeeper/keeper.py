@@ -454,14 +454,19 @@ class Keeper:
         try:
             idle = anyio.Event()
             self._waker.append((idle, current_token(), threading.get_ident()))
-            if self._in_flight:
-                self.drain()
-                await idle.wait()
-            else:
-                try:
-                    self._waker.pop()  # no call in flight: nothing will wake us
-                except IndexError:  # the last call, ending just now, took it: it wakes us
+            try:
+                if self._in_flight:
+                    self.drain()
                     await idle.wait()
+            finally:
+                # Taken back unless a call took it (none was in flight, or the wait was cut
+                # short): one ending later would wake a loop no one waits on, and block for ever
+                # if that loop has stopped.
+                try:
+                    self._waker.pop()
+                except IndexError:  # the last call, ending just now, took it: it wakes us
+                    with anyio.CancelScope(shield=True):
+                        await idle.wait()
         finally:
             # Each is closed even when one before it fails: the audit sink's buffered events
             # are not lost to a ledger that failed to close.

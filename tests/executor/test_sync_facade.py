@@ -1,6 +1,7 @@
 """Scripts without an event loop use the sync facade."""
 
 import atexit
+import contextlib
 import sqlite3
 import subprocess
 import sys
@@ -178,3 +179,50 @@ def test_closing_on_one_event_loop_waits_for_an_execute_sync_call_and_is_woken_b
     assert getattr(result, "ok", False)
     with sqlite3.connect(tmp_path / "l.db") as ledger:
         assert ledger.execute("SELECT status FROM calls").fetchall() == [("SUCCEEDED",)]
+
+
+def test_a_call_ending_after_a_cancelled_aclose_does_not_wait_on_its_stopped_loop(
+    tmp_path: Path,
+) -> None:
+    """`aclose` cancelled while it waited for an `execute_sync` call left behind what wakes it:
+    the call, ending, woke that event loop through `from_thread.run_sync`, and blocked the
+    facade's loop for ever once the closing loop had stopped (as `run_until_complete` leaves
+    it, open)."""
+    import asyncio
+    import threading
+
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    started, release = threading.Event(), threading.Event()
+
+    @keeper.tool(effect="write")
+    def ship(order_id: str) -> str:
+        started.set()
+        release.wait(timeout=30)
+        return f"shipped {order_id}"
+
+    def call() -> None:
+        # (its keeper's ledger is closed under it: how the call ends does not matter here)
+        with contextlib.suppress(Exception):
+            keeper.execute_sync(ToolCall(call_id="c1", name="ship", arguments={"order_id": "A"}))
+
+    async def close_cut_short() -> None:
+        await anyio.to_thread.run_sync(started.wait)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keeper.aclose)
+            await anyio.wait_all_tasks_blocked()  # aclose waits for the call in flight
+            tg.cancel_scope.cancel()
+
+    caller = threading.Thread(target=call, daemon=True)
+    loop = asyncio.new_event_loop()
+    try:
+        caller.start()
+        loop.run_until_complete(close_cut_short())
+        release.set()
+        caller.join(timeout=30)
+        assert not caller.is_alive()
+    finally:
+        release.set()
+        loop.run_until_complete(asyncio.sleep(0))  # (what the call waits for, had it woken us)
+        caller.join(timeout=30)
+        loop.close()
+        keeper.close_sync()
