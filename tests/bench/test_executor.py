@@ -113,3 +113,28 @@ def test_importing_the_bench_imports_no_peer_framework() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_paired_ratios_compare_each_repeat_with_the_peer_measured_beside_it() -> None:
+    from toolkeeper.bench.report import CaseReport, ExecutorBench
+    from toolkeeper.bench.stats import Summary
+
+    def case(key: str, medians: tuple[float, ...]) -> CaseReport:
+        summary = Summary(
+            calls=len(medians),
+            median_us=sorted(medians)[len(medians) // 2],
+            p99_us=max(medians),
+            mean_us=sum(medians) / len(medians),
+            min_us=min(medians),
+            repeat_medians_us=medians,
+        )
+        return CaseReport(key=key, label=key, status="ok", summary=summary)
+
+    # A host that runs at two speeds: the toolkeeper case is 10% quicker in every repeat,
+    # but caught the slow speed in more of them than the peer did.
+    own = case("toolkeeper.memory", (18.0, 18.0, 9.0, 18.0, 9.0))
+    peer = case("openai_agents", (20.0, 10.0, 10.0, 20.0, 10.0))
+    report = ExecutorBench(calls=5, repeats=5, warmup=1, cases=(own, peer), targets=())
+    assert report.ratios["toolkeeper.memory"]["openai_agents"] == 1.8
+    assert report.paired_ratios["toolkeeper.memory"]["openai_agents"] == 0.9
+    assert report.to_dict()["paired_ratios"] == {"toolkeeper.memory": {"openai_agents": 0.9}}

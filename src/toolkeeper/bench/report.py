@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +95,31 @@ class ExecutorBench:
         """The same ratios of CPU time per call (steadier on a busy machine)."""
         return self._ratios(lambda s: s.cpu_us)
 
+    @property
+    def paired_ratios(self) -> dict[str, dict[str, float]]:
+        """Per toolkeeper case and peer: the median over the repeats of the ratio of their two
+        medians in the same repeat. Blocks of one repeat run within a fraction of a second
+        of each other, so on a host whose speed drifts (by 2x, on shared machines) this
+        compares the two at the same speed, where the ratio of the overall medians may set
+        one's fast repeats against the other's slow ones."""
+
+        def ratios(own: Summary, other: Summary) -> float | None:
+            pairs = [
+                a / b
+                for a, b in zip(own.repeat_medians_us, other.repeat_medians_us, strict=False)
+                if b > 0
+            ]
+            return round(statistics.median(pairs), 3) if pairs else None
+
+        peers = [c for c in self.cases if not c.key.startswith("toolkeeper.") and c.summary]
+        out: dict[str, dict[str, float]] = {}
+        for case in self.cases:
+            if case.key.startswith("toolkeeper.") and case.summary is not None:
+                out[case.key] = {
+                    p.key: r for p in peers if p.summary and (r := ratios(case.summary, p.summary))
+                }
+        return out
+
     def _ratios(self, figure: Callable[[Summary], float | None]) -> dict[str, dict[str, float]]:
         def value(case: CaseReport) -> float | None:
             return figure(case.summary) if case.summary is not None else None
@@ -135,6 +161,8 @@ class ExecutorBench:
             "environment": self.environment,
             "cases": {c.key: c.to_dict() for c in self.cases},
             "ratios": self.ratios,
+            "paired_ratios": self.paired_ratios,
+            "paired": "median over the repeats of one repeat's toolkeeper median / peer median",
             "cpu_ratios": self.cpu_ratios,
             "targets": {t.key: t.to_dict() for t in self.targets},
             "targets_met": self.targets_met,

@@ -182,6 +182,11 @@ def render_executor(report: ExecutorBench) -> str:
         "median = median of the per-repeat medians; '/ peer' = toolkeeper median / peer median;",
         "cpu us = process CPU time per call (steady under outside load, but without I/O waits)",
     ]
+    paired = report.paired_ratios
+    for key, by_peer in paired.items():
+        if by_peer:
+            shown = ", ".join(f"{peer} {ratio:.2f}x" for peer, ratio in by_peer.items())
+            lines.append(f"  {key}, repeat by repeat (median of the ratios): {shown}")
     for case in report.cases:
         if case.note:
             lines.append(f"  {case.label}: {case.note}")
