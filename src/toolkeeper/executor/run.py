@@ -154,21 +154,17 @@ def _succeeded(name: str, value: Any) -> _Outcome:
     try:
         data = json_data(value if output is None else output.data)
     except NOT_JSON as exc:
-        return _not_json(name, exc, output.effect_ref if output is not None else None)
+        note = _unrecordable(name, f"{type(exc).__name__}: {exc}")
+        effect_ref = output.effect_ref if output is not None else None
+        return _Outcome(status=CallStatus.SUCCEEDED, data=note, effect_ref=effect_ref)
     if output is None:
-        return _Outcome(status=CallStatus.SUCCEEDED, data=data)
+        return _Outcome(CallStatus.SUCCEEDED, data)  # (by position: the common end)
     return _Outcome(
         status=CallStatus.SUCCEEDED,
         data=data,
         effect_ref=output.effect_ref,
         content=output.content,
     )
-
-
-def _not_json(name: str, exc: Exception, effect_ref: str | None = None) -> _Outcome:
-    """The outcome of an attempt whose result JSON cannot hold (`exc` says why)."""
-    note = _unrecordable(name, f"{type(exc).__name__}: {exc}")
-    return _Outcome(status=CallStatus.SUCCEEDED, data=note, effect_ref=effect_ref)
 
 
 def _said(st: CallState, said: object) -> str:
@@ -234,9 +230,6 @@ class _Started:
     """What its coroutine yielded when it first suspended; `_UNSTARTED` when not run yet."""
     raised: BaseException | None = None
     """What its first step raised."""
-    done: bool = False
-    """Its first step returned `value`."""
-    value: Any = None
 
 
 async def _invoke(
@@ -256,8 +249,6 @@ async def _invoke(
         step = _UNSTARTED
     elif started.raised is not None:
         raise started.raised
-    elif started.done:
-        return started.value
     else:
         pending, step = started.pending, started.step
     if not inspect.iscoroutine(pending):
@@ -473,9 +464,9 @@ async def _run_read(rt: Runtime, st: CallState) -> ToolResult:
     """Run a read-only call proposed for the first time: the common call, on its short way.
 
     Its first attempt begins here, without a deadline (see `_invoke`). A tool that returns
-    JSON data without suspending is recorded at once; any other first step (it suspends,
-    raises, returns a `ToolOutput` or what JSON cannot hold) goes on in `_run_call`, as any
-    call does, from where it stands: the tool is never called twice for one attempt.
+    without suspending is recorded at once, as `_run_call` records a success; a first step
+    that suspends or raises goes on in `_run_call`, as any call does, from where it stands:
+    the tool is never called twice for one attempt.
     """
     assert st.tool is not None and st.validated is not None
     spec = st.tool.spec
@@ -495,71 +486,9 @@ async def _run_read(rt: Runtime, st: CallState) -> ToolResult:
                 value = done.value
     except BaseException as exc:  # (`_attempt` tells what it means, in `_run_call`)
         begun = _Started(raised=exc)
-    if begun is None:  # it returned
-        if not isinstance(value, ToolOutput):
-            try:
-                data = json_data(value)
-            except NOT_JSON as exc:
-                # Noted from this one reading: read again, a result that is an iterator would
-                # be found spent, and shown empty.
-                return await _record_end(rt, st, _not_json(spec.name, exc), 1, started_at, None)
-            else:
-                try:
-                    _, created = await rt.store().claim_call(
-                        new_record(
-                            rt,
-                            st,
-                            CallStatus.SUCCEEDED,
-                            attempt=1,
-                            result=data,
-                            approval_id=approval_id,
-                        )
-                    )
-                except NotJSON:  # (the store cannot hold it: `_record_end` records a note)
-                    outcome = _Outcome(status=CallStatus.SUCCEEDED, data=data)
-                    return await _record_end(rt, st, outcome, 1, started_at, None)
-                if not created:
-                    raise LostRace  # (see `_record_end`)
-                return _read_recorded(rt, st, data, started_at, approval_id)
-        begun = _Started(done=True, value=value)
-    return await _run_call(rt, st, (started_at, ctx, begun))
-
-
-def _read_recorded(
-    rt: Runtime, st: CallState, data: Any, started_at: float, approval_id: str | None
-) -> ToolResult:
-    """The result of `_run_read`'s call once its success is recorded (the short way of
-    `_record_end`)."""
-    assert st.tool is not None
-    if st.reserved:
-        rt.release(st)
-    finished_at = rt.clock()
-    audit(
-        rt,
-        st,
-        CallStatus.SUCCEEDED,
-        attempt=1,
-        approval_id=approval_id,
-        first=True,
-        duration=round((finished_at - started_at) * 1e6) / 1e6,
-    )
-    spec = st.tool.spec
-    return _new_result(  # (every field, in ToolResult's order)
-        st.call.call_id,
-        spec.name,  # tool
-        CallStatus.SUCCEEDED,
-        data,
-        None,  # error
-        spec.version,
-        spec.source,
-        1,  # attempt
-        started_at,
-        finished_at,
-        None,  # effect_ref
-        approval_id,
-        False,  # replayed
-        {},  # metadata
-    )
+    if begun is not None:
+        return await _run_call(rt, st, (started_at, ctx, begun))
+    return await _record_end(rt, st, _succeeded(spec.name, value), 1, started_at, None)
 
 
 def _context(st: CallState, attempt: int, deadline: float, approval_id: str | None) -> CallContext:
