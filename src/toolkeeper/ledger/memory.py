@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 from ..core._fastinit import replace
@@ -62,11 +62,12 @@ def apply_checked(
     return replace(record, checked)
 
 
-def stamp_new(record: CallRecord, now: float) -> CallRecord:
+def stamp_new(record: CallRecord, clock: Callable[[], float] = time.time) -> CallRecord:
     """A record as first written: timestamps and the first history entry (kept as they are
-    when the caller stamped the record already)."""
+    when the caller stamped the record already, the clock then left alone)."""
     if record.created_at and record.history:
         return record
+    now = clock()
     return replace(
         record, {"created_at": now, "updated_at": now, "history": ((record.status, now),)}
     )
@@ -99,7 +100,7 @@ class MemoryStore:
         existing = self._calls.get(key)
         if existing is not None:
             return existing, False
-        stored = record if record.created_at and record.history else stamp_new(record, time.time())
+        stored = stamp_new(record)
         self._calls[key] = stored
         return stored, True
 

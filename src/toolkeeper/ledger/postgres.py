@@ -365,7 +365,7 @@ class PostgresStore:
         return await self._again(lambda: self._claim_call(record))
 
     async def _claim_call(self, record: CallRecord) -> tuple[CallRecord, bool]:
-        new = codec.call_row(stamp_new(record, time.time()))
+        new = codec.call_row(stamp_new(record))
         key = (record.task_id, record.call_id)
         async with self._conn() as conn:
             if new.apart is not None:

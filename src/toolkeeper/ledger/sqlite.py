@@ -395,7 +395,7 @@ class SQLiteStore:
         return None if found is None else self._remember(*found)
 
     async def claim_call(self, record: CallRecord) -> tuple[CallRecord, bool]:
-        new = codec.call_row(stamp_new(record, time.time()))
+        new = codec.call_row(stamp_new(record))
         key = (record.task_id, record.call_id)
 
         def op(conn: sqlite3.Connection) -> tuple[CallRecord, int, bool]:
