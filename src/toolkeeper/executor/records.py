@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,8 +15,6 @@ from ..policy.approvals import Binding
 from ..schema.canonical import digest
 from .runtime import Runtime, idempotency_key
 from .state import CallState
-
-_log = logging.getLogger("toolkeeper")
 
 __all__ = [
     "UNKNOWN_OUTCOME_ERROR",
@@ -152,10 +149,7 @@ def audit(
         st.redacted if first else None,  # arguments
         extra,
     )
-    try:
-        rt.audit.emit(event)
-    except Exception:  # auditing must not break the call it records (as `Runtime.emit`)
-        _log.exception("audit sink failed")
+    rt.emit(event)
 
 
 def binding(st: CallState) -> Binding:
