@@ -62,11 +62,6 @@ class FunctionConnector:
         self.schema = schema if schema is not None else function_schema(func)
         self.limiter = limiter
         self._yields_async = inspect.isasyncgenfunction(func)
-        self._defaults = {
-            name: param.default
-            for name, param in inspect.signature(func).parameters.items()
-            if param.kind is param.POSITIONAL_ONLY and param.default is not param.empty
-        }
 
     @property
     def argument_check(self) -> Callable[[Mapping[str, Any]], list[Violation]] | None:
@@ -109,12 +104,12 @@ class FunctionConnector:
         """Take the positional-only arguments out of `kwargs`, in order, up to the last one
         given: one left out before it (its default no JSON holds, `math.inf`) is its default,
         or what follows would take its place."""
-        names = self.schema.positional
+        names, defaults = self.schema.positional, self.schema.positional_defaults
         given = [i for i, name in enumerate(names) if name in kwargs]
         if not given:
             return []
         return [
-            kwargs.pop(name) if name in kwargs else self._defaults[name]
+            kwargs.pop(name) if name in kwargs else defaults[name]
             for name in names[: given[-1] + 1]
         ]
 

@@ -16,7 +16,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import pydantic
@@ -53,6 +53,9 @@ class FunctionSchema:
     """Whether calling the function returns an awaitable."""
     positional: tuple[str, ...] = ()
     """Positional-only parameters, in order: passed by position, not by name."""
+    positional_defaults: Mapping[str, Any] = field(default_factory=dict)
+    """The defaults of positional-only parameters that have one (JSON may hold none of
+    them: `math.inf`), by name."""
     integers: tuple[str, ...] = ()
     """Parameters annotated `int` (or `int | None`, or a `Literal` of ints) when there is no
     model: JSON Schema's "integer" (and `enum`) takes `2.0`, which they receive as `2`."""
@@ -292,6 +295,7 @@ def function_schema(
     context_param: str | None = None
     plain = True
     positional: list[str] = []
+    positional_defaults: dict[str, Any] = {}
     integers: list[str] = []
     for name, param in signature.parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -306,6 +310,8 @@ def function_schema(
             )
         if param.kind is param.POSITIONAL_ONLY:
             positional.append(name)
+            if param.default is not param.empty:
+                positional_defaults[name] = param.default
         if _names(annotation, CallContext):
             if context_param is not None:
                 raise ConfigurationError(
@@ -384,6 +390,7 @@ def function_schema(
         model=None if plain else model,
         is_async=is_async,
         positional=tuple(positional),
+        positional_defaults=positional_defaults,
         integers=tuple(integers),
     )
 
