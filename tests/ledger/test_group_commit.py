@@ -109,3 +109,31 @@ def test_a_claim_after_a_full_disk_lost_the_batch_is_reported_as_it_landed(
     assert child.stdout.decode().split() == ["refused", "created"], child.stderr.decode()
     assert _committed(path) == {"w1"}  # the pending read went with the failed transaction
     assert "lost a batch" in child.stderr.decode()
+
+
+def test_a_process_that_exits_without_closing_the_store_commits_what_is_pending(
+    tmp_path: Path,
+) -> None:
+    # A script that never closes its store (or its keeper) ends while the batch waits for its
+    # commit, on a daemon thread that exit stops where it stands.
+    path = tmp_path / "ledger.db"
+    script = (
+        "import sys, anyio\n"
+        "from toolkeeper.core.states import CallStatus\n"
+        "from toolkeeper.ledger import SQLiteStore\n"
+        "from tests.ledger.records import call\n"
+        "async def main():\n"
+        "    store = SQLiteStore(sys.argv[1], commit_delay=60)\n"
+        "    await store.open()\n"
+        "    await store.claim_call(call('r1', status=CallStatus.SUCCEEDED, effect='read_only'))\n"
+        "anyio.run(main)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+        cwd=Path(__file__).parents[2],
+    )
+    assert child.returncode == 0, child.stderr.decode()
+    assert _committed(path) == {"r1"}

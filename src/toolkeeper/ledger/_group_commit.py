@@ -17,15 +17,21 @@ write lock, so another process's write waits at most `delay` (its busy timeout c
 
 What it is not: a write-behind queue. Statements run at once, in order, on the caller's
 thread; only the commit of deferred ones waits.
+
+A process that ends without closing its store (a script that never closes its keeper) still
+commits what is pending: at exit, before its committing thread (a daemon) is stopped. Only a
+crash, or a kill, loses a batch.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import enum
 import logging
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -34,6 +40,19 @@ __all__ = ["GroupCommit", "Mode"]
 T = TypeVar("T")
 
 _log = logging.getLogger("toolkeeper")
+
+_EXIT_WAIT = 5.0
+"""How long, at exit, a pending batch waits for a statement in flight on another thread."""
+
+_open: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
+"""The batches that may hold deferred commits (those with a committing thread)."""
+
+
+@atexit.register
+def _commit_at_exit() -> None:
+    """Commit every batch still pending when the interpreter exits."""
+    for batch in list(_open):
+        batch.commit_at_exit()
 
 
 class Mode(enum.Enum):
@@ -64,6 +83,7 @@ class GroupCommit:
                 target=self._commit_later, name="toolkeeper-sqlite-commit", daemon=True
             )
             self._thread.start()
+            _open.add(self)
 
     def run(self, op: Callable[[sqlite3.Connection], T], mode: Mode) -> T:
         """Run `op` on the connection under the lock, committing as `mode` requires.
@@ -99,8 +119,22 @@ class GroupCommit:
             if self.conn.in_transaction:
                 self._commit(raising=False)
 
+    def commit_at_exit(self) -> None:
+        """Commit what is pending, at exit: the committing thread (a daemon) is about to be
+        stopped where it stands. A statement still running on another thread may hold the
+        lock; it is waited for a few seconds at most, so that exit never hangs."""
+        if not self.lock.acquire(timeout=_EXIT_WAIT):
+            _log.error("the SQLite ledger's pending read-only call records were not committed")
+            return
+        try:
+            if self.conn.in_transaction:
+                self._commit(raising=False)
+        finally:
+            self.lock.release()
+
     def close(self) -> None:
         """Stop the committing thread and commit what is pending. Idempotent."""
+        _open.discard(self)
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
