@@ -1,6 +1,10 @@
 """The `Keeper` facade: its lifecycle around the calls it runs."""
 
+import json
 import math
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -317,3 +321,37 @@ async def test_a_ledger_that_fails_to_close_loses_no_audit_event(tmp_path: Path)
         async with keeper:
             assert (await keeper.execute(ToolCall(call_id="c1", name="ping", arguments={}))).ok
     assert '"call_id":"c1"' in audit.read_text(encoding="utf-8").replace(" ", "")
+
+
+def test_a_script_that_never_closes_its_keeper_loses_no_record_and_no_audit_event(
+    tmp_path: Path,
+) -> None:
+    # A read-only call's record waits for the ledger's next group commit, and its audit line
+    # sits in the file's buffer: the end of the process must write both out.
+    ledger = tmp_path / "ledger.db"
+    script = (
+        "import sys, asyncio\n"
+        "from toolkeeper import Keeper, ToolCall\n"
+        "async def add(a: int, b: int) -> int:\n"
+        "    return a + b\n"
+        "async def main():\n"
+        "    keeper = Keeper(ledger=sys.argv[1])\n"
+        "    keeper.add_function(add, effect='read_only')\n"
+        "    result = await keeper.execute(ToolCall(call_id='c1', name='add',\n"
+        "                                           arguments={'a': 1, 'b': 2}))\n"
+        "    print(result.status, result.data)\n"
+        "asyncio.run(main())\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script, f"sqlite:///{ledger}"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.stdout.decode().split() == ["SUCCEEDED", "3"], child.stderr.decode()
+    with sqlite3.connect(ledger) as db:
+        rows = db.execute("SELECT call_id, status FROM calls").fetchall()
+    assert rows == [("c1", "SUCCEEDED")]
+    audit = tmp_path / "ledger.audit.jsonl"
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(e["call_id"], e["status"]) for e in events] == [("c1", "SUCCEEDED")]

@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -402,3 +404,32 @@ def test_every_event_a_failed_flush_loses_is_counted(caplog: pytest.LogCaptureFi
         sink.close()
     assert sink.dropped == 4
     assert [r.getMessage().startswith("cannot write") for r in caplog.records] == [True]
+
+
+def test_a_process_that_exits_without_closing_the_sink_writes_its_buffered_lines(
+    tmp_path: Path,
+) -> None:
+    # The sink belongs to an object in a reference cycle, as a keeper's parts refer to each
+    # other: exit does not finalize it, so its file's buffer is never flushed by itself.
+    path = tmp_path / "audit.jsonl"
+    script = (
+        "import sys\n"
+        "from toolkeeper.core.states import CallStatus\n"
+        "from toolkeeper.observe.audit import AuditEvent, JsonlAuditSink\n"
+        "class Owner:\n"
+        "    def __init__(self):\n"
+        "        self.sink = JsonlAuditSink(sys.argv[1], flush_every=64)\n"
+        "        self.me = self\n"
+        "def main():\n"
+        "    owner = Owner()\n"
+        "    for i in range(3):\n"
+        "        owner.sink.emit(AuditEvent(at=1.0, task_id='t', call_id=f'c{i}', tool='add',\n"
+        "            version='1', principal_id='p', tenant='x', status=CallStatus.SUCCEEDED))\n"
+        "main()\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, timeout=60, check=False
+    )
+    assert child.returncode == 0, child.stderr.decode()
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["call_id"] for line in lines] == ["c0", "c1", "c2"]

@@ -6,12 +6,14 @@ Events carry redacted arguments only, and error codes with their model-safe mess
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import math
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -143,8 +145,9 @@ class MemoryAuditSink:
 
 
 class JsonlAuditSink:
-    """Appends one JSON object per line to a file; flushes every `flush_every` events and on
-    close (the ledger, not this file, is the record that must survive a crash).
+    """Appends one JSON object per line to a file; flushes every `flush_every` events, on
+    close, and when the process exits without closing it (the ledger, not this file, is the
+    record that must survive a crash).
 
     Log rotation is followed: at most once a second the sink checks that its path still names
     the file it writes, and opens the path anew when the file was moved or deleted. A file
@@ -212,6 +215,7 @@ class JsonlAuditSink:
             self._file = self.path.open("ab")
             st = os.fstat(self._file.fileno())
             self._identity = (st.st_dev, st.st_ino)
+            _unclosed.add(self)
         except OSError as exc:
             self._failed(exc)
             return
@@ -259,6 +263,7 @@ class JsonlAuditSink:
 
     def close(self) -> None:
         """Flush and close the file. Idempotent."""
+        _unclosed.discard(self)
         with self._lock:
             if self._file is not None:
                 try:
@@ -268,3 +273,13 @@ class JsonlAuditSink:
                 self._file = None
                 self._identity = None
                 self._pending = 0
+
+
+_unclosed: weakref.WeakSet[JsonlAuditSink] = weakref.WeakSet()
+"""The JSON lines sinks not closed yet, whose buffered lines exit writes out."""
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for sink in list(_unclosed):
+        sink.flush()
