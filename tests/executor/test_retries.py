@@ -1,5 +1,7 @@
 """Retries follow the declared effect; timeouts of unsafe tools end UNKNOWN_OUTCOME."""
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -16,7 +18,8 @@ from toolkeeper import (
     UpstreamUnavailable,
 )
 from toolkeeper.core.errors import ToolError
-from toolkeeper.testing import FakeClock
+from toolkeeper.ledger import CallRecord
+from toolkeeper.testing import FakeClock, MemoryAuditSink, MemoryStore
 
 pytestmark = pytest.mark.anyio
 
@@ -298,3 +301,56 @@ async def test_a_wait_asked_for_longer_than_the_policy_allows_ends_the_call_to_p
     assert attempts == [1] and clock.slept == []
     assert result.status is CallStatus.FAILED and result.error is not None
     assert result.error.retryable and result.error.retry_after == 86400
+
+
+async def test_a_retry_leaves_a_call_another_process_took_over_to_that_process(
+    clock: FakeClock,
+) -> None:
+    # While this process's first attempt runs, another process takes the call over (the
+    # record looked abandoned from there) and runs attempt 2. This process must not write an
+    # attempt 2 of its own over that one and run the tool again: it gets the other's result.
+    class Shared(MemoryStore):
+        """The ledger as another process changes it too: once it has taken the call over,
+        it ends its attempt right after this process next changes the record."""
+
+        taken_over = False
+
+        async def transition(self, task_id: str, call_id: str, **change: Any) -> CallRecord:
+            try:
+                return await super().transition(task_id, call_id, **change)
+            finally:
+                if self.taken_over:
+                    self.taken_over = False
+                    await super().transition(
+                        task_id,
+                        call_id,
+                        expected=CallStatus.RUNNING,
+                        target=CallStatus.SUCCEEDED,
+                        changes={"result": "theirs"},
+                    )
+
+    store = Shared()
+    runs: list[int] = []
+    keeper = Keeper(ledger=store, audit=MemoryAuditSink(), clock=clock, sleep=clock.sleep)
+
+    @keeper.tool(effect="write", idempotent=True, retry=RetryPolicy(max_attempts=2, jitter=0.0))
+    async def upsert(ctx: CallContext) -> str:
+        runs.append(ctx.attempt)
+        if ctx.attempt == 1:
+            await MemoryStore.transition(  # the other process's takeover
+                store,
+                ctx.task_id,
+                ctx.call_id,
+                expected=CallStatus.RUNNING,
+                target=CallStatus.RUNNING,
+                changes={"attempt": 2, "owner": "elsewhere:1"},
+                expected_attempt=1,
+            )
+            store.taken_over = True
+            raise RetryLater("busy")
+        return "ours"
+
+    async with keeper:
+        result = await keeper.execute(ToolCall(call_id="c1", name="upsert"))
+    assert runs == [1]
+    assert result.status is CallStatus.SUCCEEDED and result.data == "theirs" and result.replayed

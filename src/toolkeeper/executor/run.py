@@ -590,13 +590,16 @@ async def _run_call(
                 break
             if persisted is not None:
                 # The deadline covers the wait too, written before it: a record whose owner
-                # is waiting to retry is not abandoned (`ledger unknown` leaves it alone).
+                # is waiting to retry is not abandoned (`ledger unknown` leaves it alone). A
+                # record at another attempt was taken over by another process meanwhile: the
+                # call is its to end, and the pipeline starts over (dedupe waits for its end).
                 await _move(
                     store,
                     st,
                     expected=CallStatus.RUNNING,
                     target=CallStatus.RUNNING,
                     changes={"attempt": attempt + 1, "deadline": rt.clock() + wait + spec.timeout},
+                    expected_attempt=recorded,
                 )
                 recorded = attempt + 1
                 audit(rt, st, CallStatus.RUNNING, previous=CallStatus.RUNNING, attempt=attempt + 1)
