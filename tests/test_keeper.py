@@ -59,6 +59,42 @@ async def test_closing_a_keeper_waits_for_its_calls_in_flight_to_be_recorded(
     assert record is not None and record.status is CallStatus.SUCCEEDED
 
 
+async def test_a_second_close_returns_only_once_the_keeper_is_closed(tmp_path: Path) -> None:
+    """It returned at once while the first still waited for a call in flight: code after it
+    found the ledger open, and the call unrecorded."""
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'k.db'}")
+    started, release = anyio.Event(), anyio.Event()
+
+    @keeper.tool(effect="write")
+    async def ship(order_id: str) -> str:
+        started.set()
+        await release.wait()
+        return f"shipped {order_id}"
+
+    closed: list[str] = []
+
+    async def close(name: str) -> None:
+        await keeper.aclose()
+        closed.append(name)
+
+    with anyio.fail_after(5):
+        await keeper.open()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                keeper.execute, ToolCall(call_id="c1", name="ship", arguments={"order_id": "A"})
+            )
+            await started.wait()
+            tg.start_soon(close, "first")
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(close, "second")
+            await anyio.wait_all_tasks_blocked()
+            assert closed == []
+            release.set()
+    assert sorted(closed) == ["first", "second"]
+    with pytest.raises(StoreError):  # closed, by then
+        await keeper.store.get_call("default", "c1")
+
+
 async def test_approvals_open_the_keeper_as_calls_do(tmp_path: Path) -> None:
     """An approvals dashboard made its own Keeper on the ledger and asked for the pending
     requests: `StoreError: the ledger store is new, not open`, where `execute` opens itself."""

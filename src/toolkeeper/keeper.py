@@ -267,6 +267,8 @@ class Keeper:
         # `_in_flight` takes it after, so whichever of the two takes it decides whether
         # `aclose` waits, and no call wakes an `aclose` that does not wait.
         self._waker: list[tuple[anyio.Event, EventLoopToken, int]] = []
+        self._closed = threading.Event()
+        """Set once `aclose` has closed the ledger, the audit sink and the selector."""
         self._selector: Selector | None = None
         self._selector_lock = threading.Lock()
 
@@ -447,8 +449,11 @@ class Keeper:
 
         New calls are refused from then on (`ConfigurationError`); calls in flight end first,
         after their current attempt (as `drain` ends them), and are recorded as they ended.
+        An `aclose` made while another is closing the keeper returns when that one has.
         """
         if self.state is KeeperState.CLOSED:
+            if not self._closed.is_set():  # (it may close on another thread's event loop)
+                await anyio.to_thread.run_sync(self._closed.wait, abandon_on_cancel=True)
             return
         self.state = KeeperState.CLOSED
         try:
@@ -478,7 +483,10 @@ class Keeper:
                     try:
                         await self.store.aclose()
                     finally:
-                        self.audit.close()
+                        try:
+                            self.audit.close()
+                        finally:
+                            self._closed.set()
 
     def _ended(self) -> None:
         """One `execute` or batch is done: the last one lets a waiting `aclose` go on."""
