@@ -172,7 +172,7 @@ def test_a_misspelled_effect_names_the_effects_there_are() -> None:
     keeper = Keeper(ledger="memory://")
     expected = r"use one of read_only, write, destructive \(did you mean 'read_only'\?\)"
     with pytest.raises(ValueError, match=expected):
-        keeper.tool(effect="readonly")(lambda: None)
+        keeper.tool(name="t", effect="readonly")(lambda: None)
     with pytest.raises(ValueError, match=expected):
         ToolSpec(name="t", effect="readonly")  # type: ignore[arg-type]
     assert Effect("write") is Effect.WRITE
@@ -391,3 +391,12 @@ def test_a_script_that_never_closes_its_keeper_loses_no_record_and_no_audit_even
     audit = tmp_path / "ledger.audit.jsonl"
     events = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [(e["call_id"], e["status"]) for e in events] == [("c1", "SUCCEEDED")]
+
+
+def test_a_lambda_is_a_tool_only_under_a_name_given_to_it() -> None:
+    """Both registered as "<lambda>", the second replaced the first without a word."""
+    keeper = Keeper(ledger="memory://")
+    with pytest.raises(ConfigurationError, match="lambda has no name"):
+        keeper.add_function(lambda order_id: order_id)
+    keeper.add_function(lambda order_id: order_id, name="echo", effect="read_only")
+    assert [t.spec.name for t in keeper.catalog] == ["echo"]

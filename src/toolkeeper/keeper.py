@@ -343,7 +343,19 @@ class Keeper:
         retry: RetryPolicy | None = None,
         title: str | None = None,
     ) -> Tool:
-        """Register a Python function as a tool (the non-decorator form of `tool`)."""
+        """Register a Python function as a tool (the non-decorator form of `tool`).
+
+        Raises:
+            ConfigurationError: the function cannot be a tool (its parameters cannot be
+                described), it is a lambda and no `name` is given, or `timeout` is not a
+                positive, finite number.
+        """
+        if name is None and getattr(func, "__name__", None) == "<lambda>":
+            # (every lambda is "<lambda>": a second would replace the first without a word)
+            raise ConfigurationError(
+                "a lambda has no name a model could call it by; give it one: "
+                "add_function(fn, name='lookup_order')"
+            )
         schema = function_schema(func)
         # (NaN or inf would be no timeout at all: a tool that hangs would hold its call for ever)
         if not 0 < timeout < math.inf:
