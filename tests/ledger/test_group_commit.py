@@ -137,3 +137,40 @@ def test_a_process_that_exits_without_closing_the_store_commits_what_is_pending(
     )
     assert child.returncode == 0, child.stderr.decode()
     assert _committed(path) == {"r1"}
+
+
+def test_a_forked_child_that_exits_commits_none_of_its_parents_batch(tmp_path: Path) -> None:
+    # The child's copy of the batch is the parent's transaction, without the file's write lock
+    # (a POSIX lock is not inherited): it committed it at its exit, behind the parent's back.
+    path = tmp_path / "ledger.db"
+    script = (
+        "import os, sqlite3, sys, anyio\n"
+        "from toolkeeper.core.states import CallStatus\n"
+        "from toolkeeper.ledger import SQLiteStore\n"
+        "from tests.ledger.records import call\n"
+        "store = SQLiteStore(sys.argv[1], commit_delay=60)\n"
+        "async def claim(call_id):\n"
+        "    await store.open()\n"
+        "    read = call(call_id, status=CallStatus.SUCCEEDED, effect='read_only')\n"
+        "    await store.claim_call(read)\n"
+        "anyio.run(claim, 'r1')\n"
+        "if os.fork() == 0:\n"
+        "    sys.exit(0)  # a worker, or a daemonizing parent: it ends as any process does\n"
+        "os.wait()\n"
+        "other = sqlite3.connect(sys.argv[1])\n"
+        "print(len(other.execute('SELECT call_id FROM calls').fetchall()))\n"
+        "other.close()\n"
+        "anyio.run(claim, 'r2')\n"
+        "anyio.run(store.aclose)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+        cwd=Path(__file__).parents[2],
+    )
+    assert child.returncode == 0, child.stderr.decode()
+    assert child.stdout.decode().split() == ["0"]  # r1 still waits for the parent's commit
+    assert _committed(path) == {"r1", "r2"}
+    assert b"lost a batch" not in child.stderr, child.stderr.decode()

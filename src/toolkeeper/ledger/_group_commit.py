@@ -20,7 +20,7 @@ thread; only the commit of deferred ones waits.
 
 A process that ends without closing its store (a script that never closes its keeper) still
 commits what is pending: at exit, before its committing thread (a daemon) is stopped. Only a
-crash, or a kill, loses a batch.
+crash, or a kill, loses a batch. A forked child commits none of its parent's batches.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import atexit
 import contextlib
 import enum
 import logging
+import os
 import sqlite3
 import threading
 import weakref
@@ -53,6 +54,14 @@ def _commit_at_exit() -> None:
     """Commit every batch still pending when the interpreter exits."""
     for batch in list(_open):
         batch.commit_at_exit()
+
+
+# A forked child holds copies of its parent's batches: their transaction is the parent's, and
+# so is the file's write lock (a POSIX lock, which a child does not inherit). Committed at the
+# child's exit, the parent's records landed without that lock, and the parent's own commit then
+# failed ("locking protocol"), losing its next batch; a lock held by another of the parent's
+# threads at the fork is never released in the child, whose exit waited `_EXIT_WAIT` for it.
+os.register_at_fork(after_in_child=_open.clear)
 
 
 class Mode(enum.Enum):
