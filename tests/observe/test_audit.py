@@ -433,3 +433,41 @@ def test_a_process_that_exits_without_closing_the_sink_writes_its_buffered_lines
     assert child.returncode == 0, child.stderr.decode()
     lines = path.read_text().splitlines()
     assert [json.loads(line)["call_id"] for line in lines] == ["c0", "c1", "c2"]
+
+
+def test_a_forked_child_that_exits_writes_none_of_its_parents_buffered_lines(
+    tmp_path: Path,
+) -> None:
+    # The child's copy of the buffer holds the parent's lines: flushed at its exit, they were
+    # written twice. Another thread writing an event at the fork holds the sink's lock, which
+    # is never released in the child: its exit waited for it for ever (the watchdog ends it).
+    path = tmp_path / "audit.jsonl"
+    script = (
+        "import faulthandler, os, sys\n"
+        "from toolkeeper.core.states import CallStatus\n"
+        "from toolkeeper.observe.audit import AuditEvent, JsonlAuditSink\n"
+        "class Owner:\n"
+        "    def __init__(self):\n"
+        "        self.sink = JsonlAuditSink(sys.argv[1], flush_every=64)\n"
+        "        self.me = self\n"
+        "def main():\n"
+        "    owner = Owner()\n"
+        "    for i in range(3):\n"
+        "        owner.sink.emit(AuditEvent(at=1.0, task_id='t', call_id=f'c{i}', tool='add',\n"
+        "            version='1', principal_id='p', tenant='x', status=CallStatus.SUCCEEDED))\n"
+        "    owner.sink._lock.acquire()  # as another thread, writing an event\n"
+        "    if os.fork() == 0:\n"
+        "        faulthandler.dump_traceback_later(10, exit=True)\n"
+        "        sys.exit(0)  # a worker, or a daemonizing parent: it ends as any process does\n"
+        "    owner.sink._lock.release()\n"
+        "    print(os.waitstatus_to_exitcode(os.wait()[1]))\n"
+        "    owner.sink.close()\n"
+        "main()\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, timeout=60, check=False
+    )
+    assert child.returncode == 0, child.stderr.decode()
+    assert child.stdout.decode().split() == ["0"], child.stderr.decode()
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["call_id"] for line in lines] == ["c0", "c1", "c2"]

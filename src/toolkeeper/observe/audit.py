@@ -146,8 +146,8 @@ class MemoryAuditSink:
 
 class JsonlAuditSink:
     """Appends one JSON object per line to a file; flushes every `flush_every` events, on
-    close, and when the process exits without closing it (the ledger, not this file, is the
-    record that must survive a crash).
+    close, and when the process exits without closing it (not a forked child: its parent
+    does) (the ledger, not this file, is the record that must survive a crash).
 
     Log rotation is followed: at most once a second the sink checks that its path still names
     the file it writes, and opens the path anew when the file was moved or deleted. A file
@@ -283,3 +283,10 @@ _unclosed: weakref.WeakSet[JsonlAuditSink] = weakref.WeakSet()
 def _flush_at_exit() -> None:
     for sink in list(_unclosed):
         sink.flush()
+
+
+# A forked child's copy of a sink buffers its parent's lines, which the parent writes itself:
+# flushed at the child's exit too, they were written twice; and a lock another of the parent's
+# threads held at the fork (an event being written) is never released in the child, whose exit
+# then waited for it for ever.
+os.register_at_fork(after_in_child=_unclosed.clear)
