@@ -400,3 +400,13 @@ def test_a_lambda_is_a_tool_only_under_a_name_given_to_it() -> None:
         keeper.add_function(lambda order_id: order_id)
     keeper.add_function(lambda order_id: order_id, name="echo", effect="read_only")
     assert [t.spec.name for t in keeper.catalog] == ["echo"]
+
+
+def test_a_lambda_given_an_empty_name_is_refused_as_one_given_none() -> None:
+    """An empty name falls back to the function's own, as None does: "<lambda>" again."""
+    keeper = Keeper(ledger="memory://")
+    with pytest.raises(ConfigurationError, match="lambda has no name"):
+        keeper.add_function(lambda order_id: order_id, name="")
+    with pytest.raises(ConfigurationError, match="lambda has no name"):
+        keeper.tool(name="", effect="read_only")(lambda order_id: order_id)
+    assert list(keeper.catalog) == []

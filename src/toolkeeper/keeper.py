@@ -350,8 +350,9 @@ class Keeper:
                 described), it is a lambda and no `name` is given, or `timeout` is not a
                 positive, finite number.
         """
-        if name is None and getattr(func, "__name__", None) == "<lambda>":
-            # (every lambda is "<lambda>": a second would replace the first without a word)
+        if not name and getattr(func, "__name__", None) == "<lambda>":
+            # (every lambda is "<lambda>": a second would replace the first without a word; an
+            # empty name, as a config's missing one, falls back to it just as None does)
             raise ConfigurationError(
                 "a lambda has no name a model could call it by; give it one: "
                 "add_function(fn, name='lookup_order')"
