@@ -1,5 +1,6 @@
 """The SQLite store commits finished read-only calls together, and nothing else late."""
 
+import contextlib
 import sqlite3
 import subprocess
 import sys
@@ -174,3 +175,30 @@ def test_a_forked_child_that_exits_commits_none_of_its_parents_batch(tmp_path: P
     assert child.stdout.decode().split() == ["0"]  # r1 still waits for the parent's commit
     assert _committed(path) == {"r1", "r2"}
     assert b"lost a batch" not in child.stderr, child.stderr.decode()
+
+
+def test_at_exit_a_batch_whose_connection_is_gone_keeps_no_other_from_committing(
+    tmp_path: Path,
+) -> None:
+    # (a connection closed at exit by another thread, say)
+    from toolkeeper.ledger._group_commit import GroupCommit, Mode, _commit_at_exit
+
+    batches = []
+    for name in ("gone", "kept"):
+        conn = sqlite3.connect(
+            tmp_path / f"{name}.db", isolation_level=None, check_same_thread=False
+        )
+        conn.execute("CREATE TABLE t (x)")
+        batch = GroupCommit(conn, delay=60)
+        batch.run(lambda c: c.execute("INSERT INTO t VALUES (1)"), Mode.DEFERRED)
+        batches.append(batch)
+    gone = batches[0]
+    try:
+        gone.conn.close()
+        _commit_at_exit()
+        with sqlite3.connect(tmp_path / "kept.db") as other:
+            assert other.execute("SELECT count(*) FROM t").fetchone() == (1,)
+    finally:
+        for batch in batches:
+            with contextlib.suppress(sqlite3.Error):
+                batch.close()

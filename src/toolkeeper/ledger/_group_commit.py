@@ -53,7 +53,10 @@ _open: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
 def _commit_at_exit() -> None:
     """Commit every batch still pending when the interpreter exits."""
     for batch in list(_open):
-        batch.commit_at_exit()
+        try:
+            batch.commit_at_exit()
+        except sqlite3.Error:  # (its connection closed under it): the others still commit
+            _log.exception("the SQLite ledger's pending read-only call records were lost")
 
 
 # A forked child holds copies of its parent's batches: their transaction is the parent's, and
