@@ -12,6 +12,7 @@ A commented example lives in `examples/toolkeeper.toml`.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 import tomllib
@@ -45,6 +46,7 @@ __all__ = [
     "ServerSettings",
     "ToolOverrideConfig",
     "UpstreamConfig",
+    "bind_host",
     "load_config",
     "parse_config",
 ]
@@ -71,10 +73,45 @@ class _Model(BaseModel):
     )
 
 
+_HOST_LABEL = re.compile(r"[\w-]{1,63}")
+_NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
+
+
+def bind_host(host: str) -> str:
+    """`host` if the gateway can listen on it and name itself by it: an IP address (IPv6 with
+    or without brackets) or a host name.
+
+    Checked before anything starts: the gateway builds its URL (`http://HOST`) from it, and a
+    host no URL can hold (`999.1.1.1`, `two words`, `http://127.0.0.1`) failed there, after
+    the ledger and the upstreams were opened, with a pydantic traceback.
+
+    Raises:
+        ValueError: it is neither.
+    """
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        ipaddress.ip_address(bare)
+        return host
+    except ValueError:
+        pass
+    labels = bare.removesuffix(".").split(".")
+    # A URL reads a name whose last label is a number as an IPv4 address (`1.2.3`).
+    if (
+        ":" in bare
+        or not all(_HOST_LABEL.fullmatch(label) for label in labels)
+        or _NUMERIC_LABEL.fullmatch(labels[-1])
+    ):
+        raise ValueError(
+            f"{host!r} is not an IP address or a host name to listen on "
+            "(e.g. 127.0.0.1, 0.0.0.0, ::1 or localhost)"
+        )
+    return host
+
+
 class ServerSettings(_Model):
     """`[server]`: how the gateway listens and what it shows."""
 
-    host: str = "127.0.0.1"
+    host: Annotated[str, AfterValidator(bind_host)] = "127.0.0.1"
     """Interface for streamable HTTP."""
     port: int = Field(default=8765, ge=0, le=65535)
     """Port for streamable HTTP (0 picks a free one)."""

@@ -193,6 +193,10 @@ async def test_ctrl_c_stops_the_gateway_while_a_client_listens_for_tool_changes(
         (["--ledger", "postgresql://nobody@127.0.0.1:1/x"], 1, "cannot connect to the PostgreSQL"),
         (["--ledger", "sqlite:///{tmp}"], 1, "cannot open the SQLite ledger"),
         (["--port", "70000"], 2, "'70000' is not a port"),
+        # No URL holds these hosts: the gateway failed building its own with a traceback.
+        (["--host", "999.1.1.1"], 2, "'999.1.1.1' is not an IP address or a host name"),
+        (["--host", "http://127.0.0.1"], 2, "is not an IP address or a host name"),
+        (["--host", ""], 2, "'' is not an IP address or a host name"),
     ],
 )
 def test_a_ledger_that_cannot_open_or_a_bad_port_is_one_line(

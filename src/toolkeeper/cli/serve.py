@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
     )
     serve.add_argument("--config", required=True, help="the TOML configuration file")
     serve.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout")
-    serve.add_argument("--host", help="interface for HTTP (default: [server] host)")
+    serve.add_argument("--host", type=_host, help="interface for HTTP (default: [server] host)")
     serve.add_argument("--port", type=_port, help="port for HTTP (default: [server] port)")
     serve.add_argument("--ledger", help="ledger URL (default: [server] ledger)")
     serve.add_argument(
@@ -50,6 +50,17 @@ def register(subparsers: Any) -> None:
     probe.add_argument("--call", help="call this tool instead of listing")
     probe.add_argument("--args", default=None, help="arguments of --call as a JSON object")
     probe.set_defaults(func=_probe)
+
+
+def _host(text: str) -> str:
+    """`--host`: checked as `[server] host` is (`bind_host`), so that a host the gateway cannot
+    name itself by is a usage error before anything starts."""
+    from ..config import bind_host
+
+    try:
+        return bind_host(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _port(text: str) -> int:
