@@ -275,11 +275,14 @@ def test_fit_adapter_writes_an_adapter_that_eval_retrieval_uses(
     assert reports["none"]["query_adapter"] is None
 
 
+@pytest.mark.parametrize("content", [b"not numpy", b""])
 def test_a_query_adapter_that_cannot_be_read_is_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes
 ) -> None:
+    """Not one saying to load it unsafely, as numpy's pickle fallback does (nor, for an empty
+    file, an EOFError traceback)."""
     broken = tmp_path / "broken.npy"
-    broken.write_text("not numpy")
+    broken.write_bytes(content)
     code = main(
         [
             "eval",
@@ -294,6 +297,7 @@ def test_a_query_adapter_that_cannot_be_read_is_one_line(
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("toolkeeper eval: --query-adapter: cannot read")
+    assert "not a .npy file" in err and "pickle" not in err
     assert "\n" not in err
 
 

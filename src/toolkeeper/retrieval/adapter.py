@@ -68,6 +68,10 @@ EPOCHS = 20
 """The default number of passes over the data (the bundled adapter's)."""
 
 
+_NPY_MAGIC = b"\x93NUMPY"
+"""How every `.npy` file begins."""
+
+
 class QueryAdapter:
     """Maps unit query vectors into the space where their tools lie nearest.
 
@@ -97,9 +101,23 @@ class QueryAdapter:
 
     @classmethod
     def load(cls, path: str | Path) -> QueryAdapter:
-        """Read an adapter saved by `save` (a `.npy` file of `delta`)."""
+        """Read an adapter saved by `save` (a `.npy` file of `delta`).
+
+        Raises:
+            OSError: the file cannot be read.
+            ValueError: it is not a `.npy` file of a square matrix of finite numbers.
+        """
         np: Any = require("numpy")
-        return cls(np.load(Path(path), allow_pickle=False))
+        with Path(path).open("rb") as file:
+            # Any other file numpy would read as a pickle, refused with advice to load it
+            # unsafely; an empty one raised EOFError, and a .npz gave an archive, not a matrix.
+            if file.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+                raise ValueError(
+                    "not a .npy file (a query adapter is written by `toolkeeper eval "
+                    "fit-adapter` or QueryAdapter.save)"
+                )
+            file.seek(0)
+            return cls(np.load(file, allow_pickle=False))
 
     def save(self, path: str | Path) -> None:
         """Write `delta` as float16 `.npy` (its entries are small: float16 keeps them)."""
