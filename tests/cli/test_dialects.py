@@ -215,6 +215,22 @@ def test_check_args_with_no_row_for_the_tools_checks_nothing_and_says_so(
     assert code == 2 and f"no row of {other} names a tool of {tools_file}" in err
 
 
+@pytest.mark.parametrize("text", ["", "\n  \n"])
+def test_an_empty_tools_file_is_an_error_not_nothing_converted(
+    tools_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """`convert` printed "0 converted" and exited 0, as though an empty (or truncated) file
+    held the answer; `check-args` blamed the rows for naming none of its tools."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text(text)
+    said = f"toolkeeper dialects: {empty}: empty: no tool definitions"
+
+    code, err = _dialects(capsys, "convert", "--from", "bfcl", "--to", "mcp", str(empty))
+    assert code == 2 and err.startswith(said) and len(err.splitlines()) == 1
+    code, err = _dialects(capsys, "check-args", "--from", "bfcl", str(empty), str(tools_file))
+    assert code == 2 and err.startswith(said) and len(err.splitlines()) == 1
+
+
 def test_formats_may_be_listed_with_spaces_and_an_unknown_one_is_a_usage_error(
     tools_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

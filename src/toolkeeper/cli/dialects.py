@@ -124,6 +124,11 @@ def _read(path: str) -> tuple[list[tuple[str, Any]], bool]:
     return [(f"{name}: item {index}", item) for index, item in enumerate(document)], False
 
 
+def _empty(path: str) -> str:
+    name = "<stdin>" if path == "-" else path
+    return f"{name}: empty: no tool definitions (expected JSON, or JSON lines)"
+
+
 def _import(importer: Any, where: str, definition: Any, strict: bool) -> Any:
     """One definition imported, its input schema valid JSON Schema, or a ValueError that says
     `where` the item is and what is wrong."""
@@ -212,6 +217,10 @@ def _fail(message: str, code: int = 2) -> int:
 def _run(args: argparse.Namespace) -> int:
     try:
         items, lines = _read(args.file)
+        if lines and not items:
+            # Nothing but blank lines: an empty or truncated file (an explicit `[]` is not),
+            # which converted to nothing, exit 0, as if that were the answer.
+            raise ValueError(_empty(args.file))
         report = convert(
             [item for _, item in items],
             args.source,
@@ -251,7 +260,9 @@ def _run(args: argparse.Namespace) -> int:
 def _check_args(args: argparse.Namespace) -> int:
     try:
         importer = get_importer(args.source)
-        tools, _ = _read(args.tools)
+        tools, lines = _read(args.tools)
+        if lines and not tools:  # else reported as rows naming none of its tools
+            raise ValueError(_empty(args.tools))
         specs = {}
         for where, tool in tools:
             spec = _import(importer, where, tool, False).value
