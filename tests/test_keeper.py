@@ -20,13 +20,8 @@ from toolkeeper.observe.audit import JsonlAuditSink
 pytestmark = pytest.mark.anyio
 
 
-async def test_closing_a_keeper_waits_for_its_calls_in_flight_to_be_recorded(
-    tmp_path: Path,
-) -> None:
-    """Closed under them, the calls whose tools had run came back INTERNAL_ERROR and stayed
-    RUNNING in the ledger."""
-    db = f"sqlite:///{tmp_path / 'k.db'}"
-    keeper = Keeper(ledger=db)
+def _ship_on_release(keeper: Keeper) -> tuple[anyio.Event, anyio.Event]:
+    """Add a write tool `ship(order_id)` that, once started, waits to be released."""
     started, release = anyio.Event(), anyio.Event()
 
     @keeper.tool(effect="write")
@@ -35,6 +30,17 @@ async def test_closing_a_keeper_waits_for_its_calls_in_flight_to_be_recorded(
         await release.wait()
         return f"shipped {order_id}"
 
+    return started, release
+
+
+async def test_closing_a_keeper_waits_for_its_calls_in_flight_to_be_recorded(
+    tmp_path: Path,
+) -> None:
+    """Closed under them, the calls whose tools had run came back INTERNAL_ERROR and stayed
+    RUNNING in the ledger."""
+    db = f"sqlite:///{tmp_path / 'k.db'}"
+    keeper = Keeper(ledger=db)
+    started, release = _ship_on_release(keeper)
     results: list[object] = []
 
     async def ship_one() -> None:
@@ -63,14 +69,7 @@ async def test_a_second_close_returns_only_once_the_keeper_is_closed(tmp_path: P
     """It returned at once while the first still waited for a call in flight: code after it
     found the ledger open, and the call unrecorded."""
     keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'k.db'}")
-    started, release = anyio.Event(), anyio.Event()
-
-    @keeper.tool(effect="write")
-    async def ship(order_id: str) -> str:
-        started.set()
-        await release.wait()
-        return f"shipped {order_id}"
-
+    started, release = _ship_on_release(keeper)
     closed: list[str] = []
 
     async def close(name: str) -> None:

@@ -29,6 +29,17 @@ def _committed(path: Path) -> set[str]:
         return {row[0] for row in other.execute("SELECT call_id FROM calls")}
 
 
+def _python(arguments: list[str]) -> subprocess.CompletedProcess[bytes]:
+    """A child Python run from the repository (where it imports `tests.ledger`)."""
+    return subprocess.run(
+        [sys.executable, *arguments],
+        capture_output=True,
+        timeout=60,
+        check=False,
+        cwd=Path(__file__).parents[2],
+    )
+
+
 async def _until_committed(path: Path, call_id: str) -> None:
     with anyio.fail_after(5):
         while call_id not in _committed(path):
@@ -98,13 +109,7 @@ def test_a_claim_after_a_full_disk_lost_the_batch_is_reported_as_it_landed(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "ledger.db"
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.ledger.write_after_a_full_disk", str(path)],
-        capture_output=True,
-        timeout=60,
-        check=False,
-        cwd=Path(__file__).parents[2],
-    )
+    child = _python(["-m", "tests.ledger.write_after_a_full_disk", str(path)])
     # The failed statement ended the batch, so the RUNNING claim committed on its own: it must
     # say so, not fail on a COMMIT with no transaction left (its call refused, its record kept).
     assert child.stdout.decode().split() == ["refused", "created"], child.stderr.decode()
@@ -129,13 +134,7 @@ def test_a_process_that_exits_without_closing_the_store_commits_what_is_pending(
         "    await store.claim_call(call('r1', status=CallStatus.SUCCEEDED, effect='read_only'))\n"
         "anyio.run(main)\n"
     )
-    child = subprocess.run(
-        [sys.executable, "-c", script, str(path)],
-        capture_output=True,
-        timeout=60,
-        check=False,
-        cwd=Path(__file__).parents[2],
-    )
+    child = _python(["-c", script, str(path)])
     assert child.returncode == 0, child.stderr.decode()
     assert _committed(path) == {"r1"}
 
@@ -164,13 +163,7 @@ def test_a_forked_child_that_exits_commits_none_of_its_parents_batch(tmp_path: P
         "anyio.run(claim, 'r2')\n"
         "anyio.run(store.aclose)\n"
     )
-    child = subprocess.run(
-        [sys.executable, "-c", script, str(path)],
-        capture_output=True,
-        timeout=60,
-        check=False,
-        cwd=Path(__file__).parents[2],
-    )
+    child = _python(["-c", script, str(path)])
     assert child.returncode == 0, child.stderr.decode()
     assert child.stdout.decode().split() == ["0"]  # r1 still waits for the parent's commit
     assert _committed(path) == {"r1", "r2"}

@@ -406,31 +406,39 @@ def test_every_event_a_failed_flush_loses_is_counted(caplog: pytest.LogCaptureFi
     assert [r.getMessage().startswith("cannot write") for r in caplog.records] == [True]
 
 
+_THREE_EVENTS = (
+    "from toolkeeper.core.states import CallStatus\n"
+    "from toolkeeper.observe.audit import AuditEvent, JsonlAuditSink\n"
+    "class Owner:\n"
+    "    def __init__(self):\n"
+    "        self.sink = JsonlAuditSink(sys.argv[1], flush_every=64)\n"
+    "        self.me = self\n"
+    "def main():\n"
+    "    owner = Owner()\n"
+    "    for i in range(3):\n"
+    "        owner.sink.emit(AuditEvent(at=1.0, task_id='t', call_id=f'c{i}', tool='add',\n"
+    "            version='1', principal_id='p', tenant='x', status=CallStatus.SUCCEEDED))\n"
+)
+"""A child's script, after its imports: `main` writes three events (c0, c1, c2) to a sink that
+an object in a reference cycle owns, as a keeper's parts refer to each other."""
+
+
+def _run(script: str, path: Path) -> subprocess.CompletedProcess[bytes]:
+    """Run `script` in a child Python on `path`; it must succeed."""
+    child = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, timeout=60, check=False
+    )
+    assert child.returncode == 0, child.stderr.decode()
+    return child
+
+
 def test_a_process_that_exits_without_closing_the_sink_writes_its_buffered_lines(
     tmp_path: Path,
 ) -> None:
     # The sink belongs to an object in a reference cycle, as a keeper's parts refer to each
     # other: exit does not finalize it, so its file's buffer is never flushed by itself.
     path = tmp_path / "audit.jsonl"
-    script = (
-        "import sys\n"
-        "from toolkeeper.core.states import CallStatus\n"
-        "from toolkeeper.observe.audit import AuditEvent, JsonlAuditSink\n"
-        "class Owner:\n"
-        "    def __init__(self):\n"
-        "        self.sink = JsonlAuditSink(sys.argv[1], flush_every=64)\n"
-        "        self.me = self\n"
-        "def main():\n"
-        "    owner = Owner()\n"
-        "    for i in range(3):\n"
-        "        owner.sink.emit(AuditEvent(at=1.0, task_id='t', call_id=f'c{i}', tool='add',\n"
-        "            version='1', principal_id='p', tenant='x', status=CallStatus.SUCCEEDED))\n"
-        "main()\n"
-    )
-    child = subprocess.run(
-        [sys.executable, "-c", script, str(path)], capture_output=True, timeout=60, check=False
-    )
-    assert child.returncode == 0, child.stderr.decode()
+    _run("import sys\n" + _THREE_EVENTS + "main()\n", path)
     lines = path.read_text().splitlines()
     assert [json.loads(line)["call_id"] for line in lines] == ["c0", "c1", "c2"]
 
@@ -444,18 +452,8 @@ def test_a_forked_child_that_exits_writes_none_of_its_parents_buffered_lines(
     path = tmp_path / "audit.jsonl"
     script = (
         "import faulthandler, os, sys\n"
-        "from toolkeeper.core.states import CallStatus\n"
-        "from toolkeeper.observe.audit import AuditEvent, JsonlAuditSink\n"
-        "class Owner:\n"
-        "    def __init__(self):\n"
-        "        self.sink = JsonlAuditSink(sys.argv[1], flush_every=64)\n"
-        "        self.me = self\n"
-        "def main():\n"
-        "    owner = Owner()\n"
-        "    for i in range(3):\n"
-        "        owner.sink.emit(AuditEvent(at=1.0, task_id='t', call_id=f'c{i}', tool='add',\n"
-        "            version='1', principal_id='p', tenant='x', status=CallStatus.SUCCEEDED))\n"
-        "    owner.sink._lock.acquire()  # as another thread, writing an event\n"
+        + _THREE_EVENTS
+        + "    owner.sink._lock.acquire()  # as another thread, writing an event\n"
         "    if os.fork() == 0:\n"
         "        faulthandler.dump_traceback_later(10, exit=True)\n"
         "        sys.exit(0)  # a worker, or a daemonizing parent: it ends as any process does\n"
@@ -464,10 +462,7 @@ def test_a_forked_child_that_exits_writes_none_of_its_parents_buffered_lines(
         "    owner.sink.close()\n"
         "main()\n"
     )
-    child = subprocess.run(
-        [sys.executable, "-c", script, str(path)], capture_output=True, timeout=60, check=False
-    )
-    assert child.returncode == 0, child.stderr.decode()
+    child = _run(script, path)
     assert child.stdout.decode().split() == ["0"], child.stderr.decode()
     lines = path.read_text().splitlines()
     assert [json.loads(line)["call_id"] for line in lines] == ["c0", "c1", "c2"]
