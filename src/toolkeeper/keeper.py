@@ -930,6 +930,9 @@ _sync_keepers: weakref.WeakValueDictionary[int, Keeper] = weakref.WeakValueDicti
 """Keepers `execute_sync` opened and `close_sync` has not closed, in the order they opened."""
 _sync_exit = threading.Lock()
 _sync_exit_registered = False
+# A forked child's copies of them are its parent's: their event loops run on threads the child
+# does not have, so closing one at the child's exit waited for ever (and its parent with it).
+os.register_at_fork(after_in_child=_sync_keepers.clear)
 
 
 def _close_at_exit(keeper: Keeper) -> None:

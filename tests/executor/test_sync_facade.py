@@ -86,6 +86,30 @@ def test_a_script_that_never_calls_close_sync_exits_once_its_threads_are_done(
     assert rows == [("SUCCEEDED",)] * 4
 
 
+def test_a_forked_child_of_a_script_using_execute_sync_exits(tmp_path: Path) -> None:
+    """The child closed its copy of the parent's keeper at exit, through an event loop on a
+    thread the child does not have: it waited for ever, and the parent waiting for it too."""
+    script = tmp_path / "script.py"
+    db = tmp_path / "l.db"
+    script.write_text(
+        "import os, sys\n"
+        "from toolkeeper import Keeper, ToolCall\n"
+        f"keeper = Keeper(ledger={f'sqlite:///{db}'!r})\n"
+        "keeper.add_function(lambda a: a, name='echo', effect='read_only')\n"
+        "call = ToolCall(call_id='c1', name='echo', arguments={'a': 1})\n"
+        "print(keeper.execute_sync(call).data, flush=True)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    sys.exit(0)  # a worker, or a daemonizing parent: it ends as any process does\n"
+        "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "0"]
+
+
 def test_threads_calling_execute_sync_at_once_share_one_loop(tmp_path: Path) -> None:
     """Each thread made its own event loop: a call raised "bound to a different event loop"
     or hung, and the same call id could run more than once."""
