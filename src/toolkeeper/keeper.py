@@ -14,7 +14,6 @@ async with keeper:
 
 from __future__ import annotations
 
-import atexit
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -26,7 +25,6 @@ import math
 import os
 import threading
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +38,7 @@ from anyio.lowlevel import EventLoopToken, current_token
 
 from .catalog.registry import Catalog, Reconciler, ResourceKey, Tool
 from .connectors.python import FunctionConnector
+from .core._exit import AtExit
 from .core.errors import ConfigurationError
 from .core.retry import RetryPolicy
 from .core.states import CallStatus
@@ -701,7 +700,7 @@ class Keeper:
         _no_running_loop("close_sync", "await keeper.aclose()")
         portal, stop = self._portal, self._portal_stop
         self._portal = self._portal_stop = None
-        _sync_keepers.pop(id(self), None)
+        _sync_keepers.discard(self)
         try:
             portal.call(self.aclose)
         finally:
@@ -712,7 +711,7 @@ class Keeper:
         with self._portal_lock:  # threads calling at once share one loop
             if self._portal is None:
                 self._portal, self._portal_stop = _daemon_portal()
-                _close_at_exit(self)
+                _sync_keepers.add(self)
             return self._portal
 
     # -- after the fact --------------------------------------------------------------------
@@ -898,7 +897,7 @@ def _daemon_portal() -> tuple[anyio.from_thread.BlockingPortal, Callable[[], Non
 
     `anyio.from_thread.start_blocking_portal` runs its loop on a worker thread the interpreter
     waits for at exit: a script that never called `close_sync()` waited for ever. A daemon
-    thread is not waited for; the exit handler (`_close_at_exit`) closes the keeper through
+    thread is not waited for; the exit handler (`_sync_keepers`) closes the keeper through
     it, after every other thread of the program has ended.
     """
     ready: concurrent.futures.Future[anyio.from_thread.BlockingPortal] = concurrent.futures.Future()
@@ -926,37 +925,11 @@ def _daemon_portal() -> tuple[anyio.from_thread.BlockingPortal, Callable[[], Non
     return portal, stop
 
 
-_sync_keepers: weakref.WeakValueDictionary[int, Keeper] = weakref.WeakValueDictionary()
-"""Keepers `execute_sync` opened and `close_sync` has not closed, in the order they opened."""
-_sync_exit = threading.Lock()
-_sync_exit_registered = False
-# A forked child's copies of them are its parent's: their event loops run on threads the child
-# does not have, so closing one at the child's exit waited for ever (and its parent with it).
-os.register_at_fork(after_in_child=_sync_keepers.clear)
-
-
-def _close_at_exit(keeper: Keeper) -> None:
-    """Close a keeper that `execute_sync` opened when the program ends without `close_sync()`
-    (its ledger is then flushed and closed). Exit handlers run once every other thread of the
-    program has ended, so no call is cut short.
-
-    One exit handler serves every keeper: a handler each stayed registered after its keeper
-    closed (an exit handler can be unregistered, but its slot is never given back).
-    """
-    global _sync_exit_registered
-    with _sync_exit:
-        if not _sync_exit_registered:
-            atexit.register(_close_sync_keepers)
-            _sync_exit_registered = True
-        _sync_keepers[id(keeper)] = keeper
-
-
-def _close_sync_keepers() -> None:
-    for keeper in reversed(list(_sync_keepers.values())):
-        try:
-            keeper.close_sync()
-        except Exception:  # the program is ending: say why, do not stop it
-            _log.exception("closing the keeper at exit failed")
+_sync_keepers: AtExit[Keeper] = AtExit(Keeper.close_sync, "closing the keeper at exit failed")
+"""Keepers `execute_sync` opened and `close_sync` has not closed: closed when the program ends
+without `close_sync()` (their ledgers then flushed and closed). Exit handlers run once every
+other thread of the program has ended, so no call is cut short. A forked child closes none:
+their event loops run on threads the child does not have (it waited for ever)."""
 
 
 def _no_running_loop(method: str, instead: str) -> None:

@@ -174,7 +174,7 @@ def test_at_exit_a_batch_whose_connection_is_gone_keeps_no_other_from_committing
     tmp_path: Path,
 ) -> None:
     # (a connection closed at exit by another thread, say)
-    from toolkeeper.ledger._group_commit import GroupCommit, Mode, _commit_at_exit
+    from toolkeeper.ledger._group_commit import GroupCommit, Mode, _open
 
     batches = []
     for name in ("gone", "kept"):
@@ -188,7 +188,7 @@ def test_at_exit_a_batch_whose_connection_is_gone_keeps_no_other_from_committing
     gone = batches[0]
     try:
         gone.conn.close()
-        _commit_at_exit()
+        _open.finish_all()
         with sqlite3.connect(tmp_path / "kept.db") as other:
             assert other.execute("SELECT count(*) FROM t").fetchone() == (1,)
     finally:

@@ -25,16 +25,15 @@ crash, or a kill, loses a batch. A forked child commits none of its parent's bat
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import enum
 import logging
-import os
 import sqlite3
 import threading
-import weakref
 from collections.abc import Callable
 from typing import TypeVar
+
+from ..core._exit import AtExit
 
 __all__ = ["GroupCommit", "Mode"]
 
@@ -45,26 +44,23 @@ _log = logging.getLogger("toolkeeper")
 _EXIT_WAIT = 5.0
 """How long, at exit, a pending batch waits for a statement in flight on another thread."""
 
-_open: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
-"""The batches that may hold deferred commits (those with a committing thread)."""
+
+def _commit_at_exit(batch: GroupCommit) -> None:
+    """Commit what is pending, at exit: the committing thread (a daemon) is about to be
+    stopped where it stands. A statement still running on another thread may hold the lock;
+    it is waited for a few seconds at most, so that exit never hangs."""
+    if not batch.flush(timeout=_EXIT_WAIT):
+        _log.error("the SQLite ledger's pending read-only call records were not committed")
 
 
-@atexit.register
-def _commit_at_exit() -> None:
-    """Commit every batch still pending when the interpreter exits."""
-    for batch in list(_open):
-        try:
-            batch.commit_at_exit()
-        except sqlite3.Error:  # (its connection closed under it): the others still commit
-            _log.exception("the SQLite ledger's pending read-only call records were lost")
-
-
-# A forked child holds copies of its parent's batches: their transaction is the parent's, and
-# so is the file's write lock (a POSIX lock, which a child does not inherit). Committed at the
-# child's exit, the parent's records landed without that lock, and the parent's own commit then
-# failed ("locking protocol"), losing its next batch; a lock held by another of the parent's
-# threads at the fork is never released in the child, whose exit waited `_EXIT_WAIT` for it.
-os.register_at_fork(after_in_child=_open.clear)
+_open: AtExit[GroupCommit] = AtExit(
+    _commit_at_exit, "the SQLite ledger's pending read-only call records were lost"
+)
+"""The batches that may hold deferred commits (those with a committing thread). A forked
+child commits none: its copy of a batch is the parent's transaction, without the file's write
+lock (a POSIX lock, which a child does not inherit): committed at the child's exit, the
+parent's records landed without it, and the parent's own commit then failed ("locking
+protocol"), losing its next batch."""
 
 
 class Mode(enum.Enum):
@@ -125,24 +121,18 @@ class GroupCommit:
                 self._commit(raising=True)
             return result
 
-    def flush(self) -> None:
-        """Commit what is pending now (before another connection needs the write lock)."""
-        with self.lock:
-            if self.conn.in_transaction:
-                self._commit(raising=False)
-
-    def commit_at_exit(self) -> None:
-        """Commit what is pending, at exit: the committing thread (a daemon) is about to be
-        stopped where it stands. A statement still running on another thread may hold the
-        lock; it is waited for a few seconds at most, so that exit never hangs."""
-        if not self.lock.acquire(timeout=_EXIT_WAIT):
-            _log.error("the SQLite ledger's pending read-only call records were not committed")
-            return
+    def flush(self, *, timeout: float = -1) -> bool:
+        """Commit what is pending now (before another connection needs the write lock).
+        False, committing nothing, when another thread held the lock for `timeout` seconds
+        (-1: wait however long)."""
+        if not self.lock.acquire(timeout=timeout):
+            return False
         try:
             if self.conn.in_transaction:
                 self._commit(raising=False)
         finally:
             self.lock.release()
+        return True
 
     def close(self) -> None:
         """Stop the committing thread and commit what is pending. Idempotent."""

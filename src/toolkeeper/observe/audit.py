@@ -6,14 +6,12 @@ Events carry redacted arguments only, and error codes with their model-safe mess
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import math
 import os
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +20,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 
 import msgspec
 
+from ..core._exit import AtExit
 from ..core._fastinit import fast_init
 
 __all__ = ["AuditEvent", "AuditSink", "JsonlAuditSink", "MemoryAuditSink", "NullAuditSink"]
@@ -275,18 +274,8 @@ class JsonlAuditSink:
                 self._pending = 0
 
 
-_unclosed: weakref.WeakSet[JsonlAuditSink] = weakref.WeakSet()
-"""The JSON lines sinks not closed yet, whose buffered lines exit writes out."""
-
-
-@atexit.register
-def _flush_at_exit() -> None:
-    for sink in list(_unclosed):
-        sink.flush()
-
-
-# A forked child's copy of a sink buffers its parent's lines, which the parent writes itself:
-# flushed at the child's exit too, they were written twice; and a lock another of the parent's
-# threads held at the fork (an event being written) is never released in the child, whose exit
-# then waited for it for ever.
-os.register_at_fork(after_in_child=_unclosed.clear)
+_unclosed: AtExit[JsonlAuditSink] = AtExit(
+    JsonlAuditSink.flush, "the audit file's buffered lines could not be written at exit"
+)
+"""The JSON lines sinks not closed yet, whose buffered lines exit writes out. A forked child
+writes none: its copy of a buffer holds its parent's lines, which the parent writes itself."""
