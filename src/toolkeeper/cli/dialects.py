@@ -124,9 +124,16 @@ def _read(path: str) -> tuple[list[tuple[str, Any]], bool]:
     return [(f"{name}: item {index}", item) for index, item in enumerate(document)], False
 
 
-def _empty(path: str) -> str:
-    name = "<stdin>" if path == "-" else path
-    return f"{name}: empty: no tool definitions (expected JSON, or JSON lines)"
+def _definitions(path: str) -> tuple[list[tuple[str, Any]], bool]:
+    """`_read` of a file of tool definitions, which must hold some: nothing but blank lines
+    is an empty or truncated file (an explicit `[]` is not), which `convert` converted to
+    nothing, exit 0, as if that were the answer, and `check-args` blamed the rows for naming
+    none of its tools."""
+    items, lines = _read(path)
+    if lines and not items:
+        name = "<stdin>" if path == "-" else path
+        raise ValueError(f"{name}: empty: no tool definitions (expected JSON, or JSON lines)")
+    return items, lines
 
 
 def _import(importer: Any, where: str, definition: Any, strict: bool) -> Any:
@@ -216,11 +223,7 @@ def _fail(message: str, code: int = 2) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        items, lines = _read(args.file)
-        if lines and not items:
-            # Nothing but blank lines: an empty or truncated file (an explicit `[]` is not),
-            # which converted to nothing, exit 0, as if that were the answer.
-            raise ValueError(_empty(args.file))
+        items, lines = _definitions(args.file)
         report = convert(
             [item for _, item in items],
             args.source,
@@ -260,9 +263,7 @@ def _run(args: argparse.Namespace) -> int:
 def _check_args(args: argparse.Namespace) -> int:
     try:
         importer = get_importer(args.source)
-        tools, lines = _read(args.tools)
-        if lines and not tools:  # else reported as rows naming none of its tools
-            raise ValueError(_empty(args.tools))
+        tools, _ = _definitions(args.tools)
         specs = {}
         for where, tool in tools:
             spec = _import(importer, where, tool, False).value
