@@ -429,3 +429,10 @@ def test_an_upstream_no_process_could_be_started_as_is_refused(line: str, key: s
     with pytest.raises(ConfigError) as error:
         parse_config(f"[upstreams.t]\n{line}\n", file="gw.toml")
     assert error.value.key == key
+
+
+def test_a_grant_with_a_wildcard_grants_cannot_match_is_refused_with_its_line() -> None:
+    text = '[principals.alice]\ntoken = "t"\ngrants = ["notes:read", "airline:get_*"]\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "principals.alice.grants.1")

@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from .core.errors import ConfigurationError
-from .core.values import Effect
+from .core.values import Effect, grant_pattern
 from .dialects.base import RESULT_CHARS
 from .keeper import DEFAULT_TOOL_THREADS
 from .ledger.factory import open_store
@@ -257,7 +257,8 @@ class PrincipalConfig(_Model):
     """The environment variable holding the token, instead of `token` (not both)."""
     tenant: Annotated[str, Field(min_length=1, pattern=r"^[^\x00]*$")] = "default"
     environment: Annotated[str, Field(min_length=1, pattern=r"^[^\x00]*$")] = "default"
-    grants: list[str] = []
+    grants: list[Annotated[str, AfterValidator(grant_pattern)]] = []
+    """Permission patterns: `*`, `namespace:*` or one permission (see `grant_pattern`)."""
     exposure: Exposure | None = None
     """Overrides `[server] exposure` for this principal."""
     approve_by_elicitation: bool = True

@@ -68,3 +68,18 @@ def test_a_grant_that_is_not_text_is_refused_when_the_principal_is_made(grant: o
     INTERNAL_ERROR with a traceback, when its grants were matched."""
     with pytest.raises(ValueError, match=r"Principal\.grants"):
         Principal(id="a", grants=["orders:read", grant])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    "grant", ["airline:get_*", "air*", "*:read", "orders:*:write", "orders:re?d", "orders:[rw]"]
+)
+def test_a_grant_with_a_wildcard_grants_cannot_match_is_refused_when_made(grant: str) -> None:
+    """Rules take globs, grants do not: `airline:get_*` was accepted and matched nothing, so
+    the operator believed a permission granted that no call ever got."""
+    with pytest.raises(ValueError, match=r"Principal\.grants"):
+        Principal(id="a", grants=["orders:read", grant])
+
+
+@pytest.mark.parametrize("grant", ["*", "orders:*", "orders:items:*", "orders:read"])
+def test_every_grant_pattern_that_matches_is_accepted(grant: str) -> None:
+    assert Principal(id="a", grants=[grant]).grants == frozenset({grant})

@@ -28,6 +28,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "ToolSpec",
+    "grant_pattern",
 ]
 
 MCP_CONTENT = "mcp_content"
@@ -78,6 +79,25 @@ def is_positive(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf
 
 
+def grant_pattern(grant: str) -> str:
+    """`grant`, when it is a permission pattern that grants can match.
+
+    A grant is `*` (everything), a namespace ending in `:*` (`orders:*`), or one permission
+    exactly. Rules take globs, grants do not: any other wildcard (`airline:get_*`, `*:read`,
+    `?`, `[...]`) would match nothing, so it is refused rather than accepted and ignored.
+
+    Raises:
+        ValueError: `grant` holds a wildcard other than those two forms.
+    """
+    body = grant[:-2] if grant.endswith(":*") else "" if grant == "*" else grant
+    if any(char in body for char in "*?["):
+        raise ValueError(
+            f"grant {grant!r} holds a wildcard a grant cannot match: grants are '*', "
+            "'namespace:*' or one permission exactly (only rules take globs)"
+        )
+    return grant
+
+
 def _frozen(value: Any) -> frozenset[str]:
     """A set of names, from a set, a list, or one name as text."""
     return frozenset(name_tuple(value))
@@ -114,6 +134,10 @@ class Principal:
         for grant in self.grants:
             if not isinstance(grant, str):
                 raise ValueError(f"Principal.grants must be permission patterns (text): {grant!r}")
+            try:
+                grant_pattern(grant)
+            except ValueError as exc:
+                raise ValueError(f"Principal.grants: {exc}") from None
 
 
 ANONYMOUS = Principal(id="anonymous")
