@@ -91,10 +91,10 @@ def build_demo_keeper(workdir: Path, *, ledger: str | None = None) -> Keeper:
         """Write a report file inside the sandbox (overwrites; the same call twice is harmless).
 
         Args:
-            path: File path, relative to the sandbox directory.
+            path: Absolute file path inside the sandbox directory.
             content: Markdown text.
         """
-        target = (sandbox / path).resolve()
+        target = Path(path).resolve()
         target.write_text(content, encoding="utf-8")
         return {"path": str(target.relative_to(sandbox.resolve())), "bytes": len(content)}
 
@@ -103,10 +103,10 @@ def build_demo_keeper(workdir: Path, *, ledger: str | None = None) -> Keeper:
         """Publish a report to readers. Cannot be taken back.
 
         Args:
-            path: Report path inside the sandbox.
+            path: Absolute report path inside the sandbox.
             channel: Where to publish.
         """
-        source = (sandbox / path).resolve()
+        source = Path(path).resolve()
         out = published / f"{channel}-{source.name}"
         out.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
         with (published / "log.txt").open("a", encoding="utf-8") as log:
@@ -176,17 +176,21 @@ async def run_demo(
         async with keeper:
             await propose("1. find papers", "call_1", "search_papers", '{"query": "tool APIs"}')
             await propose("2. read one", "call_2", "read_paper", '{"paper_id": "gorilla"}')
+            sandbox = (workdir / "sandbox").resolve()
+            path = str(sandbox / "report.md")
             report = json.dumps(
-                {"path": "report.md", "content": "# Tool use\nGorilla picks among APIs.\n"}
+                {"path": path, "content": "# Tool use\nGorilla picks among APIs.\n"}
             )
             await propose("3. write the report in the sandbox", "call_3", "write_report", report)
             await propose(
                 "4. try to write outside the sandbox (a business rule refuses)",
                 "call_4",
                 "write_report",
-                '{"path": "../../etc/cron.d/job", "content": "* * * * * evil"}',
+                json.dumps(
+                    {"path": f"{sandbox}/../../etc/cron.d/job", "content": "* * * * * evil"}
+                ),
             )
-            publish = '{"path": "report.md"}'
+            publish = json.dumps({"path": path})
             waiting = await propose(
                 "5. publish (destructive: needs approval)", "call_5", "publish_report", publish
             )
@@ -209,13 +213,13 @@ async def run_demo(
                 "9. the approved call id with changed arguments",
                 "call_5",
                 "publish_report",
-                '{"path": "report.md", "channel": "newsletter"}',
+                json.dumps({"path": path, "channel": "newsletter"}),
             )
             await propose(
                 "10. changed arguments under a new call id need their own approval",
                 "call_6",
                 "publish_report",
-                '{"path": "report.md", "channel": "newsletter"}',
+                json.dumps({"path": path, "channel": "newsletter"}),
             )
             log = (workdir / "published" / "log.txt").read_text(encoding="utf-8").splitlines()
             out(f"\npublished {len(log)} time(s): {', '.join(x.split()[1] for x in log)}")

@@ -46,16 +46,17 @@ async def test_business_rules_guard_arguments(tmp_path: Path) -> None:
         return await keeper.execute(ToolCall(call_id=call_id, name="act", arguments=args))
 
     async with keeper:
-        ok = await run("1", path="a.txt", url="https://docs.example.org/x", amount=5)
-        escape = await run("2", path="../x", url="https://example.org", amount=5)
-        link = await run("3", path="a", url="https://example.org.evil.com/", amount=5)
-        big = await run("4", path="a", url="https://example.org", amount=500)
+        a = str(tmp_path / "a.txt")
+        ok = await run("1", path=a, url="https://docs.example.org/x", amount=5)
+        escape = await run("2", path=f"{tmp_path}/../x", url="https://example.org", amount=5)
+        link = await run("3", path=a, url="https://example.org.evil.com/", amount=5)
+        big = await run("4", path=a, url="https://example.org", amount=500)
     assert ok.status is CallStatus.SUCCEEDED  # type: ignore[attr-defined]
     assert escape.error.code is ErrorCode.PERMISSION_DENIED  # type: ignore[attr-defined]
     assert escape.error.details["violations"][0]["pointer"] == "/path"  # type: ignore[attr-defined]
     assert link.error.code is ErrorCode.PERMISSION_DENIED  # type: ignore[attr-defined]
     assert big.status is CallStatus.AWAITING_APPROVAL  # type: ignore[attr-defined]
-    assert done == ["a.txt"]
+    assert done == [str(tmp_path / "a.txt")]
 
 
 async def test_an_amount_above_the_cap_asks_for_approval_without_quoting_it() -> None:
@@ -184,15 +185,16 @@ async def test_ready_made_rules_check_every_element_and_fail_closed(tmp_path: Pa
         return "paid"
 
     async with keeper:
-        assert await _code(keeper, "remove", paths=["a", "b/c"]) is None
+        a, bc = str(tmp_path / "a"), str(tmp_path / "b" / "c")
+        assert await _code(keeper, "remove", paths=[a, bc]) is None
         assert (
-            await _code(keeper, "remove", paths=["a", "/etc/passwd"]) is ErrorCode.PERMISSION_DENIED
+            await _code(keeper, "remove", paths=[a, "/etc/passwd"]) is ErrorCode.PERMISSION_DENIED
         )
         assert await _code(keeper, "pay", payment={"amount": 50}) is None
         assert await _code(keeper, "pay", payment={"amount": 1e6}) is ErrorCode.PERMISSION_DENIED
         assert await _code(keeper, "misspelled", amount_usd=1e6) is ErrorCode.PERMISSION_DENIED
         assert await _code(keeper, "textual", amount="1000000") is ErrorCode.PERMISSION_DENIED
-    assert done == [["a", "b/c"], 50]
+    assert done == [[str(tmp_path / "a"), str(tmp_path / "b" / "c")], 50]
 
 
 async def test_decisions_written_with_text_mean_the_members() -> None:
@@ -252,8 +254,9 @@ async def test_pointers_go_through_arrays_and_a_keeper_wide_rule_skips_tools_wit
         return "refunded"
 
     async with keeper:
-        assert await _code(keeper, "remove", files=[{"path": "a"}, {"path": "b"}]) is None
-        denied = await _code(keeper, "remove", files=[{"path": "a"}, {"path": "/etc/passwd"}])
+        a, b = str(tmp_path / "a"), str(tmp_path / "b")
+        assert await _code(keeper, "remove", files=[{"path": a}, {"path": b}]) is None
+        denied = await _code(keeper, "remove", files=[{"path": a}, {"path": "/etc/passwd"}])
         assert denied is ErrorCode.PERMISSION_DENIED
         assert await _code(keeper, "pay", payments=[{"amount": 5}]) is ErrorCode.PERMISSION_DENIED
         assert await _code(keeper, "get_order", order_id="o1") is None
@@ -375,3 +378,56 @@ def test_a_cap_that_is_not_a_number_is_refused_when_the_rule_is_made(cap: object
 def test_a_domain_that_names_no_host_is_refused_when_the_rule_is_made(domains: list[str]) -> None:
     with pytest.raises(ValueError, match="domain"):
         domain_in("url", domains)
+
+
+async def test_path_inside_takes_only_absolute_paths_the_tool_opens_as_they_were_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative path was checked against the root and opened against the working directory;
+    what the tool receives is what the rule approved only when it is absolute."""
+    sandbox, outside = tmp_path / "sandbox", tmp_path / "outside"
+    (sandbox / "x").mkdir(parents=True)
+    outside.mkdir()
+    (sandbox / "in.txt").write_text("in")
+    (sandbox / "out").symlink_to(outside)
+    (outside / "secret.txt").write_text("secret")
+    (tmp_path / "in.txt").write_text("cwd")
+    monkeypatch.chdir(tmp_path)
+    keeper = Keeper(ledger=MemoryStore())
+    opened: list[str] = []
+
+    class Target(BaseModel):
+        path: str
+
+    @keeper.tool(effect="read_only", rules=[path_inside("path", sandbox)])
+    def read(path: str) -> str:
+        opened.append(path)
+        return Path(path).read_text()
+
+    @keeper.tool(effect="read_only", rules=[path_inside("paths", sandbox)])
+    async def read_all(paths: list[str]) -> int:
+        opened.extend(paths)
+        return len(paths)
+
+    @keeper.tool(effect="read_only", rules=[path_inside("/targets/path", sandbox)])
+    async def read_targets(targets: list[Target]) -> int:
+        opened.extend(t.path for t in targets)
+        return len(targets)
+
+    inside = str(sandbox / "in.txt")
+    invalid, denied = ErrorCode.INVALID_ARGUMENTS, ErrorCode.PERMISSION_DENIED
+    async with keeper:
+        assert await _code(keeper, "read", path=inside) is None
+        assert await _code(keeper, "read", path=str(sandbox / "x" / ".." / "in.txt")) is None
+        for relative in ("in.txt", "./in.txt", "sub/../in.txt", "~/in.txt", "~", "", "."):
+            assert await _code(keeper, "read", path=relative) is invalid, relative
+        assert await _code(keeper, "read", path=f"{sandbox}/../outside/secret.txt") is denied
+        assert await _code(keeper, "read", path=str(sandbox / "out" / "secret.txt")) is denied
+        assert await _code(keeper, "read", path=str(outside / "secret.txt")) is denied
+        assert await _code(keeper, "read", path=f"{inside}\x00.png") is invalid
+        assert await _code(keeper, "read", path=str(sandbox) + "x/in.txt") is denied
+        assert await _code(keeper, "read_all", paths=[inside, "in.txt"]) is invalid
+        assert await _code(keeper, "read_all", paths=[inside, "/etc/passwd"]) is denied
+        assert await _code(keeper, "read_targets", targets=[{"path": "in.txt"}]) is invalid
+        assert await _code(keeper, "read_targets", targets=[{"path": inside}]) is None
+    assert opened == [inside, str(sandbox / "x" / ".." / "in.txt"), inside]

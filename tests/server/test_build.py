@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,25 @@ def test_configured_tool_threads_are_the_keepers(tmp_path: Path) -> None:
     (tmp_path / "gw.toml").write_text('[server]\nledger = "memory://"\ntool_threads = 2\n')
     deployment = build(load_config(tmp_path / "gw.toml"))
     assert deployment.keeper.thread_limiter.total_tokens == 2
+
+
+async def test_a_relative_path_is_refused_not_checked_against_one_folder_and_opened_in_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rule resolved `gw.toml` against its root and passed it; the tool opened it against
+    the working directory: a read-only token read the gateway's own config, every token."""
+    (tmp_path / "sandbox").mkdir()
+    (tmp_path / "files.py").write_text(TOOLS)
+    (tmp_path / "gw.toml").write_text(
+        f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\n'
+        '[[tools]]\nfile = "files.py"\n'
+        '[[rules]]\nkind = "path_inside"\nparam = "path"\nroot = "./sandbox"\n'
+        '[principals.reader]\ntoken = "reader-token-secret"\ngrants = ["files:read"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    async with build(load_config(tmp_path / "gw.toml")) as deployment:
+        reader = deployment.gateway.principals["reader"].principal
+        call = ToolCall(call_id="1", name="files.read", arguments={"path": "gw.toml"})
+        result = await deployment.keeper.execute(dataclasses.replace(call, principal=reader))
+    assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
+    assert "reader-token-secret" not in repr(result)

@@ -183,18 +183,36 @@ def _unchecked(param: str, what: str) -> Decision:
 
 
 def path_inside(param: str, root: str | os.PathLike[str]) -> Rule:
-    """Deny unless argument `param` (each element of it, for an array) names a path inside
-    `root` (after resolving `..` and symbolic links; relative paths are taken relative to
-    `root`). `param` is a parameter name or a JSON pointer (`/target/path`)."""
+    """Deny unless argument `param` (each element of it, for an array) is an absolute path
+    inside `root`. `param` is a parameter name or a JSON pointer (`/target/path`).
+
+    The tool receives the argument as it was proposed, so the rule passes only a path that
+    names the same file from any working directory: a relative one (`notes.txt`, `~/x`, `.`,
+    the empty string) is refused with INVALID_ARGUMENTS (checked against `root` and opened
+    against the tool's working directory, it named two files); so is one holding a NUL. An
+    absolute path is resolved (`..`, symbolic links) when the rule runs and must lie inside
+    `root` (resolved when the rule is made), or the call is denied with PERMISSION_DENIED. A
+    link created or changed between the check and the tool's own open is not covered: give
+    the tool a root no one else writes links into. Tell the model the root in the tool's
+    description, as the refusal does not name it.
+    """
     base = Path(root).resolve()
 
     def rule(inp: RuleInput) -> Decision | None:
         for value in _arguments_at(inp, param):
             if not isinstance(value, str):
                 return _unchecked(param, "a path")
-            target = Path(value)
-            resolved = (target if target.is_absolute() else base / target).resolve()
-            if resolved != base and base not in resolved.parents:
+            if "\x00" in value or not os.path.isabs(value):
+                return deny(
+                    f"{param} must be an absolute path inside the sandbox directory",
+                    code=ErrorCode.INVALID_ARGUMENTS,
+                    pointer=_pointer(param),
+                )
+            try:
+                resolved = Path(value).resolve()
+            except (OSError, RuntimeError):  # a loop of links, a name too long
+                resolved = None
+            if resolved is None or (resolved != base and base not in resolved.parents):
                 return deny(
                     f"{param} must be inside the sandbox directory", pointer=_pointer(param)
                 )
