@@ -173,3 +173,37 @@ def test_a_list_cut_at_its_limit_says_so(
     out, err = capsys.readouterr()
     assert [r["id"] for r in json.loads(out)] == ids
     assert err == ""
+
+
+SPOOF = "users\u202e\u202a\u2066\u2069\u200b\u200f\ufeff\u2060\x1b[2K\x85\u2028\U000e0041_END"
+"""Bidi overrides and isolates, zero-width and invisible characters, an escape sequence, C1 and
+line separators, a tag character: what could make the person read other arguments."""
+
+HIDDEN = [c for c in SPOOF if not c.isprintable()]
+
+
+def test_every_rendering_of_a_request_escapes_what_would_hide_or_reorder_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`approvals list --json` and `show --json` printed bidi overrides and zero-width
+    characters from the model's arguments as they were: the person read other arguments."""
+    db = tmp_path / "l.db"
+    approval = _request(db, "c\u202e1", name=SPOOF)
+    outputs: list[str] = []
+    for argv in (
+        ["approvals", "list"],
+        ["approvals", "list", "--json"],
+        ["approvals", "list", "--all", "--json"],
+        ["approvals", "show", approval],
+        ["approvals", "show", approval, "--json"],
+        ["approvals", "approve", approval, "--by", "ann", "--note", "ok\u202e"],
+        ["approvals", "show", approval, "--json"],
+    ):
+        assert main([*argv, "--ledger", str(db)]) == 0
+        outputs.append(capsys.readouterr().out)
+    for out in outputs:
+        assert not any(c in out for c in HIDDEN), out
+    assert "users\\u202e\\u202a\\u2066" in outputs[3]
+    assert json.loads(outputs[1])[0]["arguments"] == {"name": SPOOF}
+    assert json.loads(outputs[4])["call_id"] == "c\u202e1"
+    assert json.loads(outputs[6])["note"] == "ok\u202e"

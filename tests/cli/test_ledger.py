@@ -132,7 +132,11 @@ def test_what_a_model_named_cannot_rewrite_the_table(
     assert main(["ledger", "list", "--ledger", str(path)]) == 0
     out = capsys.readouterr().out
     assert "\r" not in out and "\x1b" not in out and "\u202e" not in out
-    assert "x\\rt9" in out and "\\x1b[31m" in out
+    assert "x\\rt9" in out and "\\u001b[31m" in out
+    assert main(["ledger", "list", "--ledger", str(path), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert json.loads(out)[0]["call_id"] == forged
 
 
 def test_a_person_settles_an_unknown_call_and_it_replays_what_they_found(

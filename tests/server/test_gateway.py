@@ -589,3 +589,29 @@ async def test_a_question_the_client_fails_to_put_leaves_an_error_result_naming_
     assert approval.status is ApprovalStatus.PENDING
     assert code_of(result) == "APPROVAL_REQUIRED"
     assert (result.meta or {})["dev.toolkeeper/approval-id"] == approval.id
+
+
+SPOOF = "users\u202e\u2066\u200b\ufeff\u2060\u200f\x1b[2K\u2028\U000e0041 END"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_elicited_question_escapes_what_would_hide_or_reorder_the_arguments(
+    http_client: ClientFactory, deployment: Deployment, mode: str
+) -> None:
+    """The question carried bidi overrides and zero-width characters from the arguments (and
+    from a tool's reason) as they were: the user approved arguments other than those shown."""
+
+    def drop(name: str) -> str:
+        return name
+
+    deployment.keeper.add_function(
+        drop, name="demo.drop", effect="destructive", permissions=["notes:write"]
+    )
+    asked: list[str] = []
+    async with http_client(
+        TOKENS["alice"], elicitation_callback=answering(False, asked), mode=mode
+    ) as alice:
+        await alice.call_tool("demo.drop", {"name": SPOOF})
+    [question] = asked
+    assert not any(c in question for c in SPOOF if not c.isprintable()), question
+    assert "users\\u202e\\u2066\\u200b" in question

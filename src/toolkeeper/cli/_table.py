@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
+
+from ..core._visible import visible
 
 __all__ = ["CELL_WIDTH", "render_table", "visible_lines"]
 
@@ -12,25 +13,18 @@ CELL_WIDTH = 60
 """Characters of a cell at most: a longer value is cut there, with an ellipsis."""
 
 
-def _visible(char: str) -> str:
-    """A control or format character as its escape: what a model proposed (a tool name, a
-    call id) must not move the cursor, recolour or rewrite the table a person reads."""
-    if char == "\n" or char == "\t":
-        return " "
-    if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
-        return char.encode("unicode_escape").decode("ascii")
-    return char
-
-
 def visible_lines(text: str) -> str:
-    """`text` with every control or format character but the line break escaped."""
-    return "\n".join("".join(_visible(c) for c in line) for line in text.split("\n"))
+    """`text` with every control or format character but the line break escaped (see
+    `core._visible`)."""
+    return visible(text, keep="\n")
 
 
 def _cell(value: object, width: int = CELL_WIDTH) -> str:
     text = "" if value is None else str(value)
     if not text.isprintable():
-        text = "".join(_visible(c) for c in text)
+        # What a model proposed (a tool name, a call id) must not move the cursor, recolour
+        # or rewrite the table a person reads; a line break or tab in a cell is a space.
+        text = visible(text.replace("\n", " ").replace("\t", " "))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

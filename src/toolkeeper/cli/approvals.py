@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from ..core._visible import visible, visible_json
 from ..core.errors import ToolkeeperError
 from ..ledger.base import EVERY, ApprovalRecord, ApprovalStatus
 from ..policy.approvals import Approvals
@@ -109,7 +110,7 @@ async def _run(args: argparse.Namespace) -> int:
                 f"toolkeeper approvals: the first {args.limit} requests, oldest first",
             )
             if args.json:
-                print(json.dumps([_as_dict(r) for r in records], indent=2, ensure_ascii=False))
+                print(visible_json([_as_dict(r) for r in records], indent=2))
             elif not records:
                 print("no approval requests are pending" if not args.all else "no approvals")
             else:
@@ -138,11 +139,7 @@ async def _run(args: argparse.Namespace) -> int:
             if shown is None:
                 print(f"error: no approval request {args.id!r}", file=sys.stderr)
                 return 1
-            print(
-                json.dumps(_as_dict(shown), indent=2, ensure_ascii=False)
-                if args.json
-                else _shown(shown)
-            )
+            print(visible_json(_as_dict(shown), indent=2) if args.json else _shown(shown))
             return 0
         by = args.by or getpass.getuser()
         try:
@@ -157,9 +154,13 @@ async def _run(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         if args.json:
-            print(json.dumps(_as_dict(record), indent=2, ensure_ascii=False))
+            print(visible_json(_as_dict(record), indent=2))
         else:
-            print(f"{record.id} {record.status.value} by {by}: {record.tool} {record.call_id}")
+            print(
+                visible(
+                    f"{record.id} {record.status.value} by {by}: {record.tool} {record.call_id}"
+                )
+            )
         return 0
     finally:
         await store.aclose()

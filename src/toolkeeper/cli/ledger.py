@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from ..core._visible import visible, visible_json
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
 from ..ledger.base import EVERY, CallRecord
@@ -85,7 +86,7 @@ def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
     if args.action == "list":
         records = cut(records, args.limit, f"toolkeeper ledger: the first {args.limit} calls")
     if args.json:
-        print(json.dumps([_as_dict(r) for r in records], indent=2, ensure_ascii=False))
+        print(visible_json([_as_dict(r) for r in records], indent=2))
         return
     if not records:
         print("no calls need a decision" if args.action == "unknown" else "no calls")
@@ -173,9 +174,9 @@ def _main(args: argparse.Namespace) -> int:
     if isinstance(found, list):
         _print(args, found)
     elif args.json:
-        print(json.dumps(_as_dict(found), indent=2, ensure_ascii=False))
+        print(visible_json(_as_dict(found), indent=2))
     else:
-        print(f"{found.task_id} {found.call_id} {found.tool}: {found.status.value}")
+        print(visible(f"{found.task_id} {found.call_id} {found.tool}: {found.status.value}"))
     return 0
 
 

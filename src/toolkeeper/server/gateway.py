@@ -32,6 +32,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ..catalog.registry import CatalogEvent, Tool
+from ..core._visible import visible
 from ..core.errors import ErrorCode
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
@@ -483,9 +484,9 @@ def _needs_approval(result: ToolResult) -> bool:
 
 def _approval_message(request: ApprovalRecord) -> str:
     """The question to the user: the request as the ledger holds it (sensitive arguments
-    redacted, as every approver sees them)."""
+    redacted, as every approver sees them), with what could hide or reorder it escaped."""
     args = json.dumps(dict(request.arguments), ensure_ascii=False, default=str)
-    return (
+    return visible(
         f"Approve {request.tool} with arguments {args}? ({request.reason}) "
         f"Approval {request.id}; this approves these exact arguments only."
     )

@@ -1,0 +1,52 @@
+"""Text a person reads, with what could hide or reorder it written as escapes.
+
+Every rendering of model-proposed text for a person (an approval question, the approvals and
+ledger command lines, as tables, text or JSON) goes through `visible`: a bidi override or
+isolate (U+202A-U+202E, U+2066-U+2069), a zero-width or other format character (U+200B-U+200F,
+U+2060, U+FEFF, tags), a control character (an ANSI escape sequence, C1), a line or paragraph
+separator, a surrogate, a private-use or unassigned code point would otherwise let the text
+shown differ from the text approved. Each becomes its JSON string escape (`\\r`, `\\u202e`;
+beyond the BMP, its UTF-16 surrogate pair): escaped JSON text stays valid JSON of the same
+values.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from typing import Any
+
+__all__ = ["visible", "visible_json"]
+
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+"""The Unicode categories escaped: control, format, surrogate, private use, unassigned, line
+and paragraph separators."""
+
+_SHORT = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+"""The control characters JSON has a short escape for."""
+
+
+def _escape(char: str) -> str:
+    if char in _SHORT:
+        return _SHORT[char]
+    point = ord(char)
+    if point > 0xFFFF:
+        point -= 0x10000
+        return f"\\u{0xD800 + (point >> 10):04x}\\u{0xDC00 + (point & 0x3FF):04x}"
+    return f"\\u{point:04x}"
+
+
+def visible(text: str, *, keep: str = "") -> str:
+    """`text` with every control, format, separator, surrogate, private-use and unassigned
+    character but those in `keep` written as its JSON string escape."""
+    if text.isprintable():  # (the common text: nothing to escape)
+        return text
+    return "".join(
+        _escape(c) if c not in keep and unicodedata.category(c) in _HIDDEN else c for c in text
+    )
+
+
+def visible_json(value: Any, **options: Any) -> str:
+    """`json.dumps(value, ensure_ascii=False, **options)` with what `visible` escapes
+    escaped: the text as written (Cyrillic stays Cyrillic), valid JSON of the same value."""
+    return visible(json.dumps(value, ensure_ascii=False, **options), keep="\n")

@@ -1,0 +1,27 @@
+"""What a person reads: hidden and reordering characters escaped, JSON still JSON."""
+
+import json
+import unicodedata
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolkeeper.core._visible import visible, visible_json
+
+
+def test_hidden_characters_are_escaped_and_text_as_written_is_kept() -> None:
+    text = "заказы \u202e\u2066\u200b\ufeff\u2060\x1b[2K\r\x85\u2028\U000e0041\ud800\ue000"
+    shown = visible(text)
+    assert shown == (
+        "заказы \\u202e\\u2066\\u200b\\ufeff\\u2060\\u001b[2K\\r\\u0085\\u2028"
+        "\\udb40\\udc41\\ud800\\ue000"
+    )
+    assert visible("a\nb", keep="\n") == "a\nb" and visible("a\nb") == "a\\nb"
+
+
+@given(st.recursive(st.text(), lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner)))
+def test_escaped_json_is_json_of_the_same_value_with_nothing_hidden(value: object) -> None:
+    shown = visible_json(value, indent=2)
+    assert json.loads(shown) == value
+    hidden = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+    assert all(c == "\n" or unicodedata.category(c) not in hidden for c in shown)
