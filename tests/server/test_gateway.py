@@ -11,7 +11,7 @@ import anyio
 import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from toolkeeper import Keeper
 from toolkeeper.config import parse_config
@@ -615,3 +615,32 @@ async def test_the_elicited_question_escapes_what_would_hide_or_reorder_the_argu
     [question] = asked
     assert not any(c in question for c in SPOOF if not c.isprintable()), question
     assert "users\\u202e\\u2066\\u200b" in question
+
+
+async def test_a_secret_argument_echoed_by_its_tool_reaches_no_client_and_no_record(
+    http_client: ClientFactory, deployment: Deployment, tmp_path: Path
+) -> None:
+    """A tool's echo of its `SecretStr` argument went back to the client in clear, first run
+    and replay, and into the ledger file."""
+    core = "CANARY-GW-51d0"
+
+    def sign_in(user: str, password: SecretStr) -> dict[str, str]:
+        said = password.get_secret_value()
+        return {"user": user, "echo": said, "note": f"signed in with {said}"}
+
+    deployment.keeper.add_function(
+        sign_in, name="demo.sign_in", effect="read_only", permissions=["notes:read"]
+    )
+    meta: Any = {"dev.toolkeeper/call-id": "client-sign-in"}
+    arguments = {"user": "ann", "password": f"pw-{core}"}
+    async with http_client(TOKENS["alice"]) as alice:
+        first = await alice.call_tool("demo.sign_in", arguments, meta=meta)
+        replay = await alice.call_tool("demo.sign_in", arguments, meta=meta)
+    assert not first.is_error and "ann" in first.model_dump_json()
+    assert core not in first.model_dump_json() and core not in replay.model_dump_json()
+    assert core.encode() not in _ledger_bytes(tmp_path)
+
+
+def _ledger_bytes(folder: Path) -> bytes:
+    """The SQLite ledger's files (its WAL too) as they are on disk."""
+    return b"".join(path.read_bytes() for path in folder.glob("ledger.db*"))

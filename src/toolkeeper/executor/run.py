@@ -15,6 +15,7 @@ import inspect
 import logging
 import math
 import time
+import traceback
 from collections.abc import Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFai
 from ..core.states import CallStatus
 from ..core.values import MCP_CONTENT, CallContext, Effect, ToolResult
 from ..ledger.base import ApprovalRecord, LedgerStore, StaleState, current_owner
-from ..observe.redact import mask
+from ..observe.redact import mask, mask_content, mask_error
 from ..schema.canonical import safe_text
 from ..schema.from_callable import NOT_JSON, json_data
 from .records import (
@@ -134,8 +135,15 @@ async def _attempt(
         reason = _said(st, exc.reason)
         return _Outcome(status=CallStatus.AWAITING_APPROVAL, approval_reason=reason)
     except Exception as exc:
-        # The model is told only the exception's type: its traceback is for the developer.
-        _log.exception("%s raised (call %s, attempt %d)", spec.name, ctx.call_id, ctx.attempt)
+        # The model is told only the exception's type: its traceback is for the developer,
+        # as text with the call's sensitive argument values masked when it has any (the
+        # exception itself, given to a handler, would quote them).
+        said = (spec.name, ctx.call_id, ctx.attempt)
+        if secrets := st.hidden():
+            trace = mask(traceback.format_exc().rstrip(), secrets)
+            _log.error("%s raised (call %s, attempt %d)\n%s", *said, trace)
+        else:
+            _log.exception("%s raised (call %s, attempt %d)", *said)
         error = ToolError.of(
             ErrorCode.TOOL_ERROR,
             f"{spec.name} failed with an internal error",
@@ -786,6 +794,7 @@ async def _record_end(
     store = rt.store()
     approval_id = st.approval.id if st.approval is not None else None
     previous = persisted or (st.record.status if st.record is not None else None)
+    outcome = _masked(outcome, st.hidden())
     while True:  # twice at most: see NotJSON below
         error_dict = outcome.error.to_dict() if outcome.error is not None else None
         try:
@@ -848,6 +857,19 @@ async def _record_end(
         duration=round((finished_at - started_at) * 1e6) / 1e6,
     )
     return _result(st, outcome, attempt, started_at, finished_at, approval_id)
+
+
+def _masked(outcome: _Outcome, secrets: tuple[str, ...]) -> _Outcome:
+    """`outcome` with the call's sensitive argument values (`secrets`) masked in its data,
+    content blocks and error: what the ledger, the audit log and every model then get."""
+    if not secrets:
+        return outcome
+    return dataclasses.replace(
+        outcome,
+        data=mask(outcome.data, secrets),
+        content=mask_content(outcome.content, secrets),
+        error=mask_error(outcome.error, secrets),
+    )
 
 
 def _result(

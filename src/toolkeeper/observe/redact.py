@@ -4,16 +4,27 @@ A field is sensitive when its schema says `writeOnly: true` or `x-sensitive: tru
 tool lists its JSON pointer as sensitive. A pointer segment `*` stands for every item of an
 array or every value of a map (`/credentials/*/password`), so fields inside lists and maps
 are found too. Redacted values become `"[REDACTED]"`; digests are computed before redaction,
-so dedupe and approvals still see the real arguments. A message that quotes a sensitive value
-(a tool's own error, say) has it masked the same way (`hidden_values`, `mask`).
+so dedupe and approvals still see the real arguments.
+
+What a call's tool says back is masked too (`hidden_values`, `mask`): every occurrence of one
+of its sensitive values in the result's data (keys, strings, a number written as one), in its
+MCP content blocks (but their base64 data), in its error's message and details, and in the
+traceback logged when the tool raises, is replaced by `"[REDACTED]"`, once, when the call ends:
+before it is recorded, audited or formatted for any model, so replays from the ledger are
+masked alike. A value is found as written and as JSON text writes it inside a string. Values
+shorter than `SHORTEST_SECRET` characters are not masked (they occur in ordinary text by
+chance), nor is a value the tool transformed (encoded, hashed, cut) before returning it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
+from ..core.errors import ToolError
 from ..schema.canonical import canonical_json
 
 __all__ = [
@@ -22,6 +33,8 @@ __all__ = [
     "SHORTEST_SECRET",
     "hidden_values",
     "mask",
+    "mask_content",
+    "mask_error",
     "overlaps",
     "redact",
     "sensitive_pointers",
@@ -79,8 +92,6 @@ def _walk(
 
 @lru_cache(maxsize=1024)
 def _pointers(schema_key: str) -> frozenset[str]:
-    import json
-
     schema = json.loads(schema_key)
     out: set[str] = set()
     _walk(schema, schema, (), out, 0)
@@ -141,10 +152,17 @@ and masking them there would garble the message."""
 def hidden_values(arguments: Any, redacted: Any) -> tuple[str, ...]:
     """The strings and numbers (as text) of `arguments` that its redaction `redacted` hides
     (the value of a sensitive field, the values inside a sensitive object or array) of at
-    least `SHORTEST_SECRET` characters, longest first: what a message about the call must not
-    quote."""
+    least `SHORTEST_SECRET` characters, each also as JSON text writes it inside a string (a
+    quote or backslash escaped, non-ASCII as `\\u` escapes; and JSON text of JSON text),
+    longest first: what a result or message about the call must not quote."""
     found: set[str] = set()
     _hidden(arguments, redacted, found)
+    for _ in range(2):  # (a tool's JSON text, and that text inside JSON text)
+        found |= {
+            json.dumps(value, ensure_ascii=ascii)[1:-1]
+            for value in found
+            for ascii in (False, True)
+        }
     return tuple(sorted(found, key=len, reverse=True))
 
 
@@ -191,6 +209,32 @@ def mask(value: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(value, list | tuple):
         return [mask(v, secrets) for v in value]
     return value
+
+
+def mask_error(error: ToolError | None, secrets: tuple[str, ...]) -> ToolError | None:
+    """`error` with `secrets` masked in its message and details (see `mask`)."""
+    if error is None or not secrets:
+        return error
+    return replace(
+        error, message=mask(error.message, secrets), details=mask(error.details, secrets)
+    )
+
+
+_BINARY = frozenset({"data", "blob"})
+"""Keys of MCP content blocks whose text is base64: a secret found there is chance, and
+masking it would break the image or file."""
+
+
+def mask_content(
+    blocks: tuple[Mapping[str, Any], ...] | None, secrets: tuple[str, ...]
+) -> tuple[Mapping[str, Any], ...] | None:
+    """MCP content blocks with `secrets` masked in every value but their base64 data."""
+    if not blocks or not secrets:
+        return blocks
+    return tuple(
+        {key: value if key in _BINARY else mask(value, secrets) for key, value in block.items()}
+        for block in blocks
+    )
 
 
 def overlaps(pointers: Iterable[str], pointer: str) -> bool:

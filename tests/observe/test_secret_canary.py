@@ -1,0 +1,146 @@
+"""A secret argument echoed by its tool, quoted in its failure, logged in its traceback: a
+canary searched for in everything the model sees and everything kept."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from pydantic import Field, SecretStr
+
+from toolkeeper import Keeper, ToolCall, ToolResult
+from toolkeeper.connectors.base import ToolOutput
+from toolkeeper.core.signals import ToolFailed
+from toolkeeper.dialects import DIALECTS
+from toolkeeper.observe.audit import JsonlAuditSink
+from toolkeeper.observe.redact import REDACTED, hidden_values, mask
+
+pytestmark = pytest.mark.anyio
+
+CORE = "CANARY-7f3b9c"
+SECRET = f'zq-{CORE}-"end\\'
+"""A quote and a backslash: JSON text writes it escaped, and the escaped form is masked too."""
+PIN = 48151623
+"""A sensitive number: echoed as a number, or as its digits in text."""
+
+
+def _keeper(tmp_path: Path) -> Keeper:
+    keeper = Keeper(
+        ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=JsonlAuditSink(tmp_path / "a.jsonl")
+    )
+
+    @keeper.tool(effect="read_only")
+    def login(user: str, password: SecretStr) -> dict[str, Any]:
+        said = password.get_secret_value()
+        return {
+            "user": user,
+            "echo": said,
+            "note": f"logged in with {said}",
+            "json": json.dumps({"password": said}),
+            "ascii_json": json.dumps({"password": said + "é"}, ensure_ascii=True),
+            said: [{"deep": [said]}],
+        }
+
+    @keeper.tool(effect="write", permissions=[])
+    def unlock(pin: Annotated[int, Field(json_schema_extra={"x-sensitive": True})]) -> Any:
+        return {"pin": pin, "text": f"pin {pin} accepted", "other": 7}
+
+    @keeper.tool(effect="read_only")
+    def crash(password: SecretStr) -> str:
+        raise RuntimeError(f"could not log in with {password.get_secret_value()}")
+
+    @keeper.tool(effect="read_only")
+    def refuse(password: SecretStr) -> str:
+        said = password.get_secret_value()
+        raise ToolFailed(f"wrong password {said}", details={"tried": said, "n": [said]})
+
+    @keeper.tool(effect="read_only")
+    def blocks(password: SecretStr) -> ToolOutput:
+        said = password.get_secret_value()
+        return ToolOutput(
+            data={"ok": said},
+            content=({"type": "text", "text": f"hello {said}"},),
+        )
+
+    keeper.enable_discovery()
+    return keeper
+
+
+def _calls() -> list[ToolCall]:
+    secret = {"password": SECRET}
+    return [
+        ToolCall(call_id="1", name="login", arguments={"user": "ann", **secret}),
+        ToolCall(call_id="2", name="unlock", arguments={"pin": PIN}),
+        ToolCall(call_id="3", name="crash", arguments=secret),
+        ToolCall(call_id="4", name="refuse", arguments=secret),
+        ToolCall(call_id="5", name="blocks", arguments=secret),
+        ToolCall(
+            call_id="6",
+            name="call_tool",
+            arguments={"name": "login", "arguments": {"user": "bob", **secret}},
+        ),
+    ]
+
+
+def _leaks(text: str) -> bool:
+    return CORE in text or str(PIN) in text
+
+
+def _kept_leaks(folder: Path) -> list[str]:
+    """The files of the ledger (its WAL too) and the audit log holding a secret's bytes."""
+    return [
+        kept.name
+        for kept in (*folder.glob("l.db*"), folder / "a.jsonl")
+        if CORE.encode() in kept.read_bytes() or str(PIN).encode() in kept.read_bytes()
+    ]
+
+
+async def test_a_secret_argument_reaches_neither_the_model_nor_any_record_nor_a_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The tool's echo of a `SecretStr` was shown to the model in every dialect and stored
+    in clear in the ledger; an exception quoting it was logged whole."""
+    caplog.set_level(logging.DEBUG)
+    keeper = _keeper(tmp_path)
+    results: list[ToolResult] = []
+    async with keeper:
+        for call in _calls():
+            results.append(await keeper.execute(call))  # first run
+            results.append(await keeper.execute(call))  # replay from the ledger
+        renamed = [
+            ToolCall(call_id=f"m{c.call_id}", name=c.name, arguments=c.arguments) for c in _calls()
+        ]
+        results += await keeper.execute_many(renamed)
+    assert results[0].ok and results[0].data["user"] == "ann"
+    assert results[0].data["echo"] == REDACTED and results[1].replayed
+    assert results[2].ok and results[2].data["other"] == 7
+    assert results[2].data["pin"] == REDACTED
+    assert results[10].ok and results[10].data["user"] == "bob"
+    shown = [repr(r) for r in results]
+    for result in results:
+        for dialect in DIALECTS.values():
+            shown.append(json.dumps(dialect().format_result(result), default=str))
+    assert [s for s in shown if _leaks(s)] == []
+    assert _kept_leaks(tmp_path) == []
+    assert "could not log in" in caplog.text  # (the traceback is logged, masked)
+    assert not _leaks(caplog.text)
+
+
+def test_masking_covers_json_text_and_leaves_short_values_and_other_numbers_alone() -> None:
+    arguments = {"token": SECRET, "pin": "123", "code": PIN}
+    redacted = {"token": REDACTED, "pin": REDACTED, "code": REDACTED}
+    secrets = hidden_values(arguments, redacted)
+    masked = mask(
+        {
+            "t": json.dumps([SECRET]),
+            "a": json.dumps(SECRET + "é", ensure_ascii=True),
+            "n": [PIN, PIN + 1],
+            "short": "pin 123",
+        },
+        secrets,
+    )
+    assert CORE not in json.dumps(masked)
+    assert masked["n"] == [REDACTED, PIN + 1] and masked["short"] == "pin 123"
