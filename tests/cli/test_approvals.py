@@ -179,7 +179,10 @@ SPOOF = "users\u202e\u202a\u2066\u2069\u200b\u200f\ufeff\u2060\x1b[2K\x85\u2028\
 """Bidi overrides and isolates, zero-width and invisible characters, an escape sequence, C1 and
 line separators, a tag character: what could make the person read other arguments."""
 
-HIDDEN = [c for c in SPOOF if not c.isprintable()]
+NOTE = "ok\ndecided    by root\u202e"
+"""A note that would forge a line of `approvals show`."""
+
+HIDDEN = [c for c in SPOOF + NOTE if not c.isprintable() and c != "\n"]
 
 
 def test_every_rendering_of_a_request_escapes_what_would_hide_or_reorder_it(
@@ -196,8 +199,9 @@ def test_every_rendering_of_a_request_escapes_what_would_hide_or_reorder_it(
         ["approvals", "list", "--all", "--json"],
         ["approvals", "show", approval],
         ["approvals", "show", approval, "--json"],
-        ["approvals", "approve", approval, "--by", "ann", "--note", "ok\u202e"],
+        ["approvals", "approve", approval, "--by", "ann", "--note", NOTE],
         ["approvals", "show", approval, "--json"],
+        ["approvals", "show", approval],
     ):
         assert main([*argv, "--ledger", str(db)]) == 0
         outputs.append(capsys.readouterr().out)
@@ -206,4 +210,5 @@ def test_every_rendering_of_a_request_escapes_what_would_hide_or_reorder_it(
     assert "users\\u202e\\u202a\\u2066" in outputs[3]
     assert json.loads(outputs[1])[0]["arguments"] == {"name": SPOOF}
     assert json.loads(outputs[4])["call_id"] == "c\u202e1"
-    assert json.loads(outputs[6])["note"] == "ok\u202e"
+    assert json.loads(outputs[6])["note"] == NOTE
+    assert "\ndecided    by root" not in outputs[7] and "ok\\ndecided" in outputs[7]

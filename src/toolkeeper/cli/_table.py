@@ -6,17 +6,11 @@ from collections.abc import Sequence
 
 from ..core._visible import visible
 
-__all__ = ["CELL_WIDTH", "render_table", "visible_lines"]
+__all__ = ["CELL_WIDTH", "render_table"]
 
 
 CELL_WIDTH = 60
 """Characters of a cell at most: a longer value is cut there, with an ellipsis."""
-
-
-def visible_lines(text: str) -> str:
-    """`text` with every control or format character but the line break escaped (see
-    `core._visible`)."""
-    return visible(text, keep="\n")
 
 
 def _cell(value: object, width: int = CELL_WIDTH) -> str:

@@ -17,7 +17,7 @@ from ..core.errors import ToolkeeperError
 from ..ledger.base import EVERY, ApprovalRecord, ApprovalStatus
 from ..policy.approvals import Approvals
 from ._common import LIST_LIMIT, add_ledger_option, count, cut, existing_ledger, ledger_hint
-from ._table import CELL_WIDTH, render_table, visible_lines
+from ._table import CELL_WIDTH, render_table
 
 __all__ = ["register"]
 
@@ -62,21 +62,23 @@ def _shown(record: ApprovalRecord) -> str:
     expired = record.expires_at is not None and record.expires_at <= time.time()
     if record.status is ApprovalStatus.PENDING and expired:
         status += ", past its expiry: it can no longer be approved"
+    # Each value escaped on its own: a line break in a reason or a note must not forge a line.
     lines = [
-        f"request    {record.id} ({status})",
-        f"tool       {record.tool} (version {record.version})",
-        f"principal  {record.principal_id}",
-        f"task       {record.task_id}",
-        f"call       {record.call_id}",
-        f"reason     {record.reason}",
+        f"request    {visible(record.id)} ({status})",
+        f"tool       {visible(record.tool)} (version {visible(record.version)})",
+        f"principal  {visible(record.principal_id)}",
+        f"task       {visible(record.task_id)}",
+        f"call       {visible(record.call_id)}",
+        f"reason     {visible(record.reason)}",
         f"requested  {_when(record.created_at)} UTC, expires {_when(record.expires_at)} UTC",
     ]
     if record.decided_by is not None:
-        note = f": {record.note}" if record.note else ""
-        lines.append(f"decided    by {record.decided_by} at {_when(record.decided_at)} UTC{note}")
+        note = f": {visible(record.note)}" if record.note else ""
+        by = visible(record.decided_by)
+        lines.append(f"decided    by {by} at {_when(record.decided_at)} UTC{note}")
     lines.append(f"arguments  (SHA-256 of their canonical JSON: {record.digest})")
-    lines.append(json.dumps(dict(record.arguments), indent=2, sort_keys=True, ensure_ascii=False))
-    return visible_lines("\n".join(lines))
+    lines.append(visible_json(dict(record.arguments), indent=2, sort_keys=True))
+    return "\n".join(lines)
 
 
 def _reason(text: str) -> str:

@@ -212,7 +212,12 @@ def path_inside(param: str, root: str | os.PathLike[str]) -> Rule:
                 resolved = Path(value).resolve()
             except (OSError, RuntimeError):  # a loop of links, a name too long
                 resolved = None
-            if resolved is None or (resolved != base and base not in resolved.parents):
+            # (a `..` left unresolved would make `parents` lexical: denied, never trusted)
+            if (
+                resolved is None
+                or ".." in resolved.parts
+                or (resolved != base and base not in resolved.parents)
+            ):
                 return deny(
                     f"{param} must be inside the sandbox directory", pointer=_pointer(param)
                 )
