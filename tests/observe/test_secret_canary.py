@@ -17,6 +17,7 @@ from toolkeeper.core.signals import ToolFailed
 from toolkeeper.dialects import DIALECTS
 from toolkeeper.observe.audit import JsonlAuditSink
 from toolkeeper.observe.redact import REDACTED, hidden_values, mask
+from toolkeeper.policy.rules import RuleInput
 
 pytestmark = pytest.mark.anyio
 
@@ -65,6 +66,20 @@ def _keeper(tmp_path: Path) -> Keeper:
             content=({"type": "text", "text": f"hello {said}"},),
         )
 
+    def broken_rule(inp: RuleInput) -> None:
+        raise ValueError(f"cannot judge {inp.arguments['password']}")
+
+    def odd_rule(inp: RuleInput) -> Any:
+        return dict(inp.arguments)  # (not a Decision: logged, masked)
+
+    @keeper.tool(effect="read_only", rules=[broken_rule])
+    def judged(password: SecretStr) -> str:
+        return "never"
+
+    @keeper.tool(effect="read_only", rules=[odd_rule])
+    def judged_oddly(password: SecretStr) -> str:
+        return "never"
+
     keeper.enable_discovery()
     return keeper
 
@@ -77,6 +92,8 @@ def _calls() -> list[ToolCall]:
         ToolCall(call_id="3", name="crash", arguments=secret),
         ToolCall(call_id="4", name="refuse", arguments=secret),
         ToolCall(call_id="5", name="blocks", arguments=secret),
+        ToolCall(call_id="7", name="judged", arguments=secret),
+        ToolCall(call_id="8", name="judged_oddly", arguments=secret),
         ToolCall(
             call_id="6",
             name="call_tool",
@@ -118,14 +135,16 @@ async def test_a_secret_argument_reaches_neither_the_model_nor_any_record_nor_a_
     assert results[0].data["echo"] == REDACTED and results[1].replayed
     assert results[2].ok and results[2].data["other"] == 7
     assert results[2].data["pin"] == REDACTED
-    assert results[10].ok and results[10].data["user"] == "bob"
+    assert results[14].ok and results[14].data["user"] == "bob"
     shown = [repr(r) for r in results]
     for result in results:
         for dialect in DIALECTS.values():
             shown.append(json.dumps(dialect().format_result(result), default=str))
     assert [s for s in shown if _leaks(s)] == []
     assert _kept_leaks(tmp_path) == []
-    assert "could not log in" in caplog.text  # (the traceback is logged, masked)
+    # (the tracebacks are logged, masked)
+    assert "could not log in" in caplog.text and "cannot judge" in caplog.text
+    assert "not a Decision" in caplog.text
     assert not _leaks(caplog.text)
 
 

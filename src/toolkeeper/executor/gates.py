@@ -28,7 +28,7 @@ from ..core.states import CallStatus
 from ..core.values import Effect, Principal, ToolCall
 from ..ledger.base import ApprovalStatus, CallRecord, current_owner, is_abandoned
 from ..ledger.recovery import mark_unknown
-from ..observe.redact import mask, overlaps, redact
+from ..observe.redact import log_exception, mask, overlaps, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
 from ..policy.grants import exists_for, may_use, missing_permissions
@@ -462,12 +462,13 @@ async def _rules(rt: Runtime, st: CallState) -> Any:
                 _log.error("business rule %r names a parameter %s lacks", rule, st.tool.spec.name)
                 raise _unevaluated(rule) from None
             except Exception as exc:  # a broken rule fails closed, and says nothing inside
-                _log.exception("business rule %r failed", rule)
+                log_exception(_log, st.hidden(), "business rule %r failed", rule)
                 raise _unevaluated(rule) from exc
             if decision is None:
                 continue
             if not isinstance(decision, Decision):  # True, "deny"...: not an answer, fail closed
-                _log.error("business rule %r returned %r, not a Decision", rule, decision)
+                said = mask(repr(decision), st.hidden())
+                _log.error("business rule %r returned %s, not a Decision", rule, said)
                 raise _unevaluated(rule)
             # A reason quoting a sensitive argument is masked, as a tool's own words are.
             if decision.verdict is Verdict.DENY:

@@ -15,7 +15,6 @@ import inspect
 import logging
 import math
 import time
-import traceback
 from collections.abc import Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +29,7 @@ from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFai
 from ..core.states import CallStatus
 from ..core.values import MCP_CONTENT, CallContext, Effect, ToolResult
 from ..ledger.base import ApprovalRecord, LedgerStore, StaleState, current_owner
-from ..observe.redact import mask, mask_content, mask_error
+from ..observe.redact import log_exception, mask, mask_content, mask_error
 from ..schema.canonical import safe_text
 from ..schema.from_callable import NOT_JSON, json_data
 from .records import (
@@ -135,15 +134,16 @@ async def _attempt(
         reason = _said(st, exc.reason)
         return _Outcome(status=CallStatus.AWAITING_APPROVAL, approval_reason=reason)
     except Exception as exc:
-        # The model is told only the exception's type: its traceback is for the developer,
-        # as text with the call's sensitive argument values masked when it has any (the
-        # exception itself, given to a handler, would quote them).
-        said = (spec.name, ctx.call_id, ctx.attempt)
-        if secrets := st.hidden():
-            trace = mask(traceback.format_exc().rstrip(), secrets)
-            _log.error("%s raised (call %s, attempt %d)\n%s", *said, trace)
-        else:
-            _log.exception("%s raised (call %s, attempt %d)", *said)
+        # The model is told only the exception's type: its traceback is for the developer
+        # (the call's sensitive argument values masked).
+        log_exception(
+            _log,
+            st.hidden(),
+            "%s raised (call %s, attempt %d)",
+            spec.name,
+            ctx.call_id,
+            ctx.attempt,
+        )
         error = ToolError.of(
             ErrorCode.TOOL_ERROR,
             f"{spec.name} failed with an internal error",

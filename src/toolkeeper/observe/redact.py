@@ -19,6 +19,8 @@ chance), nor is a value the tool transformed (encoded, hashed, cut) before retur
 from __future__ import annotations
 
 import json
+import logging
+import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import lru_cache
@@ -32,6 +34,7 @@ __all__ = [
     "REDACTED",
     "SHORTEST_SECRET",
     "hidden_values",
+    "log_exception",
     "mask",
     "mask_content",
     "mask_error",
@@ -235,6 +238,15 @@ def mask_content(
         {key: value if key in _BINARY else mask(value, secrets) for key, value in block.items()}
         for block in blocks
     )
+
+
+def log_exception(log: logging.Logger, secrets: tuple[str, ...], message: str, *args: Any) -> None:
+    """Log the exception being handled as `log.exception` does, with `secrets` masked in its
+    traceback: then as text (the exception itself, given to a handler, would quote them)."""
+    if not secrets:
+        log.exception(message, *args)
+        return
+    log.error(f"{message}\n%s", *args, mask(traceback.format_exc().rstrip(), secrets))
 
 
 def overlaps(pointers: Iterable[str], pointer: str) -> bool:
