@@ -429,3 +429,13 @@ def test_an_upstream_no_process_could_be_started_as_is_refused(line: str, key: s
     with pytest.raises(ConfigError) as error:
         parse_config(f"[upstreams.t]\n{line}\n", file="gw.toml")
     assert error.value.key == key
+
+
+def test_a_principals_client_answers_no_approval_unless_the_operator_lets_it() -> None:
+    config = parse_config(
+        '[principals.a]\ntoken = "t-a"\n[principals.b]\ntoken = "t-b"\n'
+        "approve_by_elicitation = true\n",
+        file="gw.toml",
+    )
+    assert not config.principals["a"].approve_by_elicitation
+    assert config.principals["b"].approve_by_elicitation

@@ -260,9 +260,11 @@ class PrincipalConfig(_Model):
     grants: list[str] = []
     exposure: Exposure | None = None
     """Overrides `[server] exposure` for this principal."""
-    approve_by_elicitation: bool = True
-    """Whether the user of this principal's client may approve its calls when asked through
-    MCP elicitation (otherwise only `toolkeeper approvals approve ID`)."""
+    approve_by_elicitation: bool = False
+    """Whether this principal's client may answer the approval of its own calls when asked
+    through MCP elicitation (recorded as decided by `elicitation:ID`). Off by default: a
+    client that accepts every elicitation would approve with no person involved; then only
+    `toolkeeper approvals approve ID` approves."""
     attributes: dict[str, Any] = {}
 
 

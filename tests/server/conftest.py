@@ -26,6 +26,7 @@ TOKENS = {
     "bob": "bob-token-2",
     "carol": "carol-token-3",
     "erin": "erin-token-4",
+    "dave": "dave-token-5",
 }
 
 
@@ -46,6 +47,7 @@ timeout = 10
 [principals.alice]
 token = "{TOKENS["alice"]}"
 grants = ["notes:*", "t:*"]
+approve_by_elicitation = true
 
 [principals.bob]
 token = "{TOKENS["bob"]}"
@@ -55,11 +57,16 @@ grants = ["notes:read"]
 token = "{TOKENS["carol"]}"
 grants = ["notes:*"]
 exposure = "progressive"
+approve_by_elicitation = true
 
 [principals.erin]
 token = "{TOKENS["erin"]}"
 grants = ["notes:*"]
 approve_by_elicitation = false
+
+[principals.dave]
+token = "{TOKENS["dave"]}"
+grants = ["notes:*"]
 """
 
 

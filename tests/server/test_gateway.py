@@ -99,7 +99,8 @@ async def test_elicitation_asks_the_user_and_an_accepted_call_runs(
     assert len(asked) == 1
     assert "demo.clear_notes" in asked[0]
     [approval] = await deployment.keeper.store.list_approvals()
-    assert (approval.status, approval.decided_by) == (ApprovalStatus.APPROVED, "alice")
+    assert (approval.status, approval.decided_by) == (ApprovalStatus.APPROVED, "elicitation:alice")
+    assert approval.note is not None and "elicitation" in approval.note
     [record] = await deployment.keeper.store.list_calls()
     assert (record.status, record.approval_id) == (CallStatus.SUCCEEDED, approval.id)
 
@@ -163,6 +164,27 @@ async def test_a_principal_barred_from_self_approval_is_not_asked(
     assert asked == []
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_by_default_a_client_cannot_approve_its_own_call_by_elicitation(
+    http_client: ClientFactory, deployment: Deployment, mode: str
+) -> None:
+    """A client that accepts every elicitation ran destructive tools with no person
+    involved: a principal's client answers approval questions only when the operator says so
+    (`approve_by_elicitation = true`)."""
+    asked: list[str] = []
+    async with http_client(
+        TOKENS["dave"], elicitation_callback=answering(True, asked), mode=mode
+    ) as dave:
+        await dave.call_tool("demo.add_note", {"text": "keep me"})
+        result = await dave.call_tool("demo.clear_notes", {})
+        listed = await dave.call_tool("demo.list_notes", {})
+    assert code_of(result) == "APPROVAL_REQUIRED"
+    assert asked == []
+    assert "keep me" in listed.content[0].text  # type: ignore[union-attr]
+    [approval] = await deployment.keeper.store.list_approvals()
+    assert approval.status is ApprovalStatus.PENDING
+
+
 async def test_upstream_killed_mid_call_gives_a_clean_error_and_unknown_outcome(
     http_client: ClientFactory, deployment: Deployment, tmp_path: Path
 ) -> None:
@@ -222,7 +244,7 @@ async def test_call_tool_asks_for_approval_as_a_direct_call_does(
     assert cleared.content[0].text == "1 notes deleted"  # type: ignore[union-attr]
     assert len(asked) == 1 and "demo.clear_notes" in asked[0]
     [approval] = await deployment.keeper.store.list_approvals()
-    assert (approval.status, approval.decided_by) == (ApprovalStatus.APPROVED, "carol")
+    assert (approval.status, approval.decided_by) == (ApprovalStatus.APPROVED, "elicitation:carol")
 
 
 async def test_call_tool_names_the_approval_in_meta_when_the_client_cannot_be_asked(

@@ -76,8 +76,9 @@ class GatewayPrincipal:
     """The bearer token that authenticates it over HTTP (left out of its repr)."""
     exposure: Exposure
     """How it sees tools."""
-    approve_by_elicitation: bool = True
-    """Whether its client's user may approve its calls through elicitation."""
+    approve_by_elicitation: bool = False
+    """Whether its client may answer the approval of its calls through elicitation (the
+    decision is recorded as the client's: `elicitation:<principal id>`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -420,15 +421,16 @@ class Gateway:
             return pending
         if not isinstance(answer, mcp_types.ElicitResult) or answer.action == "cancel":
             return pending
-        who = call.principal.id if call.principal is not None else "unknown"
+        # The answer is the client's: whether a person gave it, the gateway cannot know.
+        who = f"elicitation:{call.principal.id if call.principal is not None else 'unknown'}"
         try:
             if answer.action == "accept" and (answer.content or {}).get("approve") is True:
                 await self.keeper.approvals.approve(
-                    approval_id, by=who, note="approved via MCP elicitation"
+                    approval_id, by=who, note="approved by the client's MCP elicitation answer"
                 )
             else:
                 await self.keeper.approvals.deny(
-                    approval_id, by=who, reason="declined via MCP elicitation"
+                    approval_id, by=who, reason="declined by the client's MCP elicitation answer"
                 )
         except ValueError:
             # Decided while the user was asked (a person at `toolkeeper approvals`, another
