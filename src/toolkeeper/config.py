@@ -204,7 +204,13 @@ class UpstreamConfig(_Model):
     include: list[str] | None = None
     permissions: list[str] | None = None
     """Permissions every tool of this upstream needs (default `NAME:TOOL`)."""
+    trust_hints: bool = False
+    """Whether this server's annotations (`readOnlyHint`, `destructiveHint`,
+    `idempotentHint`) say what its tools do where `tools` does not. Off by default: a server
+    we do not control could claim a delete is read-only, so each of its tools is taken as
+    destructive (every call needs approval, no failed attempt is retried)."""
     tools: dict[str, ToolOverrideConfig] = {}
+    """Trusted facts about single tools, by their upstream name (these win over any hint)."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamConfig:

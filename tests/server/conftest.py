@@ -30,7 +30,7 @@ TOKENS = {
 }
 
 
-def config_text(tmp_path: Path, *, stdio_principal: str = "alice") -> str:
+def config_text(tmp_path: Path, *, stdio_principal: str = "alice", trust_hints: bool = True) -> str:
     return f"""
 [server]
 ledger = "sqlite:///{tmp_path}/ledger.db"
@@ -43,6 +43,7 @@ file = "{ROOT / "examples" / "demo_tools.py"}"
 command = "{sys.executable}"
 args = ["{UPSTREAM}"]
 timeout = 10
+trust_hints = {str(trust_hints).lower()}
 
 [principals.alice]
 token = "{TOKENS["alice"]}"
@@ -85,8 +86,9 @@ async def deployment(tmp_path: Path) -> AsyncIterator[Deployment]:
         yield running
 
 
-@pytest.fixture
-async def gateway_url(deployment: Deployment) -> AsyncIterator[str]:
+@asynccontextmanager
+async def serving(deployment: Deployment) -> AsyncIterator[str]:
+    """The URL of `deployment`'s gateway, served over streamable HTTP on a free port."""
     ready = anyio.Event()
     ports: list[int] = []
 
@@ -102,18 +104,26 @@ async def gateway_url(deployment: Deployment) -> AsyncIterator[str]:
         tg.cancel_scope.cancel()
 
 
+@asynccontextmanager
+async def connected(url: str, token: str | None, **options: object) -> AsyncIterator[Client]:
+    """The official MCP client, connected to `url` with `token`."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0)) as http,
+        Client(streamable_http_client(url, http_client=http), **options) as client,  # type: ignore[arg-type]
+    ):
+        yield client
+
+
+@pytest.fixture
+async def gateway_url(deployment: Deployment) -> AsyncIterator[str]:
+    async with serving(deployment) as url:
+        yield url
+
+
 ClientFactory = Callable[..., AbstractAsyncContextManager[Client]]
 
 
 @pytest.fixture
 def http_client(gateway_url: str) -> ClientFactory:
-    @asynccontextmanager
-    async def connect(token: str | None, **options: object) -> AsyncIterator[Client]:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0)) as http,
-            Client(streamable_http_client(gateway_url, http_client=http), **options) as client,  # type: ignore[arg-type]
-        ):
-            yield client
-
-    return connect
+    return partial(connected, gateway_url)

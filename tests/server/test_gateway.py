@@ -15,14 +15,14 @@ from pydantic import Field
 
 from toolkeeper import Keeper
 from toolkeeper.config import parse_config
-from toolkeeper.core import CallStatus, Principal
+from toolkeeper.core import CallStatus, Effect, Principal
 from toolkeeper.ledger.base import ApprovalStatus
 from toolkeeper.ledger.sqlite import SQLiteStore
 from toolkeeper.policy.approvals import Approvals
 from toolkeeper.server import Deployment, build
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 
-from .conftest import TOKENS, UPSTREAM, ClientFactory, config_text
+from .conftest import TOKENS, UPSTREAM, ClientFactory, config_text, connected, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -196,6 +196,26 @@ async def test_upstream_killed_mid_call_gives_a_clean_error_and_unknown_outcome(
     assert marker.read_text() == "started\n"
     [record] = await deployment.keeper.store.list_calls()
     assert (record.tool, record.status) == ("t.die_midway", CallStatus.UNKNOWN_OUTCOME)
+
+
+async def test_an_upstreams_hints_waive_no_approval_unless_the_operator_trusts_them(
+    tmp_path: Path,
+) -> None:
+    """`readOnlyHint: true` from a server we do not control ran its tool with no approval and
+    let a failed attempt run again; only `trust_hints` or a tool's own table says so."""
+    text = config_text(tmp_path, trust_hints=False)
+    text += '\n[upstreams.t.tools.picture]\neffect = "read_only"\n'
+    config = parse_config(text, file="test.toml", base_dir=str(tmp_path))
+    async with (
+        build(config) as running,
+        serving(running) as url,
+        connected(url, TOKENS["alice"]) as alice,
+    ):
+        echo = await alice.call_tool("t.echo", {"text": "hi"})  # hinted read-only
+        picture = await alice.call_tool("t.picture", {})  # stated read-only in the file
+    assert code_of(echo) == "APPROVAL_REQUIRED"
+    assert not picture.is_error
+    assert running.keeper.catalog.get("t.echo").spec.effect is Effect.DESTRUCTIVE  # type: ignore[union-attr]
 
 
 async def test_progressive_principal_sees_meta_tools_and_calls_through_them(

@@ -265,6 +265,7 @@ stdio_principal = "alice"
 command = "{sys.executable}"
 args = ["{raw}"]
 protocol = "legacy"
+trust_hints = true
 
 [principals.alice]
 token = "alice-token-0123456789"

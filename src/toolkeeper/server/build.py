@@ -157,6 +157,7 @@ def upstream_params(name: str, cfg: UpstreamConfig, base_dir: str) -> UpstreamPa
         connect_timeout=cfg.connect_timeout,
         protocol=cfg.protocol,
         tools=overrides,
+        trust_hints=cfg.trust_hints,
         include=tuple(cfg.include) if cfg.include is not None else None,
         default_permissions=tuple(cfg.permissions) if cfg.permissions is not None else None,
     )
