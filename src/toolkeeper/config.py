@@ -271,6 +271,11 @@ class PrincipalConfig(_Model):
     through MCP elicitation (recorded as decided by `elicitation:ID`). Off by default: a
     client that accepts every elicitation would approve with no person involved; then only
     `toolkeeper approvals approve ID` approves."""
+    client_task_ids: bool = False
+    """Whether its client may name the task of a call (`dev.toolkeeper/task-id` in `_meta`;
+    each principal's tasks are its own). Off by default: its calls share one task, and its
+    budgets per task, and a call naming a task is refused `PERMISSION_DENIED` (a client could
+    otherwise escape `max_calls_per_task` with a fresh task per call)."""
     attributes: dict[str, Any] = {}
 
 

@@ -543,7 +543,10 @@ async def test_a_task_id_no_ledger_can_key_is_refused_as_an_invalid_call_id(
     keeper = Keeper(ledger=f"sqlite:///{tmp_path}/ledger.db")
     keeper.add_function(lambda: "read", name="look", effect="read_only")
     who = GatewayPrincipal(
-        principal=Principal(id="a", grants=frozenset({"*"})), token=None, exposure="direct"
+        principal=Principal(id="a", grants=frozenset({"*"})),
+        token=None,
+        exposure="direct",
+        client_task_ids=True,
     )
     gateway = Gateway(keeper, [who])
     params = mcp_types.CallToolRequestParams(
@@ -555,6 +558,43 @@ async def test_a_task_id_no_ledger_can_key_is_refused_as_an_invalid_call_id(
         assert await keeper.store.list_calls() == []
     assert isinstance(refused, mcp_types.CallToolResult) and refused.is_error
     assert code_of(refused) == "INVALID_CALL_ID"
+
+
+async def test_a_client_cannot_escape_its_task_budget_by_naming_a_task_per_call(
+    tmp_path: Path,
+) -> None:
+    """The task came from the client's `_meta`: a fresh task id per call ran 8 of 8 calls
+    with a budget of 3. A principal names its tasks only when the operator lets it."""
+    text = config_text(tmp_path) + "\n[budgets]\nmax_calls_per_task = 3\n"
+    text = text.replace(
+        "approve_by_elicitation = false\n",
+        "approve_by_elicitation = false\nclient_task_ids = true\n",
+    )
+    config = parse_config(text, file="test.toml", base_dir=str(tmp_path))
+
+    def task(name: str) -> Any:
+        return {"dev.toolkeeper/task-id": name}
+
+    async with (
+        build(config) as running,
+        serving(running) as url,
+        connected(url, TOKENS["bob"]) as bob,
+        connected(url, TOKENS["erin"]) as erin,
+    ):
+        named = [
+            await bob.call_tool("demo.list_notes", {}, meta=task(f"run-{i}")) for i in range(8)
+        ]
+        unknown = await bob.call_tool("no.such_tool", {}, meta=task("run-x"))
+        plain = [await bob.call_tool("demo.list_notes", {}) for _ in range(4)]
+        allowed = [await erin.call_tool("demo.list_notes", {}, meta=task("a")) for _ in range(4)]
+        other = await erin.call_tool("demo.list_notes", {}, meta=task("b"))
+        records = await running.keeper.store.list_calls()
+    assert [code_of(r) for r in named] == ["PERMISSION_DENIED"] * 8
+    assert code_of(unknown) == "PERMISSION_DENIED"  # (before the tool is looked up: no leak)
+    assert [code_of(r) for r in plain] == [None, None, None, "BUDGET_EXCEEDED"]
+    assert [code_of(r) for r in allowed] == [None, None, None, "BUDGET_EXCEEDED"]
+    assert code_of(other) is None
+    assert sorted({r.task_id for r in records}) == ["mcp:bob", "mcp:erin:a", "mcp:erin:b"]
 
 
 async def test_an_approval_answer_sent_unasked_is_not_taken_and_the_user_is_asked(

@@ -221,6 +221,7 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
             token=p.token,
             exposure=p.exposure or config.server.exposure,
             approve_by_elicitation=p.approve_by_elicitation,
+            client_task_ids=p.client_task_ids,
         )
         for pid, p in config.principals.items()
     ]

@@ -32,7 +32,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ..catalog.registry import CatalogEvent, Tool
-from ..core.errors import ErrorCode
+from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects.base import RESULT_CHARS, check_result_limit, shown_result
@@ -43,7 +43,7 @@ from ..ledger.base import ApprovalRecord
 from ..policy.grants import may_use
 from ..retrieval.meta import CALL_TOOL
 from ..retrieval.selector import Connected
-from .call_ids import CallIds
+from .call_ids import TASK_META_KEY, CallIds
 from .progressive import MetaTools
 
 __all__ = ["APPROVAL_INPUT_KEY", "ClientView", "Exposure", "Gateway", "GatewayPrincipal"]
@@ -79,6 +79,9 @@ class GatewayPrincipal:
     approve_by_elicitation: bool = False
     """Whether its client may answer the approval of its calls through elicitation (the
     decision is recorded as the client's: `elicitation:<principal id>`)."""
+    client_task_ids: bool = False
+    """Whether its client may name a call's task (`dev.toolkeeper/task-id`); otherwise such a
+    call is refused and every call of it is in its one task, `mcp:<principal id>`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -245,6 +248,10 @@ class Gateway:
         Raises:
             MCPError: INVALID_PARAMS for a tool that does not exist for `who`.
         """
+        if not who.client_task_ids and TASK_META_KEY in (params.meta or {}):
+            # Refused, not ignored: a client that names its tasks expects its own budgets and
+            # its own call ids per task, and would silently get neither.
+            return self._wire(_task_refused(params.name), None)
         if who.exposure == "progressive":
             if not self._meta_tools.is_meta(params.name):
                 raise MCPError(mcp_types.INVALID_PARAMS, f"Unknown tool: {params.name}")
@@ -481,6 +488,16 @@ def _needs_approval(result: ToolResult) -> bool:
         and result.error.code is ErrorCode.APPROVAL_REQUIRED
         and result.approval_id is not None
     )
+
+
+def _task_refused(name: str) -> ToolResult:
+    """The refusal of a call whose client named its task unallowed (no call was proposed)."""
+    message = (
+        f"this client may not name its task ({TASK_META_KEY} in _meta): its principal's calls "
+        "share one task and its budgets; the operator allows it with client_task_ids = true"
+    )
+    error = ToolError.of(ErrorCode.PERMISSION_DENIED, message)
+    return ToolResult(call_id="", tool=name, status=CallStatus.REJECTED, error=error)
 
 
 def _approval_message(request: ApprovalRecord) -> str:
