@@ -148,6 +148,15 @@ class ServerSettings(_Model):
     tokens); a longer one is cut with a note saying so, and the ledger keeps it whole. A tool
     that declares an output schema still sends its whole `structuredContent` (MCP requires
     it). 0 sends every result whole."""
+    max_sessions_per_principal: int = Field(default=100, ge=1)
+    """The most MCP sessions (handshake-era clients) one principal may hold open at once; one
+    more is refused (HTTP 429) while every other principal still connects."""
+    session_idle_timeout: float = Field(default=300.0, gt=0)
+    """Seconds a session may go without a request (an open event stream counts as one)
+    before it is ended; its client then opens a new one."""
+    request_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a client has to send one HTTP request whole (headers and body) from its first
+    byte, and a new connection to begin one; else its connection is closed."""
     tool_threads: int = Field(default=DEFAULT_TOOL_THREADS, ge=1)
     """How many sync local tool functions may run at once, each in a worker thread of the
     keeper's own (`Keeper(tool_threads=...)`). A call that finds none free by its timeout fails

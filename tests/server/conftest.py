@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -87,8 +88,9 @@ async def deployment(tmp_path: Path) -> AsyncIterator[Deployment]:
 
 
 @asynccontextmanager
-async def serving(deployment: Deployment) -> AsyncIterator[str]:
-    """The URL of `deployment`'s gateway, served over streamable HTTP on a free port."""
+async def serving(deployment: Deployment, **options: Any) -> AsyncIterator[str]:
+    """The URL of `deployment`'s gateway, served over streamable HTTP on a free port
+    (`options`: more arguments of `serve_http`)."""
     ready = anyio.Event()
     ports: list[int] = []
 
@@ -97,7 +99,7 @@ async def serving(deployment: Deployment) -> AsyncIterator[str]:
         ready.set()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(partial(serve_http, deployment.gateway, port=0, started=started))
+        tg.start_soon(partial(serve_http, deployment.gateway, port=0, started=started, **options))
         with anyio.fail_after(10):
             await ready.wait()
         yield f"http://127.0.0.1:{ports[0]}/mcp"
