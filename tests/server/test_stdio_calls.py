@@ -92,6 +92,23 @@ async def test_a_stdio_client_cannot_approve_its_own_call_by_default(
     assert record.status is CallStatus.AWAITING_APPROVAL
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_stdio_client_naming_its_task_unallowed_is_refused(
+    tmp_path: Path, mode: Literal["auto", "legacy"]
+) -> None:
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text(config_text(tmp_path, stdio_principal="bob"))
+    with anyio.fail_after(60):
+        async with Client(stdio_server(config), mode=mode) as bob:
+            named = await bob.call_tool(
+                "demo.list_notes", {}, meta={"dev.toolkeeper/task-id": "mine"}
+            )
+            plain = await bob.call_tool("demo.list_notes", {})
+    assert code_of(named) == "PERMISSION_DENIED"
+    assert code_of(plain) is None
+    assert [r.task_id for r in await calls_in(tmp_path)] == ["mcp:bob"]
+
+
 async def test_concurrent_calls_each_get_their_answer(config_file: Path, tmp_path: Path) -> None:
     # Many calls in flight at once, through the gateway's own path and the upstream lane:
     # every answer must reach the request it belongs to.
