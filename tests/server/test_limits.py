@@ -55,7 +55,9 @@ async def test_a_principal_at_its_session_cap_is_refused_and_the_others_still_co
     assert not listed.is_error and not again.is_error
 
 
-async def test_concurrent_and_failed_openings_keep_the_count_exact(deployment: Deployment) -> None:
+async def test_concurrent_and_failed_openings_keep_the_count_exact(
+    deployment: Deployment, caplog: pytest.LogCaptureFixture
+) -> None:
     statuses: list[int] = []
     async with serving(deployment, max_sessions_per_principal=3) as url:
         async with httpx2.AsyncClient(timeout=30) as http:
@@ -77,6 +79,8 @@ async def test_concurrent_and_failed_openings_keep_the_count_exact(deployment: D
             for _ in range(12):
                 tg.start_soon(one)
     assert sorted(statuses) == [200] * 3 + [429] * 9
+    # a flood of refusals is one line in the log, not one each
+    assert [r.name for r in caplog.records].count("toolkeeper.server.limits") == 1
 
 
 async def test_an_idle_session_ends_and_gives_its_place_back(deployment: Deployment) -> None:

@@ -53,6 +53,7 @@ class PrincipalSessions(StreamableHTTPSessionManager):
         super().__init__(app, **options)
         self.per_principal = per_principal
         self._open: Counter[str] = Counter()
+        self._warned: set[str] = set()  # at the cap, and logged once for it
 
     def open_sessions(self, principal_id: str) -> int:
         """How many sessions `principal_id` holds open."""
@@ -78,20 +79,25 @@ class PrincipalSessions(StreamableHTTPSessionManager):
         # session finds its owner here, however many times it is discarded.
         owner = self._session_owners.get(session_id)
         if owner is not None:
-            self._open[owner["client_id"]] -= 1
-            if self._open[owner["client_id"]] <= 0:
-                del self._open[owner["client_id"]]
+            principal = owner["client_id"]
+            self._open[principal] -= 1
+            self._warned.discard(principal)
+            if self._open[principal] <= 0:
+                del self._open[principal]
         await super()._discard_session(session_id, transport)
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super()._handle_stateful_request(scope, receive, send)
         except _AtCap as at_cap:
-            logger.warning(
-                "principal %r holds %d sessions, its cap: a new one is refused",
-                at_cap.args[0],
-                self.per_principal,
-            )
+            principal = at_cap.args[0]
+            if principal not in self._warned:  # (once each time it reaches it, not per refusal)
+                self._warned.add(principal)
+                logger.warning(
+                    "principal %r holds %d sessions, its cap: new ones are refused (429)",
+                    principal,
+                    self.per_principal,
+                )
             message = (
                 f"Too many open sessions for this principal (at most {self.per_principal}): "
                 "end one (HTTP DELETE with its Mcp-Session-Id) or let one expire"
