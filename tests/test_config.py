@@ -436,3 +436,22 @@ def test_a_grant_with_a_wildcard_grants_cannot_match_is_refused_with_its_line() 
     with pytest.raises(ConfigError) as error:
         parse_config(text, file="gw.toml")
     assert (error.value.line, error.value.key) == (3, "principals.alice.grants.1")
+
+
+def test_a_principals_client_answers_no_approval_unless_the_operator_lets_it() -> None:
+    config = parse_config(
+        '[principals.a]\ntoken = "t-a"\n[principals.b]\ntoken = "t-b"\n'
+        "approve_by_elicitation = true\n",
+        file="gw.toml",
+    )
+    assert not config.principals["a"].approve_by_elicitation
+    assert config.principals["b"].approve_by_elicitation
+
+
+def test_a_principals_client_names_no_task_unless_the_operator_lets_it() -> None:
+    config = parse_config(
+        '[principals.a]\ntoken = "t-a"\n[principals.b]\ntoken = "t-b"\nclient_task_ids = true\n',
+        file="gw.toml",
+    )
+    assert not config.principals["a"].client_task_ids
+    assert config.principals["b"].client_task_ids

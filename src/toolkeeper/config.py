@@ -148,6 +148,15 @@ class ServerSettings(_Model):
     tokens); a longer one is cut with a note saying so, and the ledger keeps it whole. A tool
     that declares an output schema still sends its whole `structuredContent` (MCP requires
     it). 0 sends every result whole."""
+    max_sessions_per_principal: int = Field(default=100, ge=1)
+    """The most MCP sessions (handshake-era clients) one principal may hold open at once; one
+    more is refused (HTTP 429) while every other principal still connects."""
+    session_idle_timeout: float = Field(default=300.0, gt=0)
+    """Seconds a session may go without a request (an open event stream counts as one)
+    before it is ended; its client then opens a new one."""
+    request_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a client has to send one HTTP request whole (headers and body) from its first
+    byte, and a new connection to begin one; else its connection is closed."""
     tool_threads: int = Field(default=DEFAULT_TOOL_THREADS, ge=1)
     """How many sync local tool functions may run at once, each in a worker thread of the
     keeper's own (`Keeper(tool_threads=...)`). A call that finds none free by its timeout fails
@@ -204,7 +213,13 @@ class UpstreamConfig(_Model):
     include: list[str] | None = None
     permissions: list[str] | None = None
     """Permissions every tool of this upstream needs (default `NAME:TOOL`)."""
+    trust_hints: bool = False
+    """Whether this server's annotations (`readOnlyHint`, `destructiveHint`,
+    `idempotentHint`) say what its tools do where `tools` does not. Off by default: a server
+    we do not control could claim a delete is read-only, so each of its tools is taken as
+    destructive (every call needs approval, no failed attempt is retried)."""
     tools: dict[str, ToolOverrideConfig] = {}
+    """Trusted facts about single tools, by their upstream name (these win over any hint)."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamConfig:
@@ -261,9 +276,16 @@ class PrincipalConfig(_Model):
     """Permission patterns: `*`, `namespace:*` or one permission (see `grant_pattern`)."""
     exposure: Exposure | None = None
     """Overrides `[server] exposure` for this principal."""
-    approve_by_elicitation: bool = True
-    """Whether the user of this principal's client may approve its calls when asked through
-    MCP elicitation (otherwise only `toolkeeper approvals approve ID`)."""
+    approve_by_elicitation: bool = False
+    """Whether this principal's client may answer the approval of its own calls when asked
+    through MCP elicitation (recorded as decided by `elicitation:ID`). Off by default: a
+    client that accepts every elicitation would approve with no person involved; then only
+    `toolkeeper approvals approve ID` approves."""
+    client_task_ids: bool = False
+    """Whether its client may name the task of a call (`dev.toolkeeper/task-id` in `_meta`;
+    each principal's tasks are its own). Off by default: its calls share one task, and its
+    budgets per task, and a call naming a task is refused `PERMISSION_DENIED` (a client could
+    otherwise escape `max_calls_per_task` with a fresh task per call)."""
     attributes: dict[str, Any] = {}
 
 

@@ -146,6 +146,30 @@ async def test_serve_takes_the_host_names_the_configuration_allows_and_no_others
 
 
 @pytest.mark.anyio
+async def test_serve_caps_sessions_per_principal_and_cuts_off_a_silent_connection(
+    tmp_path: Path,
+) -> None:
+    limits = "max_sessions_per_principal = 1\nrequest_timeout = 0.3\n"
+    async with _serving(tmp_path, limits) as (_, lines):
+        url = next(line for line in lines if line.startswith("toolkeeper gateway on "))
+        url = url.split()[-1]
+        headers = {
+            "Authorization": "Bearer demo-token-for-tests",
+            "Accept": "application/json, text/event-stream",
+        }
+        async with httpx2.AsyncClient(timeout=30) as http:
+            first, second = [
+                await http.post(url, json=MCP_INITIALIZE, headers=headers) for _ in range(2)
+            ]
+        port = int(url.split(":")[2].split("/")[0])
+        with anyio.fail_after(10):
+            async with await anyio.connect_tcp("127.0.0.1", port) as silent:
+                with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+                    await silent.receive()  # closed by the gateway, having sent nothing
+    assert (first.status_code, second.status_code) == (200, 429)
+
+
+@pytest.mark.anyio
 async def test_ctrl_c_stops_the_gateway_cleanly_with_every_call_recorded(tmp_path: Path) -> None:
     async with _serving(tmp_path) as (process, lines):
         argv = _probe(lines)

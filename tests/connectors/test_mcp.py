@@ -52,7 +52,7 @@ def spec_of(catalog: Catalog, name: str) -> ToolSpec:
 @pytest.fixture
 async def test_upstream() -> AsyncIterator[tuple[McpUpstream, Catalog]]:
     catalog = Catalog()
-    params = UpstreamParams(name="t", command=sys.executable, args=(UPSTREAM,))
+    params = UpstreamParams(trust_hints=True, name="t", command=sys.executable, args=(UPSTREAM,))
     async with McpUpstream(params, catalog) as upstream:
         assert upstream.connected
         yield upstream, catalog
@@ -60,7 +60,9 @@ async def test_upstream() -> AsyncIterator[tuple[McpUpstream, Catalog]]:
 
 async def test_time_server_tools_are_namespaced_with_read_only_hints() -> None:
     catalog = Catalog()
-    params = UpstreamParams(name="time", command=sys.executable, args=("-m", "mcp_server_time"))
+    params = UpstreamParams(
+        trust_hints=True, name="time", command=sys.executable, args=("-m", "mcp_server_time")
+    )
     async with McpUpstream(params, catalog) as upstream:
         spec = spec_of(catalog, "time.get_current_time")
         assert spec.source == "time"
@@ -73,7 +75,9 @@ async def test_time_server_tools_are_namespaced_with_read_only_hints() -> None:
 
 async def test_tool_error_result_raises_tool_failed() -> None:
     catalog = Catalog()
-    params = UpstreamParams(name="time", command=sys.executable, args=("-m", "mcp_server_time"))
+    params = UpstreamParams(
+        trust_hints=True, name="time", command=sys.executable, args=("-m", "mcp_server_time")
+    )
     async with McpUpstream(params, catalog) as upstream:
         spec = spec_of(catalog, "time.get_current_time")
         with pytest.raises(ToolFailed):
@@ -95,6 +99,7 @@ async def test_git_commit_is_a_write_whose_effect_is_read_back(git_repo: Path) -
     repo = git_repo
     catalog = Catalog()
     params = UpstreamParams(
+        trust_hints=True,
         name="git",
         command=sys.executable,
         args=("-m", "mcp_server_git", "--repository", str(repo)),
@@ -122,7 +127,7 @@ def test_configuration_overrides_the_servers_hints() -> None:
         input_schema={"type": "object"},
         annotations=mcp_types.ToolAnnotations(read_only_hint=True),
     )
-    hinted = spec_from_mcp(tool, UpstreamParams(name="x", command="x"))
+    hinted = spec_from_mcp(tool, UpstreamParams(name="x", command="x", trust_hints=True))
     assert hinted.effect is Effect.READ_ONLY
     override = ToolOverride(effect=Effect.DESTRUCTIVE, idempotent=False, permissions=("x:admin",))
     trusted = spec_from_mcp(tool, UpstreamParams(name="x", command="x", tools={"wipe": override}))
@@ -130,6 +135,33 @@ def test_configuration_overrides_the_servers_hints() -> None:
         Effect.DESTRUCTIVE,
         False,
         ("x:admin",),
+    )
+
+
+def test_an_untrusted_servers_hints_never_relax_policy() -> None:
+    """`readOnlyHint: true` from any server waived approval and allowed retries: a server
+    we do not control could call a delete read-only."""
+    import mcp_types
+
+    tool = mcp_types.Tool(
+        name="wipe",
+        input_schema={"type": "object"},
+        annotations=mcp_types.ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=True
+        ),
+    )
+    untrusted = spec_from_mcp(tool, UpstreamParams(name="x", command="x"))
+    assert (untrusted.effect, untrusted.idempotent) == (Effect.DESTRUCTIVE, False)
+    assert not untrusted.retry_safe
+    trusted = spec_from_mcp(tool, UpstreamParams(name="x", command="x", trust_hints=True))
+    assert (trusted.effect, trusted.idempotent) == (Effect.READ_ONLY, True)
+    stated = UpstreamParams(
+        name="x", command="x", tools={"wipe": ToolOverride(effect=Effect.WRITE)}
+    )
+    # the operator's fact needs no trust in the server; what it leaves unsaid stays strict
+    assert (spec_from_mcp(tool, stated).effect, spec_from_mcp(tool, stated).idempotent) == (
+        Effect.WRITE,
+        False,
     )
 
 
@@ -155,7 +187,9 @@ async def test_stdio_calls_go_on_the_connectors_own_lane_in_both_protocol_eras(
 ) -> None:
     # The lane's requests carry string ids of its own; the SDK session numbers its requests.
     catalog = Catalog()
-    params = UpstreamParams(name="t", command=sys.executable, args=(UPSTREAM,), protocol=mode)
+    params = UpstreamParams(
+        trust_hints=True, name="t", command=sys.executable, args=(UPSTREAM,), protocol=mode
+    )
     async with McpUpstream(params, catalog) as upstream:
         spec = spec_of(catalog, "t.echo")
         first = await upstream.invoke(spec, {"text": "one"}, ctx(spec, key="k1"))
@@ -247,6 +281,7 @@ async def test_unreachable_upstream_has_no_tools_and_refuses_calls() -> None:
 async def test_every_page_of_the_tool_list_is_read() -> None:
     catalog = Catalog()
     params = UpstreamParams(
+        trust_hints=True,
         name="t",
         command=sys.executable,
         args=(UPSTREAM,),
@@ -272,7 +307,12 @@ async def test_a_result_the_sdk_cannot_parse_still_ends_the_call_once(tmp_path: 
     keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
     raw = str(Path(__file__).with_name("raw_upstream.py"))
     params = UpstreamParams(
-        name="raw", command=sys.executable, args=(raw,), protocol="legacy", timeout=10.0
+        trust_hints=True,
+        name="raw",
+        command=sys.executable,
+        args=(raw,),
+        protocol="legacy",
+        timeout=10.0,
     )
     agent = Principal(id="agent", grants=frozenset({"raw:*"}))
     call = ToolCall(
@@ -304,7 +344,9 @@ async def test_a_servers_own_error_is_a_tool_error_not_a_lost_connection(
 ) -> None:
     keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
     raw = str(Path(__file__).with_name("raw_upstream.py"))
-    params = UpstreamParams(name="raw", command=sys.executable, args=(raw,), protocol="legacy")
+    params = UpstreamParams(
+        trust_hints=True, name="raw", command=sys.executable, args=(raw,), protocol="legacy"
+    )
     agent = Principal(id="agent", grants=frozenset({"raw:*"}))
     call = ToolCall(call_id="c1", name=f"raw.{tool}", arguments={"path": "x"}, principal=agent)
     with anyio.fail_after(30):
@@ -327,7 +369,9 @@ async def test_a_write_answered_with_a_malformed_result_is_recorded_as_done_neve
     # The write ran; FAILED would invite the same write again under a new call id.
     effects = tmp_path / "effects.txt"
     keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
-    params = UpstreamParams(name="raw", command=sys.executable, args=(RAW,), protocol="legacy")
+    params = UpstreamParams(
+        trust_hints=True, name="raw", command=sys.executable, args=(RAW,), protocol="legacy"
+    )
     call = ToolCall(
         call_id="c1", name="raw.garbled", arguments={"path": str(effects)}, principal=RAW_AGENT
     )
@@ -350,7 +394,12 @@ async def test_an_answer_longer_than_a_line_may_be_ends_the_call_at_once_as_done
     effects = tmp_path / "effects.txt"
     keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
     params = UpstreamParams(
-        name="raw", command=sys.executable, args=(RAW,), protocol="legacy", timeout=120
+        trust_hints=True,
+        name="raw",
+        command=sys.executable,
+        args=(RAW,),
+        protocol="legacy",
+        timeout=120,
     )
     call = ToolCall(call_id="c1", name=tool, arguments={"path": str(effects)}, principal=RAW_AGENT)
     echo = ToolCall(call_id="c2", name="raw.odd name", arguments={}, principal=RAW_AGENT)
@@ -369,7 +418,9 @@ async def test_a_failed_refresh_of_the_tool_list_keeps_the_connection_and_its_to
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     catalog = Catalog()
-    params = UpstreamParams(name="raw", command=sys.executable, args=(RAW,), protocol="legacy")
+    params = UpstreamParams(
+        trust_hints=True, name="raw", command=sys.executable, args=(RAW,), protocol="legacy"
+    )
     added = anyio.Event()
     catalog.subscribe(
         lambda e: added.set() if e.kind is ChangeKind.ADDED and e.tool.name == "raw.late" else None
@@ -394,7 +445,7 @@ async def test_an_upstream_never_replaces_another_sources_tool(
     async def local_echo(text: str) -> str:
         return f"local {text}"
 
-    params = UpstreamParams(name="t", command=sys.executable, args=(UPSTREAM,))
+    params = UpstreamParams(trust_hints=True, name="t", command=sys.executable, args=(UPSTREAM,))
     async with McpUpstream(params, keeper.catalog) as upstream:
         tool = keeper.catalog.get("t.echo")
         names = upstream.tool_names
@@ -409,6 +460,7 @@ async def test_a_misspelled_tool_name_in_the_configuration_is_said_once(
     """`include = ["get_current_tme"]` started a gateway with no tools and no word why."""
     catalog = Catalog()
     params = UpstreamParams(
+        trust_hints=True,
         name="time",
         command=sys.executable,
         args=("-m", "mcp_server_time"),
@@ -424,7 +476,7 @@ async def test_a_misspelled_tool_name_in_the_configuration_is_said_once(
 
 async def test_a_call_on_an_upstream_closed_on_purpose_fails_without_waiting_for_it() -> None:
     catalog = Catalog()
-    params = UpstreamParams(name="t", command=sys.executable, args=(UPSTREAM,))
+    params = UpstreamParams(trust_hints=True, name="t", command=sys.executable, args=(UPSTREAM,))
     upstream = McpUpstream(params, catalog)
     await upstream.start()
     await upstream.wait_attempted()

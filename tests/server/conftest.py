@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -26,10 +27,11 @@ TOKENS = {
     "bob": "bob-token-2",
     "carol": "carol-token-3",
     "erin": "erin-token-4",
+    "dave": "dave-token-5",
 }
 
 
-def config_text(tmp_path: Path, *, stdio_principal: str = "alice") -> str:
+def config_text(tmp_path: Path, *, stdio_principal: str = "alice", trust_hints: bool = True) -> str:
     return f"""
 [server]
 ledger = "sqlite:///{tmp_path}/ledger.db"
@@ -42,10 +44,12 @@ file = "{ROOT / "examples" / "demo_tools.py"}"
 command = "{sys.executable}"
 args = ["{UPSTREAM}"]
 timeout = 10
+trust_hints = {str(trust_hints).lower()}
 
 [principals.alice]
 token = "{TOKENS["alice"]}"
 grants = ["notes:*", "t:*"]
+approve_by_elicitation = true
 
 [principals.bob]
 token = "{TOKENS["bob"]}"
@@ -55,11 +59,16 @@ grants = ["notes:read"]
 token = "{TOKENS["carol"]}"
 grants = ["notes:*"]
 exposure = "progressive"
+approve_by_elicitation = true
 
 [principals.erin]
 token = "{TOKENS["erin"]}"
 grants = ["notes:*"]
 approve_by_elicitation = false
+
+[principals.dave]
+token = "{TOKENS["dave"]}"
+grants = ["notes:*"]
 """
 
 
@@ -78,8 +87,10 @@ async def deployment(tmp_path: Path) -> AsyncIterator[Deployment]:
         yield running
 
 
-@pytest.fixture
-async def gateway_url(deployment: Deployment) -> AsyncIterator[str]:
+@asynccontextmanager
+async def serving(deployment: Deployment, **options: Any) -> AsyncIterator[str]:
+    """The URL of `deployment`'s gateway, served over streamable HTTP on a free port
+    (`options`: more arguments of `serve_http`)."""
     ready = anyio.Event()
     ports: list[int] = []
 
@@ -88,11 +99,28 @@ async def gateway_url(deployment: Deployment) -> AsyncIterator[str]:
         ready.set()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(partial(serve_http, deployment.gateway, port=0, started=started))
+        tg.start_soon(partial(serve_http, deployment.gateway, port=0, started=started, **options))
         with anyio.fail_after(10):
             await ready.wait()
         yield f"http://127.0.0.1:{ports[0]}/mcp"
         tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def connected(url: str, token: str | None, **options: object) -> AsyncIterator[Client]:
+    """The official MCP client, connected to `url` with `token`."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0)) as http,
+        Client(streamable_http_client(url, http_client=http), **options) as client,  # type: ignore[arg-type]
+    ):
+        yield client
+
+
+@pytest.fixture
+async def gateway_url(deployment: Deployment) -> AsyncIterator[str]:
+    async with serving(deployment) as url:
+        yield url
 
 
 ClientFactory = Callable[..., AbstractAsyncContextManager[Client]]
@@ -100,13 +128,4 @@ ClientFactory = Callable[..., AbstractAsyncContextManager[Client]]
 
 @pytest.fixture
 def http_client(gateway_url: str) -> ClientFactory:
-    @asynccontextmanager
-    async def connect(token: str | None, **options: object) -> AsyncIterator[Client]:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0)) as http,
-            Client(streamable_http_client(gateway_url, http_client=http), **options) as client,  # type: ignore[arg-type]
-        ):
-            yield client
-
-    return connect
+    return partial(connected, gateway_url)

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 import pytest
 
-from toolkeeper import ErrorCode, ToolCall
+from toolkeeper import Effect, ErrorCode, ToolCall
+from toolkeeper.catalog.registry import Catalog
 from toolkeeper.config import load_config
+from toolkeeper.connectors.mcp import McpUpstream
 from toolkeeper.core.errors import ConfigurationError
 from toolkeeper.server import build
+from toolkeeper.server.build import upstream_params
 
 pytestmark = pytest.mark.anyio
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "toolkeeper.toml"
 
 TOOLS = '''
 from toolkeeper import Keeper
@@ -142,3 +148,20 @@ async def test_a_relative_path_is_refused_not_checked_against_one_folder_and_ope
         result = await deployment.keeper.execute(dataclasses.replace(call, principal=reader))
     assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
     assert "reader-token-secret" not in repr(result)
+
+
+async def test_the_examples_time_tools_are_read_only_though_their_hints_are_not_trusted(
+    tmp_path: Path,
+) -> None:
+    """`make run` serves mcp-server-time, whose hints are not trusted: the example states its
+    two tools read-only, so the demo's clock reads need no approval."""
+    config = load_config(EXAMPLE)
+    time = config.upstreams["time"].model_copy(update={"command": sys.executable})
+    catalog = Catalog()
+    async with McpUpstream(upstream_params("time", time, config.base_dir), catalog):
+        effects = {t.spec.name: t.spec.effect for t in catalog}
+    assert effects == {
+        "time.get_current_time": Effect.READ_ONLY,
+        "time.convert_time": Effect.READ_ONLY,
+    }
+    assert not config.upstreams["time"].trust_hints

@@ -15,14 +15,14 @@ from pydantic import Field, SecretStr
 
 from toolkeeper import Keeper
 from toolkeeper.config import parse_config
-from toolkeeper.core import CallStatus, Principal
+from toolkeeper.core import CallStatus, Effect, Principal
 from toolkeeper.ledger.base import ApprovalStatus
 from toolkeeper.ledger.sqlite import SQLiteStore
 from toolkeeper.policy.approvals import Approvals
 from toolkeeper.server import Deployment, build
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 
-from .conftest import TOKENS, UPSTREAM, ClientFactory, config_text
+from .conftest import TOKENS, UPSTREAM, ClientFactory, config_text, connected, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -99,7 +99,8 @@ async def test_elicitation_asks_the_user_and_an_accepted_call_runs(
     assert len(asked) == 1
     assert "demo.clear_notes" in asked[0]
     [approval] = await deployment.keeper.store.list_approvals()
-    assert (approval.status, approval.decided_by) == (ApprovalStatus.APPROVED, "alice")
+    assert (approval.status, approval.decided_by) == (ApprovalStatus.APPROVED, "elicitation:alice")
+    assert approval.note is not None and "elicitation" in approval.note
     [record] = await deployment.keeper.store.list_calls()
     assert (record.status, record.approval_id) == (CallStatus.SUCCEEDED, approval.id)
 
@@ -163,6 +164,27 @@ async def test_a_principal_barred_from_self_approval_is_not_asked(
     assert asked == []
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_by_default_a_client_cannot_approve_its_own_call_by_elicitation(
+    http_client: ClientFactory, deployment: Deployment, mode: str
+) -> None:
+    """A client that accepts every elicitation ran destructive tools with no person
+    involved: a principal's client answers approval questions only when the operator says so
+    (`approve_by_elicitation = true`)."""
+    asked: list[str] = []
+    async with http_client(
+        TOKENS["dave"], elicitation_callback=answering(True, asked), mode=mode
+    ) as dave:
+        await dave.call_tool("demo.add_note", {"text": "keep me"})
+        result = await dave.call_tool("demo.clear_notes", {})
+        listed = await dave.call_tool("demo.list_notes", {})
+    assert code_of(result) == "APPROVAL_REQUIRED"
+    assert asked == []
+    assert "keep me" in listed.content[0].text  # type: ignore[union-attr]
+    [approval] = await deployment.keeper.store.list_approvals()
+    assert approval.status is ApprovalStatus.PENDING
+
+
 async def test_upstream_killed_mid_call_gives_a_clean_error_and_unknown_outcome(
     http_client: ClientFactory, deployment: Deployment, tmp_path: Path
 ) -> None:
@@ -174,6 +196,26 @@ async def test_upstream_killed_mid_call_gives_a_clean_error_and_unknown_outcome(
     assert marker.read_text() == "started\n"
     [record] = await deployment.keeper.store.list_calls()
     assert (record.tool, record.status) == ("t.die_midway", CallStatus.UNKNOWN_OUTCOME)
+
+
+async def test_an_upstreams_hints_waive_no_approval_unless_the_operator_trusts_them(
+    tmp_path: Path,
+) -> None:
+    """`readOnlyHint: true` from a server we do not control ran its tool with no approval and
+    let a failed attempt run again; only `trust_hints` or a tool's own table says so."""
+    text = config_text(tmp_path, trust_hints=False)
+    text += '\n[upstreams.t.tools.picture]\neffect = "read_only"\n'
+    config = parse_config(text, file="test.toml", base_dir=str(tmp_path))
+    async with (
+        build(config) as running,
+        serving(running) as url,
+        connected(url, TOKENS["alice"]) as alice,
+    ):
+        echo = await alice.call_tool("t.echo", {"text": "hi"})  # hinted read-only
+        picture = await alice.call_tool("t.picture", {})  # stated read-only in the file
+    assert code_of(echo) == "APPROVAL_REQUIRED"
+    assert not picture.is_error
+    assert running.keeper.catalog.get("t.echo").spec.effect is Effect.DESTRUCTIVE  # type: ignore[union-attr]
 
 
 async def test_progressive_principal_sees_meta_tools_and_calls_through_them(
@@ -222,7 +264,7 @@ async def test_call_tool_asks_for_approval_as_a_direct_call_does(
     assert cleared.content[0].text == "1 notes deleted"  # type: ignore[union-attr]
     assert len(asked) == 1 and "demo.clear_notes" in asked[0]
     [approval] = await deployment.keeper.store.list_approvals()
-    assert (approval.status, approval.decided_by) == (ApprovalStatus.APPROVED, "carol")
+    assert (approval.status, approval.decided_by) == (ApprovalStatus.APPROVED, "elicitation:carol")
 
 
 async def test_call_tool_names_the_approval_in_meta_when_the_client_cannot_be_asked(
@@ -501,7 +543,10 @@ async def test_a_task_id_no_ledger_can_key_is_refused_as_an_invalid_call_id(
     keeper = Keeper(ledger=f"sqlite:///{tmp_path}/ledger.db")
     keeper.add_function(lambda: "read", name="look", effect="read_only")
     who = GatewayPrincipal(
-        principal=Principal(id="a", grants=frozenset({"*"})), token=None, exposure="direct"
+        principal=Principal(id="a", grants=frozenset({"*"})),
+        token=None,
+        exposure="direct",
+        client_task_ids=True,
     )
     gateway = Gateway(keeper, [who])
     params = mcp_types.CallToolRequestParams(
@@ -513,6 +558,43 @@ async def test_a_task_id_no_ledger_can_key_is_refused_as_an_invalid_call_id(
         assert await keeper.store.list_calls() == []
     assert isinstance(refused, mcp_types.CallToolResult) and refused.is_error
     assert code_of(refused) == "INVALID_CALL_ID"
+
+
+async def test_a_client_cannot_escape_its_task_budget_by_naming_a_task_per_call(
+    tmp_path: Path,
+) -> None:
+    """The task came from the client's `_meta`: a fresh task id per call ran 8 of 8 calls
+    with a budget of 3. A principal names its tasks only when the operator lets it."""
+    text = config_text(tmp_path) + "\n[budgets]\nmax_calls_per_task = 3\n"
+    text = text.replace(
+        "approve_by_elicitation = false\n",
+        "approve_by_elicitation = false\nclient_task_ids = true\n",
+    )
+    config = parse_config(text, file="test.toml", base_dir=str(tmp_path))
+
+    def task(name: str) -> Any:
+        return {"dev.toolkeeper/task-id": name}
+
+    async with (
+        build(config) as running,
+        serving(running) as url,
+        connected(url, TOKENS["bob"]) as bob,
+        connected(url, TOKENS["erin"]) as erin,
+    ):
+        named = [
+            await bob.call_tool("demo.list_notes", {}, meta=task(f"run-{i}")) for i in range(8)
+        ]
+        unknown = await bob.call_tool("no.such_tool", {}, meta=task("run-x"))
+        plain = [await bob.call_tool("demo.list_notes", {}) for _ in range(4)]
+        allowed = [await erin.call_tool("demo.list_notes", {}, meta=task("a")) for _ in range(4)]
+        other = await erin.call_tool("demo.list_notes", {}, meta=task("b"))
+        records = await running.keeper.store.list_calls()
+    assert [code_of(r) for r in named] == ["PERMISSION_DENIED"] * 8
+    assert code_of(unknown) == "PERMISSION_DENIED"  # (before the tool is looked up: no leak)
+    assert [code_of(r) for r in plain] == [None, None, None, "BUDGET_EXCEEDED"]
+    assert [code_of(r) for r in allowed] == [None, None, None, "BUDGET_EXCEEDED"]
+    assert code_of(other) is None
+    assert sorted({r.task_id for r in records}) == ["mcp:bob", "mcp:erin:a", "mcp:erin:b"]
 
 
 async def test_an_approval_answer_sent_unasked_is_not_taken_and_the_user_is_asked(

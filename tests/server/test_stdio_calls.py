@@ -74,6 +74,41 @@ async def test_elicitation_over_stdio_asks_the_user_and_the_call_runs(
     assert record.status is CallStatus.SUCCEEDED and record.approval_id is not None
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_stdio_client_cannot_approve_its_own_call_by_default(
+    tmp_path: Path, mode: Literal["auto", "legacy"]
+) -> None:
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text(config_text(tmp_path, stdio_principal="dave"))
+    asked: list[str] = []
+    with anyio.fail_after(60):
+        async with Client(
+            stdio_server(config), elicitation_callback=answering(True, asked), mode=mode
+        ) as dave:
+            result = await dave.call_tool("demo.clear_notes", {})
+    assert code_of(result) == "APPROVAL_REQUIRED"
+    assert asked == []
+    [record] = await calls_in(tmp_path)
+    assert record.status is CallStatus.AWAITING_APPROVAL
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_stdio_client_naming_its_task_unallowed_is_refused(
+    tmp_path: Path, mode: Literal["auto", "legacy"]
+) -> None:
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text(config_text(tmp_path, stdio_principal="bob"))
+    with anyio.fail_after(60):
+        async with Client(stdio_server(config), mode=mode) as bob:
+            named = await bob.call_tool(
+                "demo.list_notes", {}, meta={"dev.toolkeeper/task-id": "mine"}
+            )
+            plain = await bob.call_tool("demo.list_notes", {})
+    assert code_of(named) == "PERMISSION_DENIED"
+    assert code_of(plain) is None
+    assert [r.task_id for r in await calls_in(tmp_path)] == ["mcp:bob"]
+
+
 async def test_concurrent_calls_each_get_their_answer(config_file: Path, tmp_path: Path) -> None:
     # Many calls in flight at once, through the gateway's own path and the upstream lane:
     # every answer must reach the request it belongs to.
@@ -247,6 +282,7 @@ stdio_principal = "alice"
 command = "{sys.executable}"
 args = ["{raw}"]
 protocol = "legacy"
+trust_hints = true
 
 [principals.alice]
 token = "alice-token-0123456789"

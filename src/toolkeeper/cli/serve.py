@@ -145,6 +145,9 @@ async def _run(config: Any, args: argparse.Namespace) -> int:
             started=started,
             allowed_hosts=config.server.allowed_hosts,
             allowed_origins=config.server.allowed_origins,
+            max_sessions_per_principal=config.server.max_sessions_per_principal,
+            session_idle_timeout=config.server.session_idle_timeout,
+            request_timeout=config.server.request_timeout,
         )
     return 0
 

@@ -8,10 +8,11 @@ A server that dies is reconnected with backoff; while it is away its tools stay 
 and calls end UPSTREAM_UNAVAILABLE at once.
 
 What it is not: a policy. MCP annotations (`readOnlyHint`, `destructiveHint`,
-`idempotentHint`) come from a server we do not control, so they are *hints*: they fill
-`effect` and `idempotent` unless the configuration says otherwise (`ToolOverride`), and every
-upstream tool needs the permission `<upstream>:<tool>` unless configured otherwise, whatever
-its hints say.
+`idempotentHint`) come from a server we do not control, so they are *hints*: unless the
+operator trusts them for that upstream (`UpstreamParams.trust_hints`), an upstream tool is
+destructive and not idempotent (every call asks a person, no failed attempt is retried) until
+the configuration states what it is (`ToolOverride`); and every upstream tool needs the
+permission `<upstream>:<tool>` unless configured otherwise, whatever its hints say.
 
 How failures are reported: nothing sent (no session, a send on a closed connection) raises
 `UpstreamUnavailable`; the server answering `isError: true` raises `ToolFailed`; the
@@ -126,6 +127,9 @@ class UpstreamParams:
     `legacy`: open with the handshake (for a server that mishandles discovery)."""
     tools: Mapping[str, ToolOverride] = field(default_factory=dict)
     """Overrides by the tool's upstream name."""
+    trust_hints: bool = False
+    """Whether the server's annotations fill a tool's `effect` and `idempotent` where `tools`
+    says nothing; False reads every tool as destructive and not idempotent."""
     include: tuple[str, ...] | None = None
     """Upstream tool names to expose; None exposes every tool."""
     default_permissions: tuple[str, ...] | None = None
@@ -147,14 +151,28 @@ _DIALECT = MCP()
 
 def spec_from_mcp(tool: mcp_types.Tool, params: UpstreamParams) -> ToolSpec:
     """The `ToolSpec` of an upstream tool: read by the MCP dialect (annotations become effect
-    *hints*), then namespaced, guarded by a permission, and overridden by configuration."""
+    *hints*), then namespaced, guarded by a permission, and overridden by configuration.
+
+    Its effect and idempotency are the configuration's (`params.tools`) where it states them,
+    else the hints' when `params.trust_hints`, else the most restrictive reading: destructive
+    and not idempotent (untrusted hints can only ever ask for that, so they are not read)."""
     override = params.tools.get(tool.name, ToolOverride())
     hinted = _DIALECT.import_tool(tool).value
+    effect, idempotent = (
+        (hinted.effect, hinted.idempotent) if params.trust_hints else (Effect.DESTRUCTIVE, False)
+    )
+    effect_from = (
+        "configuration"
+        if override.effect is not None
+        else "mcp-annotations"
+        if params.trust_hints
+        else "untrusted-mcp-annotations"
+    )
     return dataclasses.replace(
         hinted,
         name=f"{params.name}.{tool.name}",
-        effect=override.effect or hinted.effect,
-        idempotent=hinted.idempotent if override.idempotent is None else override.idempotent,
+        effect=override.effect or effect,
+        idempotent=idempotent if override.idempotent is None else override.idempotent,
         permissions=(
             override.permissions
             if override.permissions is not None
@@ -167,7 +185,11 @@ def spec_from_mcp(tool: mcp_types.Tool, params: UpstreamParams) -> ToolSpec:
         tenants=params.tenants,
         environments=params.environments,
         source=params.name,
-        metadata={**hinted.metadata, "mcp": {"server": params.name, "name": tool.name}},
+        metadata={
+            **hinted.metadata,
+            "effect_from": effect_from,
+            "mcp": {"server": params.name, "name": tool.name},
+        },
     )
 
 

@@ -69,6 +69,7 @@ stdio_principal = "bench"
 [upstreams.time]
 command = "{python}"
 args = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
+trust_hints = true
 
 [principals.bench]
 token = "bench-token-not-secret"

@@ -157,6 +157,7 @@ def upstream_params(name: str, cfg: UpstreamConfig, base_dir: str) -> UpstreamPa
         connect_timeout=cfg.connect_timeout,
         protocol=cfg.protocol,
         tools=overrides,
+        trust_hints=cfg.trust_hints,
         include=tuple(cfg.include) if cfg.include is not None else None,
         default_permissions=tuple(cfg.permissions) if cfg.permissions is not None else None,
     )
@@ -220,6 +221,7 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
             token=p.token,
             exposure=p.exposure or config.server.exposure,
             approve_by_elicitation=p.approve_by_elicitation,
+            client_task_ids=p.client_task_ids,
         )
         for pid, p in config.principals.items()
     ]

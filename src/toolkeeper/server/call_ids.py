@@ -1,8 +1,9 @@
 """Task and call ids for MCP `tools/call` requests, which carry neither.
 
-A client may name them in the request's `_meta`: `dev.toolkeeper/task-id` and
-`dev.toolkeeper/call-id` (a client that wants exactly-once across its own retries sends a call
-id). Otherwise:
+A client may name them in the request's `_meta`: `dev.toolkeeper/call-id` (a client that
+wants exactly-once across its own retries sends a call id) and, if its principal may
+(`client_task_ids`; the gateway refuses the call otherwise), `dev.toolkeeper/task-id`.
+Otherwise:
 
 - the task is `mcp:<principal id>` (a colon in the id escaped as `%3A`): one task per
   principal, so an approval given in one session is found again by the next one;

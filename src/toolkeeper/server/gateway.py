@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from ..catalog.registry import CatalogEvent, Tool
 from ..core._visible import visible
-from ..core.errors import ErrorCode
+from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects.base import RESULT_CHARS, check_result_limit, shown_result
@@ -44,7 +44,7 @@ from ..ledger.base import ApprovalRecord
 from ..policy.grants import may_use
 from ..retrieval.meta import CALL_TOOL
 from ..retrieval.selector import Connected
-from .call_ids import CallIds
+from .call_ids import TASK_META_KEY, CallIds
 from .progressive import MetaTools
 
 __all__ = ["APPROVAL_INPUT_KEY", "ClientView", "Exposure", "Gateway", "GatewayPrincipal"]
@@ -77,8 +77,12 @@ class GatewayPrincipal:
     """The bearer token that authenticates it over HTTP (left out of its repr)."""
     exposure: Exposure
     """How it sees tools."""
-    approve_by_elicitation: bool = True
-    """Whether its client's user may approve its calls through elicitation."""
+    approve_by_elicitation: bool = False
+    """Whether its client may answer the approval of its calls through elicitation (the
+    decision is recorded as the client's: `elicitation:<principal id>`)."""
+    client_task_ids: bool = False
+    """Whether its client may name a call's task (`dev.toolkeeper/task-id`); otherwise such a
+    call is refused and every call of it is in its one task, `mcp:<principal id>`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -245,6 +249,10 @@ class Gateway:
         Raises:
             MCPError: INVALID_PARAMS for a tool that does not exist for `who`.
         """
+        if not who.client_task_ids and TASK_META_KEY in (params.meta or {}):
+            # Refused, not ignored: a client that names its tasks expects its own budgets and
+            # its own call ids per task, and would silently get neither.
+            return self._wire(_task_refused(params.name), None)
         if who.exposure == "progressive":
             if not self._meta_tools.is_meta(params.name):
                 raise MCPError(mcp_types.INVALID_PARAMS, f"Unknown tool: {params.name}")
@@ -421,15 +429,16 @@ class Gateway:
             return pending
         if not isinstance(answer, mcp_types.ElicitResult) or answer.action == "cancel":
             return pending
-        who = call.principal.id if call.principal is not None else "unknown"
+        # The answer is the client's: whether a person gave it, the gateway cannot know.
+        who = f"elicitation:{call.principal.id if call.principal is not None else 'unknown'}"
         try:
             if answer.action == "accept" and (answer.content or {}).get("approve") is True:
                 await self.keeper.approvals.approve(
-                    approval_id, by=who, note="approved via MCP elicitation"
+                    approval_id, by=who, note="approved by the client's MCP elicitation answer"
                 )
             else:
                 await self.keeper.approvals.deny(
-                    approval_id, by=who, reason="declined via MCP elicitation"
+                    approval_id, by=who, reason="declined by the client's MCP elicitation answer"
                 )
         except ValueError:
             # Decided while the user was asked (a person at `toolkeeper approvals`, another
@@ -480,6 +489,16 @@ def _needs_approval(result: ToolResult) -> bool:
         and result.error.code is ErrorCode.APPROVAL_REQUIRED
         and result.approval_id is not None
     )
+
+
+def _task_refused(name: str) -> ToolResult:
+    """The refusal of a call whose client named its task unallowed (no call was proposed)."""
+    message = (
+        f"this client may not name its task ({TASK_META_KEY} in _meta): its principal's calls "
+        "share one task and its budgets; the operator allows it with client_task_ids = true"
+    )
+    error = ToolError.of(ErrorCode.PERMISSION_DENIED, message)
+    return ToolResult(call_id="", tool=name, status=CallStatus.REJECTED, error=error)
 
 
 def _approval_message(request: ApprovalRecord) -> str:

@@ -5,7 +5,8 @@ Over HTTP a request must first name the gateway in its `Host` and, from a browse
 allowed `Origin` (`HostGuard`: 421 or 403, against DNS rebinding); then it must carry
 `Authorization: Bearer <token>`; a missing or unknown token is answered 401 before any MCP
 message is read, so such a client sees nothing. Sessions are bound to the principal that opened
-them (the SDK refuses another token on the same session).
+them (the SDK refuses another token on the same session), capped per principal and ended when
+idle; a client slow to send a request is cut off (`limits`).
 """
 
 from __future__ import annotations
@@ -20,16 +21,24 @@ from typing import Any
 
 import anyio
 import mcp_types
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    BearerAuthBackend,
+    RequireAuthMiddleware,
+)
 from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.routing import Route
 
 from .. import __version__
 from ..connectors._lines import LineReader, LineWriter
@@ -37,11 +46,19 @@ from ._fastcall import FastCalls
 from ._stdio import stdio_transport
 from .changes import ToolListChanges
 from .gateway import Gateway, GatewayPrincipal
+from .limits import PrincipalSessions, request_deadline
 from .origins import HostGuard
 
 __all__ = ["TokenVerifier", "http_app", "mcp_server", "serve_http", "serve_stdio", "url_host"]
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_SESSIONS_PER_PRINCIPAL = 100
+"""Open sessions one principal may hold (`[server] max_sessions_per_principal`)."""
+DEFAULT_SESSION_IDLE_TIMEOUT = 300.0
+"""Seconds a session may go without a request (`[server] session_idle_timeout`)."""
+DEFAULT_REQUEST_TIMEOUT = 30.0
+"""Seconds a client has to send one request (`[server] request_timeout`)."""
 
 Resolve = Callable[[ServerRequestContext[Any, Any]], GatewayPrincipal | None]
 
@@ -170,26 +187,42 @@ def http_app(
     changes: ToolListChanges | None = None,
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
+    max_sessions_per_principal: int = DEFAULT_SESSIONS_PER_PRINCIPAL,
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
 ) -> Starlette:
     """The streamable HTTP app: MCP at `path`, every request checked by `HostGuard` (its
     `Host` names the gateway: an address, `localhost`, `host` or one of `allowed_hosts`; a
     browser's `Origin` is the gateway's own or one of `allowed_origins`), then authenticated by
-    bearer token. Handshake-era clients hear of tool list changes while `changes.run()` runs."""
+    bearer token. Each principal holds at most `max_sessions_per_principal` sessions (429
+    beyond), each ended after `session_idle_timeout` seconds without a request. Handshake-era
+    clients hear of tool list changes while `changes.run()` runs."""
     changes = changes or ToolListChanges(gateway.keeper.catalog)
     server = mcp_server(gateway, _from_request(gateway), changes)
-    auth = AuthSettings(issuer_url=f"http://{url_host(host)}", resource_server_url=None)  # type: ignore[arg-type]
-    app = server.streamable_http_app(
-        streamable_http_path=path,
+    sessions = PrincipalSessions(
+        server,
+        per_principal=max_sessions_per_principal,
+        session_idle_timeout=session_idle_timeout,
         # HostGuard checks every request, whatever the gateway is bound to; the SDK's own
         # check covered loopback binds only, with no way to allow a proxy's name.
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        auth=auth,
-        token_verifier=TokenVerifier(gateway),
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    app.add_middleware(
-        HostGuard, bind_host=host, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
+    # As the SDK's `streamable_http_app` assembles it with a token verifier, around our
+    # session manager.
+    endpoint = RequireAuthMiddleware(StreamableHTTPASGIApp(sessions), required_scopes=[])
+    return Starlette(
+        routes=[Route(path, endpoint=endpoint)],
+        middleware=[
+            Middleware(
+                HostGuard,
+                bind_host=host,
+                allowed_hosts=allowed_hosts,
+                allowed_origins=allowed_origins,
+            ),
+            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(TokenVerifier(gateway))),
+            Middleware(AuthContextMiddleware),
+        ],
+        lifespan=lambda app: sessions.run(),
     )
-    return app
 
 
 async def serve_http(
@@ -201,10 +234,14 @@ async def serve_http(
     started: Callable[[int], None] | None = None,
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
+    max_sessions_per_principal: int = DEFAULT_SESSIONS_PER_PRINCIPAL,
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> None:
     """Serve streamable HTTP until cancelled; `started(port)` is called once listening (with
-    the real port when `port` is 0). `allowed_hosts` and `allowed_origins` are as in
-    `http_app`."""
+    the real port when `port` is 0). A client has `request_timeout` seconds to send each
+    request whole, from its first byte (and a new connection to begin one), else its
+    connection is closed. The other options are as in `http_app`."""
     import uvicorn
 
     changes = ToolListChanges(gateway.keeper.catalog)
@@ -215,11 +252,18 @@ async def serve_http(
         changes=changes,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
+        max_sessions_per_principal=max_sessions_per_principal,
+        session_idle_timeout=session_idle_timeout,
     )
     # The app's lifespan (the MCP session manager) runs here, in our task group, rather than
     # in a task of uvicorn's that nothing would wait for on the way out.
     config = uvicorn.Config(
-        app, host=host.strip("[]"), port=port, log_level="warning", lifespan="off"
+        app,
+        host=host.strip("[]"),
+        port=port,
+        log_level="warning",
+        lifespan="off",
+        http=request_deadline(request_timeout),
     )
 
     def stopping() -> None:
