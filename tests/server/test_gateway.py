@@ -589,3 +589,29 @@ async def test_a_question_the_client_fails_to_put_leaves_an_error_result_naming_
     assert approval.status is ApprovalStatus.PENDING
     assert code_of(result) == "APPROVAL_REQUIRED"
     assert (result.meta or {})["dev.toolkeeper/approval-id"] == approval.id
+
+
+async def test_an_approval_for_a_big_count_never_runs_the_float_next_to_it_or_the_next_int(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    """The derived call id keys the exact arguments: ECMAScript writes the double
+    41778229342798592 as 41778229342798590, which an approved int count was written as too."""
+    paid: list[object] = []
+
+    @deployment.keeper.tool(name="demo.pay", effect="destructive", permissions=["notes:write"])
+    def pay(count: int) -> str:
+        paid.append(count)
+        return "paid"
+
+    async with http_client(TOKENS["erin"]) as erin:  # (asked by error result, not elicitation)
+        asked = await erin.call_tool("demo.pay", {"count": 41778229342798590})
+        assert code_of(asked) == "APPROVAL_REQUIRED"
+        approval_id = (asked.meta or {})["dev.toolkeeper/approval-id"]
+        await deployment.keeper.approvals.approve(approval_id, by="ops")
+        for other in (4.177822934279859e16, 41778229342798592, 41778229342798590.0):
+            result = await erin.call_tool("demo.pay", {"count": other})
+            assert code_of(result) == "APPROVAL_REQUIRED"
+            assert (result.meta or {})["dev.toolkeeper/approval-id"] != approval_id
+        assert paid == []
+        ran = await erin.call_tool("demo.pay", {"count": 41778229342798590})
+    assert not ran.is_error and paid == [41778229342798590]
