@@ -1,4 +1,6 @@
 import enum
+import hashlib
+import hmac
 import json
 import math
 import struct
@@ -91,6 +93,16 @@ def test_a_big_int_and_the_float_nearest_it_never_share_a_digest() -> None:
     values = [41778229342798590, 41778229342798592, 4.177822934279859e16, 2**68, float(2**68)]
     assert len({canonical_json(v) for v in values}) == len(values)
     assert len({digest({"count": v}) for v in values}) == len(values)
+
+
+def test_a_keyed_digest_is_an_hmac_of_the_canonical_form() -> None:
+    key = b"k" * 32
+    text = canonical_json({"pin": "1234"}).encode()
+    assert digest({"pin": "1234"}, key) == hmac.new(key, text, hashlib.sha256).hexdigest()
+    assert digest({"pin": "1234"}, key) != digest({"pin": "1234"})
+    assert digest({"pin": "1234"}, key) != digest({"pin": "1234"}, b"j" * 32)
+    fast = parse_canonical('{"pin": "1234"}', key)
+    assert fast is not None and fast[1] == digest({"pin": "1234"}, key)
 
 
 def test_values_without_a_json_form_are_refused() -> None:
@@ -194,6 +206,8 @@ def test_json_safe_replaces_lone_surrogates_and_keeps_clean_data_as_it_is() -> N
 
 # -- injectivity: values that differ as a tool receives them never share a digest -----------
 
+KEY = b"0123456789abcdef0123456789abcdef"
+
 _numbers = (
     st.integers()
     | st.integers(min_value=-(2**200), max_value=2**200)
@@ -282,7 +296,7 @@ def _executor_digest(text: str) -> tuple[object, str]:
     """What the executor's first gate makes of raw JSON arguments: the value a tool will be
     given (before validation) and the digest that dedupe and approvals compare."""
     state = CallState(call=ToolCall(call_id="c", name="t", arguments=text), principal=ALICE)
-    _parse(SimpleNamespace(max_argument_bytes=1 << 30), state)  # type: ignore[arg-type]
+    _parse(SimpleNamespace(max_argument_bytes=1 << 30, digest_key=KEY), state)  # type: ignore[arg-type]
     assert state.parse_error is None, state.parse_error
     return state.arguments, state.request_digest
 
@@ -304,7 +318,7 @@ def test_every_spelling_of_one_value_gets_one_digest(data: st.DataObject) -> Non
     text = data.draw(_spelled(value))
     received, found = _executor_digest(text)
     assert _same(received, value)
-    assert found == digest(value)
+    assert found == digest(value, KEY)
 
 
 @given(_pairs(), st.data())
@@ -326,7 +340,7 @@ def test_lone_surrogates_keep_strings_apart_and_the_executor_refuses_them(
     state = CallState(
         call=ToolCall(call_id="c", name="t", arguments=json.dumps({"s": lone})), principal=ALICE
     )
-    _parse(SimpleNamespace(max_argument_bytes=1 << 30), state)  # type: ignore[arg-type]
+    _parse(SimpleNamespace(max_argument_bytes=1 << 30, digest_key=KEY), state)  # type: ignore[arg-type]
     assert state.parse_error is not None  # no tool receives one
 
 

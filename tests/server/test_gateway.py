@@ -3,6 +3,7 @@ or by elicitation in both protocol eras), an upstream dying mid-call, progressiv
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from toolkeeper.core import CallStatus, Principal
 from toolkeeper.ledger.base import ApprovalStatus
 from toolkeeper.ledger.sqlite import SQLiteStore
 from toolkeeper.policy.approvals import Approvals
+from toolkeeper.schema.canonical import canonical_json
 from toolkeeper.server import Deployment, build
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 
@@ -615,3 +617,28 @@ async def test_an_approval_for_a_big_count_never_runs_the_float_next_to_it_or_th
         assert paid == []
         ran = await erin.call_tool("demo.pay", {"count": 41778229342798590})
     assert not ran.is_error and paid == [41778229342798590]
+
+
+async def test_a_derived_call_id_does_not_give_a_pin_away(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    """The derived id (in the ledger, and sent back to the client) is keyed: the plain SHA-256
+    of each of the 10,000 PINs matches none of it."""
+
+    @deployment.keeper.tool(name="demo.unlock", effect="write", permissions=["notes:write"])
+    def unlock(pin: Annotated[str, Field(json_schema_extra={"x-sensitive": True})]) -> str:
+        return "open"
+
+    async with http_client(TOKENS["alice"]) as alice:
+        result = await alice.call_tool("demo.unlock", {"pin": "4821"})
+    assert not result.is_error
+    [record] = [r for r in await deployment.keeper.store.list_calls() if r.tool == "demo.unlock"]
+    assert record.call_id.startswith("mcp-")
+    guesses = {
+        "mcp-"
+        + hashlib.sha256(
+            f"alice\x00demo.unlock\x00{canonical_json({'pin': f'{n:04}'})}".encode()
+        ).hexdigest()[:32]
+        for n in range(10_000)
+    }
+    assert record.call_id.partition(".")[0] not in guesses

@@ -9,11 +9,16 @@ ECMAScript's shortest form marked as a float (`1.0`, `-0.0`, `4.177822934279859e
 `41778229342798590.0`), so the int `41778229342798590` and the float next to it, or `1` and
 `1.0`, are different texts. `1.0` and `1e0` are one float, and one text. The text reads back
 (`json.loads`) as the very value it was made from.
+
+The digests the ledger keeps and the gateway sends to clients (its derived call ids) are
+HMAC-SHA256 under the ledger's digest key (`toolkeeper.ledger.keys`): they cover sensitive
+arguments, which a plain hash would let anyone holding the digest guess back.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import re
@@ -22,7 +27,14 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["canonical_json", "digest", "json_safe", "parse_canonical", "safe_text"]
+__all__ = [
+    "canonical_json",
+    "digest",
+    "digest_bytes",
+    "json_safe",
+    "parse_canonical",
+    "safe_text",
+]
 
 
 def _number(value: int | float) -> str:
@@ -133,9 +145,22 @@ def canonical_json(value: Any) -> str:
     return "".join(out)
 
 
-def digest(value: Any) -> str:
-    """SHA-256 (hex) of the canonical JSON of `value`."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+def digest(value: Any, key: bytes | None = None) -> str:
+    """HMAC-SHA256 (hex) under `key` of the canonical JSON of `value`; without a key, its
+    plain SHA-256, for what holds nothing secret (never what goes into a ledger or to a client).
+
+    Raises:
+        TypeError, ValueError: `value` has no canonical JSON form (see `canonical_json`).
+        UnicodeEncodeError: it holds a lone surrogate, which is no character.
+    """
+    return digest_bytes(canonical_json(value).encode("utf-8"), key)
+
+
+def digest_bytes(data: bytes, key: bytes | None) -> str:
+    """HMAC-SHA256 (hex) of `data` under `key`; plain SHA-256 without one."""
+    if key is None:
+        return hashlib.sha256(data).hexdigest()
+    return hmac.digest(key, data, "sha256").hex()
 
 
 class _HasFloat(Exception):
@@ -154,11 +179,11 @@ _encode_sorted = msgspec.json.Encoder(order="sorted").encode
 _ASTRAL = re.compile(rb"[\xf0-\xf4]")
 
 
-def parse_canonical(text: str) -> tuple[Any, str] | None:
+def parse_canonical(text: str, key: bytes | None = None) -> tuple[Any, str] | None:
     """Parse JSON text and digest its canonical form, on the fast path when it is exact.
 
     Returns:
-        (value, SHA-256 hex of `canonical_json(value)`), or None when the text needs the
+        (value, `digest(value, key)`), or None when the text needs the
         general path (`json.loads`, then `digest`): it holds a float, an astral-plane
         character, or something the strict parser refuses (invalid JSON, lone surrogates,
         escaped or raw, numbers out of range, nesting deeper than it goes).
@@ -170,7 +195,7 @@ def parse_canonical(text: str) -> tuple[Any, str] | None:
     out = _encode_sorted(value)
     if not out.isascii() and _ASTRAL.search(out):
         return None
-    return value, hashlib.sha256(out).hexdigest()
+    return value, digest_bytes(out, key)
 
 
 _SCALARS = (int, float, type(None))
