@@ -30,6 +30,7 @@ the store falls back to `UPDATE ... RETURNING`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sqlite3
@@ -227,6 +228,14 @@ def _make_folder(path: str) -> None:
         ) from exc
 
 
+def _create_private(path: str) -> None:
+    """Create the ledger file, empty, readable by its owner only (mode 0600) unless it exists
+    (its mode is left as it is): SQLite gives its `-wal` and `-shm` files the same mode, and
+    the records hold arguments and results. (What else fails, opening it says.)"""
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 class SQLiteStore:
     """`LedgerStore` in one SQLite file.
 
@@ -345,6 +354,7 @@ class SQLiteStore:
                 _refuse_foreign(self.path)
             _make_folder(self.path)
             if self.create:
+                _create_private(self.path)
                 try:
                     self.digest_key()
                 except ConfigurationError as exc:
