@@ -34,6 +34,11 @@ def open_files() -> set[str]:
     return out
 
 
+# The digest key of the PostgreSQL ledgers tests open (`toolkeeper.ledger.keys`), in this
+# process and the ones it starts.
+os.environ.setdefault("TOOLKEEPER_DIGEST_KEY", "tests-digest-key-" + "0" * 32)
+
+
 def postgres_url() -> str:
     return os.environ.get("TOOLKEEPER_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -55,6 +55,7 @@ from .executor.executor import Executor
 from .executor.records import replay
 from .executor.runtime import DEFAULT_MAX_ARGUMENT_BYTES, Runtime, idempotency_key
 from .ledger.base import EVERY, CallRecord, LedgerStore, StaleState
+from .ledger.keys import digest_key
 from .ledger.memory import MemoryStore
 from .ledger.sqlite import SQLiteStore
 from .observe.audit import AuditEvent, AuditSink, JsonlAuditSink, MemoryAuditSink
@@ -421,6 +422,7 @@ class Keeper:
         if self.state is KeeperState.CLOSED:
             raise ConfigurationError("this Keeper is closed")
         await self.store.open()
+        self.runtime.digest_key = digest_key(self.store)
         self.runtime.cancel_scope = type(anyio.CancelScope())
         self.runtime.native_asyncio = sniffio.current_async_library() == "asyncio"
         await self._recover()

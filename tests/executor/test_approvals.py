@@ -579,3 +579,52 @@ async def test_a_decision_landing_after_a_call_found_its_request_expired_is_refu
     assert refused.error is not None and refused.error.code is ErrorCode.APPROVAL_EXPIRED
     assert request is not None and request.status is ApprovalStatus.EXPIRED
     assert wiped == []
+
+
+_APPROVED = '{"count": 41778229342798590}'
+_NEAR = ['{"count": 41778229342798592}', '{"count": 4.177822934279859e16}']
+_NEAR += ['{"count": 41778229342798590.0}', '{"count": 4177822934279859e1}']
+
+
+@pytest.mark.parametrize("path", ["execute", "execute_many", "call_tool"])
+async def test_an_approval_for_a_big_count_never_runs_a_count_next_to_it(
+    tmp_path: Path, path: str
+) -> None:
+    """ECMAScript writes the double 41778229342798592 as 41778229342798590: the approved
+    int's text. Neither it nor the next int runs under that approval, by its call id or
+    another."""
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    paid: list[int] = []
+
+    @keeper.tool(effect="destructive")
+    async def pay(count: int) -> str:
+        paid.append(count)
+        return "paid"
+
+    keeper.enable_discovery()
+
+    async def propose(call_id: str, arguments: str) -> ToolResult:
+        call = ToolCall(call_id=call_id, name="pay", arguments=arguments)
+        if path == "call_tool":
+            inner = f'{{"name": "pay", "arguments": {arguments}}}'
+            call = ToolCall(call_id=call_id, name="call_tool", arguments=inner)
+        if path == "execute_many":
+            [result] = await keeper.execute_many([call])
+            return result
+        return await keeper.execute(call)
+
+    async with keeper:
+        asked = await propose("p1", _APPROVED)
+        assert asked.approval_id is not None
+        await keeper.approvals.approve(asked.approval_id, by="alice")
+        for i, other in enumerate(_NEAR):
+            same_id = await propose("p1", other)
+            assert same_id.error is not None
+            assert same_id.error.code in (ErrorCode.CALL_ID_CONFLICT, ErrorCode.APPROVAL_REQUIRED)
+            assert same_id.approval_id != asked.approval_id
+            new_id = await propose(f"q{i}", other)
+            assert new_id.status is CallStatus.AWAITING_APPROVAL
+            assert new_id.approval_id != asked.approval_id
+        assert paid == []
+        ran = await propose("p1", _APPROVED)
+    assert ran.ok and paid == [41778229342798590]

@@ -230,10 +230,10 @@ async def test_visible_tools_are_filtered_by_permission(orders: Keeper) -> None:
     ("first", "again"),
     [
         ('{"a": 2.50, "b": 1}', '{"b":1,"a":2.5}'),  # a float, written two ways
-        ('{"a": 1.0, "b": 1}', {"b": 1, "a": 1}),  # 1.0 and 1 are one JSON number
+        ('{"a": 1.0, "b": 1}', {"b": 1, "a": 1e0}),  # one float, written two ways
         ('{"a": "é", "b": 1}', {"b": 1, "a": "\u00e9"}),  # non-ASCII text
         ('{"a": "\\u00e9", "b": 1}', '{"b": 1, "a": "é"}'),  # escaped and raw
-        ('{"a": [1, {"y": 2, "x": 1e2}], "b": 1}', '{"b": 1, "a": [1, {"x": 100, "y": 2}]}'),
+        ('{"a": [1, {"y": 2, "x": 1e2}], "b": 1}', '{"b": 1, "a": [1, {"x": 100.0, "y": 2}]}'),
     ],
 )
 async def test_the_same_arguments_written_differently_replay_the_same_call(
@@ -250,6 +250,32 @@ async def test_the_same_arguments_written_differently_replay_the_same_call(
     two = await keeper.execute(ToolCall(call_id="c1", name="record", arguments=again))
     assert one.ok and two.replayed and two.data == one.data
     assert len(runs) == 1
+
+
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        ('{"a": 1.0}', '{"a": 1}'),  # the tool would get the float 1.0, then the int 1
+        ('{"a": -0.0}', '{"a": 0.0}'),
+        ('{"a": 41778229342798590}', '{"a": 4.177822934279859e16}'),
+        ('{"a": 41778229342798590}', '{"a": 41778229342798592}'),
+        ('{"a": 41778229342798592}', '{"a": 41778229342798592.0}'),
+    ],
+)
+async def test_arguments_the_tool_would_receive_differently_are_another_call(
+    keeper: Keeper, first: str, again: str
+) -> None:
+    runs: list[object] = []
+
+    @keeper.tool(effect="write")
+    async def record(a: object) -> int:
+        runs.append(a)
+        return len(runs)
+
+    one = await keeper.execute(ToolCall(call_id="c1", name="record", arguments=first))
+    two = await keeper.execute(ToolCall(call_id="c1", name="record", arguments=again))
+    assert one.ok and two.error is not None and two.error.code is ErrorCode.CALL_ID_CONFLICT
+    assert len(runs) == 1 and repr(runs[0]) == repr(json.loads(first)["a"])
 
 
 def _orders_that_must_not_run(tmp_path: Path) -> Keeper:

@@ -25,7 +25,7 @@ def _no_say(_: Any) -> Decision | None:
 
 
 def _keeper(*, gated: bool, suspends: bool = False) -> tuple[Keeper, MemoryStore, MemoryAuditSink]:
-    store, audit = MemoryStore(), MemoryAuditSink()
+    store, audit = MemoryStore(digest_key=b"k" * 32), MemoryAuditSink()  # (digests compared)
     keeper = Keeper(ledger=store, audit=audit, clock=FakeClock(), rules=[_no_say] if gated else ())
 
     @keeper.tool(effect="read_only")

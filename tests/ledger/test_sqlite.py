@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -333,3 +334,24 @@ async def test_a_store_opened_to_read_does_not_wait_for_another_process_writing(
     finally:
         other.execute("ROLLBACK")
         other.close()
+
+
+async def test_a_new_ledger_and_its_wal_and_shm_files_are_their_owners_only(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path) as store:
+        await store.claim_call(call("c1", status=CallStatus.RUNNING))
+        made = [path, tmp_path / "ledger.db-wal", tmp_path / "ledger.db-shm"]
+        assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in made} == {
+            p.name: 0o600 for p in made
+        }
+
+
+async def test_an_existing_ledger_file_keeps_its_mode(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    path.touch()
+    path.chmod(0o640)
+    async with SQLiteStore(path):
+        pass
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640

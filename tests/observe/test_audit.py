@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -466,3 +467,18 @@ def test_a_forked_child_that_exits_writes_none_of_its_parents_buffered_lines(
     assert child.stdout.decode().split() == ["0"], child.stderr.decode()
     lines = path.read_text().splitlines()
     assert [json.loads(line)["call_id"] for line in lines] == ["c0", "c1", "c2"]
+
+
+def test_the_audit_file_is_made_its_owners_only_and_an_existing_one_keeps_its_mode(
+    tmp_path: Path,
+) -> None:
+    made, existing = tmp_path / "new" / "audit.jsonl", tmp_path / "shared.jsonl"
+    existing.touch()
+    existing.chmod(0o640)
+    for path in (made, existing):
+        sink = JsonlAuditSink(path)
+        sink.emit(_event())
+        sink.close()
+        assert path.read_text().count("\n") == 1
+    assert stat.S_IMODE(made.stat().st_mode) == 0o600
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o640

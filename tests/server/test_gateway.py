@@ -3,6 +3,7 @@ or by elicitation in both protocol eras), an upstream dying mid-call, progressiv
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from toolkeeper.core import CallStatus, Effect, Principal
 from toolkeeper.ledger.base import ApprovalStatus
 from toolkeeper.ledger.sqlite import SQLiteStore
 from toolkeeper.policy.approvals import Approvals
+from toolkeeper.schema.canonical import canonical_json
 from toolkeeper.server import Deployment, build
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 
@@ -726,3 +728,54 @@ async def test_a_secret_argument_echoed_by_its_tool_reaches_no_client_and_no_rec
 def _ledger_bytes(folder: Path) -> bytes:
     """The SQLite ledger's files (its WAL too) as they are on disk."""
     return b"".join(path.read_bytes() for path in folder.glob("ledger.db*"))
+
+
+async def test_an_approval_for_a_big_count_never_runs_the_float_next_to_it_or_the_next_int(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    """The derived call id keys the exact arguments: ECMAScript writes the double
+    41778229342798592 as 41778229342798590, which an approved int count was written as too."""
+    paid: list[object] = []
+
+    @deployment.keeper.tool(name="demo.pay", effect="destructive", permissions=["notes:write"])
+    def pay(count: int) -> str:
+        paid.append(count)
+        return "paid"
+
+    async with http_client(TOKENS["erin"]) as erin:  # (asked by error result, not elicitation)
+        asked = await erin.call_tool("demo.pay", {"count": 41778229342798590})
+        assert code_of(asked) == "APPROVAL_REQUIRED"
+        approval_id = (asked.meta or {})["dev.toolkeeper/approval-id"]
+        await deployment.keeper.approvals.approve(approval_id, by="ops")
+        for other in (4.177822934279859e16, 41778229342798592, 41778229342798590.0):
+            result = await erin.call_tool("demo.pay", {"count": other})
+            assert code_of(result) == "APPROVAL_REQUIRED"
+            assert (result.meta or {})["dev.toolkeeper/approval-id"] != approval_id
+        assert paid == []
+        ran = await erin.call_tool("demo.pay", {"count": 41778229342798590})
+    assert not ran.is_error and paid == [41778229342798590]
+
+
+async def test_a_derived_call_id_does_not_give_a_pin_away(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    """The derived id (in the ledger, and sent back to the client) is keyed: the plain SHA-256
+    of each of the 10,000 PINs matches none of it."""
+
+    @deployment.keeper.tool(name="demo.unlock", effect="write", permissions=["notes:write"])
+    def unlock(pin: Annotated[str, Field(json_schema_extra={"x-sensitive": True})]) -> str:
+        return "open"
+
+    async with http_client(TOKENS["alice"]) as alice:
+        result = await alice.call_tool("demo.unlock", {"pin": "4821"})
+    assert not result.is_error
+    [record] = [r for r in await deployment.keeper.store.list_calls() if r.tool == "demo.unlock"]
+    assert record.call_id.startswith("mcp-")
+    guesses = {
+        "mcp-"
+        + hashlib.sha256(
+            f"alice\x00demo.unlock\x00{canonical_json({'pin': f'{n:04}'})}".encode()
+        ).hexdigest()[:32]
+        for n in range(10_000)
+    }
+    assert record.call_id.partition(".")[0] not in guesses

@@ -12,7 +12,6 @@ without creating a coroutine. Steps 8-11 (ledger, execute, retry, record) are in
 from __future__ import annotations
 
 import difflib
-import hashlib
 import inspect
 import json
 import logging
@@ -33,7 +32,7 @@ from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
 from ..policy.grants import exists_for, may_use, missing_permissions
 from ..policy.rules import Decision, ParameterMissing, RuleInput, Verdict
-from ..schema.canonical import canonical_json, parse_canonical
+from ..schema.canonical import canonical_json, digest_bytes, parse_canonical
 from ..schema.validate import SchemaError, Violation, apply_defaults, violations_text
 from .records import approval_pending_result, binding, replay
 from .runtime import Runtime
@@ -76,7 +75,7 @@ def _parse(rt: Runtime, st: CallState) -> None:
                 f"arguments are {size} bytes; the limit is {rt.max_argument_bytes}",
                 limit=rt.max_argument_bytes,
             )
-        fast = parse_canonical(raw)
+        fast = parse_canonical(raw, rt.digest_key)
         if fast is not None and isinstance(fast[0], dict):
             st.arguments, st.request_digest = fast
             return
@@ -84,7 +83,7 @@ def _parse(rt: Runtime, st: CallState) -> None:
             parsed = json.loads(raw) if raw.strip() else {}
         except (ValueError, RecursionError) as exc:
             st.parse_error = f"arguments are not valid JSON: {exc}"
-            st.request_digest = "raw:" + hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()
+            st.request_digest = "raw:" + digest_bytes(raw.encode("utf-8", "replace"), rt.digest_key)
             return
     else:
         parsed = raw
@@ -96,7 +95,7 @@ def _parse(rt: Runtime, st: CallState) -> None:
             shown = repr(raw)
         except Exception:  # (an int too long to print, an object whose repr raises)
             shown = f"<{type(raw).__name__}>"
-        st.request_digest = "raw:" + hashlib.sha256(shown.encode("utf-8", "replace")).hexdigest()
+        st.request_digest = "raw:" + digest_bytes(shown.encode("utf-8", "replace"), rt.digest_key)
         return
     try:
         encoded = text.encode("utf-8")
@@ -107,8 +106,8 @@ def _parse(rt: Runtime, st: CallState) -> None:
             "arguments are not JSON data: they hold a lone UTF-16 surrogate (an unpaired "
             "\\uD800-\\uDFFF escape), which is not a character"
         )
-        st.request_digest = (
-            "raw:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        st.request_digest = "raw:" + digest_bytes(
+            text.encode("utf-8", "surrogatepass"), rt.digest_key
         )
         return
     if not isinstance(raw, str) and len(encoded) > rt.max_argument_bytes:
@@ -117,7 +116,7 @@ def _parse(rt: Runtime, st: CallState) -> None:
             f"arguments exceed the limit of {rt.max_argument_bytes} bytes",
             limit=rt.max_argument_bytes,
         )
-    st.request_digest = hashlib.sha256(encoded).hexdigest()
+    st.request_digest = digest_bytes(encoded, rt.digest_key)
     if isinstance(parsed, dict):
         st.arguments = parsed
     else:
@@ -527,7 +526,7 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
     decided = record is not None and record.status in (CallStatus.REJECTED, CallStatus.CANCELLED)
     if record is not None and record.approval_id and (waiting or decided):
         found = await rt.approvals.get(record.approval_id)
-        check = rt.approvals.check(found, binding(st)) if found is not None else None
+        check = rt.approvals.check(found, binding(rt, st)) if found is not None else None
         if found is None:
             if waiting:
                 raise _refuse(ErrorCode.INTERNAL_ERROR, "the approval request disappeared")
@@ -567,7 +566,7 @@ async def _approval(rt: Runtime, st: CallState) -> Any:
     # person for nothing (and approving it would run nothing).
     with anyio.CancelScope(shield=True):
         requested = await rt.approvals.request(
-            binding(st), arguments=st.redacted, reason=st.approval_reason
+            binding(rt, st), arguments=st.redacted, reason=st.approval_reason
         )
         held = await hold_for_approval(rt, st, requested)
     return held

@@ -152,7 +152,7 @@ def audit(
     rt.emit(event)
 
 
-def binding(st: CallState) -> Binding:
+def binding(rt: Runtime, st: CallState) -> Binding:
     """What an approval of this call is bound to."""
     assert st.tool is not None and st.validated is not None
     return Binding(
@@ -163,5 +163,9 @@ def binding(st: CallState) -> Binding:
         principal_id=st.principal.id,
         # Without defaults to fill in, the validated arguments are the parsed ones, whose
         # canonical digest dedupe already computed.
-        digest=st.request_digest if st.validated is st.arguments else digest(st.validated),
+        digest=(
+            st.request_digest
+            if st.validated is st.arguments
+            else digest(st.validated, rt.digest_key)
+        ),
     )

@@ -772,7 +772,9 @@ async def _tool_asked_approval(
         if persisted is not None:
             st.record = await rt.store().get_call(st.call.task_id, st.call.call_id)
         requested = await rt.approvals.request(
-            binding(st), arguments=st.redacted, reason=outcome.approval_reason or "the tool asked"
+            binding(rt, st),
+            arguments=st.redacted,
+            reason=outcome.approval_reason or "the tool asked",
         )
         held = await hold_for_approval(rt, st, requested)
     return held

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,8 @@ class Runtime:
     """Rate limiter for `budgets.calls_per_minute`."""
     max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
     """Argument payloads larger than this are refused."""
+    digest_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    """The key of argument digests (`ledger.keys`): `Keeper.open` sets the ledger's."""
     clock: Callable[[], float] = time.time
     """Wall clock (epoch seconds)."""
     sleep: Callable[[float], Any] | None = None

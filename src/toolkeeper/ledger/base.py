@@ -64,10 +64,11 @@ class CallRecord:
     version: str
     """Tool version."""
     digest: str
-    """SHA-256 of the canonical JSON of the arguments as proposed: what dedupe, the pipeline's
-    first gate, compares before anything is validated, so a replay must propose the same
-    arguments (a default spelled out is another proposal). `raw:` + the SHA-256 of the text
-    when it did not parse. Approvals bind the validated arguments with defaults applied."""
+    """HMAC-SHA256 under the ledger's digest key (`ledger.keys`) of the canonical JSON of the
+    arguments as proposed: what dedupe, the pipeline's first gate, compares before anything is
+    validated, so a replay must propose the same arguments (a default spelled out is another
+    proposal). `raw:` + the digest of the text when it did not parse. Approvals bind the
+    validated arguments with defaults applied."""
     arguments: Mapping[str, Any]
     """The arguments with sensitive fields redacted."""
     principal_id: str
@@ -140,7 +141,8 @@ class ApprovalRecord:
     principal_id: str
     """Who the call acts for."""
     digest: str
-    """SHA-256 of the canonical validated arguments; the dispatch recomputes and compares it."""
+    """Keyed digest of the canonical validated arguments; the dispatch recomputes and compares
+    it."""
     arguments: Mapping[str, Any]
     """The arguments (sensitive fields redacted) for the person deciding."""
     reason: str

@@ -6,6 +6,7 @@ Nothing survives the process. Use `SQLiteStore` for anything that must.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
@@ -74,11 +75,21 @@ def stamp_new(record: CallRecord, clock: Callable[[], float] = time.time) -> Cal
 
 
 class MemoryStore:
-    """Calls and approvals in dictionaries. Safe within one event loop."""
+    """Calls and approvals in dictionaries. Safe within one event loop.
 
-    def __init__(self) -> None:
+    Args:
+        digest_key: The key of its argument digests (`ledger.keys`); None makes a random one,
+            as nothing outlives the store.
+    """
+
+    def __init__(self, *, digest_key: bytes | None = None) -> None:
         self._calls: dict[tuple[str, str], CallRecord] = {}
         self._approvals: dict[str, ApprovalRecord] = {}
+        self._digest_key = digest_key or secrets.token_bytes(32)
+
+    def digest_key(self) -> bytes:
+        """The key of this store's argument digests."""
+        return self._digest_key
 
     async def __aenter__(self) -> Self:
         return self

@@ -40,6 +40,7 @@ from ..core.states import CallStatus
 from . import _rows as codec
 from . import _sql as q
 from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState, check_decision
+from .keys import from_environment, parse_key
 from .memory import check_transition, stamp_new
 from .migrations import (
     INSERT_VERSION,
@@ -127,9 +128,13 @@ class PostgresStore:
         check_after: Seconds a pooled connection may sit idle before it is checked (an empty
             query) when taken: a connection the server dropped meanwhile is replaced rather
             than failing an operation. 0 checks every time (one more round trip each).
+        digest_key: The key of the ledger's digests (32 characters or more), the same for
+            every process on it; None takes `TOOLKEEPER_DIGEST_KEY` or
+            `TOOLKEEPER_DIGEST_KEY_FILE` (`toolkeeper.ledger.keys`).
 
     Raises:
-        ConfigurationError: `schema` is not a plain lower-case SQL identifier.
+        ConfigurationError: `schema` is not a plain lower-case SQL identifier, or
+            `digest_key` is too short.
     """
 
     def __init__(
@@ -143,9 +148,11 @@ class PostgresStore:
         synchronous_commit: bool = True,
         create: bool = True,
         check_after: float = 1.0,
+        digest_key: str | bytes | None = None,
     ) -> None:
         if schema is not None and not _IDENTIFIER.fullmatch(schema):
             raise ConfigurationError(f"not a plain SQL schema name: {schema!r}")
+        self._digest_key = None if digest_key is None else parse_key(digest_key, "digest_key=")
         self.url = url
         self.schema = schema
         self.create = create
@@ -180,6 +187,18 @@ class PostgresStore:
         since = self._idle_since.pop(conn, None)
         if since is None or time.monotonic() - since >= self._check_after:
             await AsyncConnectionPool.check_connection(conn)
+
+    def digest_key(self) -> bytes:
+        """The key of this ledger's digests (`ledger.keys`): `digest_key=`, else
+        `TOOLKEEPER_DIGEST_KEY` or `TOOLKEEPER_DIGEST_KEY_FILE`; every process on the ledger,
+        on every host, must be given the same one.
+
+        Raises:
+            ConfigurationError: none is given, or it is too short or cannot be read.
+        """
+        if self._digest_key is None:
+            self._digest_key = from_environment(f"the PostgreSQL ledger {self!r}")
+        return self._digest_key
 
     def __repr__(self) -> str:
         # Never the URL itself: it may hold a password.

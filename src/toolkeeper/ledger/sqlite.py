@@ -30,7 +30,9 @@ the store falls back to `UPDATE ... RETURNING`.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -41,13 +43,14 @@ from typing import Any, Self, TypeVar
 
 import anyio.to_thread
 
-from ..core.errors import StoreError
+from ..core.errors import ConfigurationError, StoreError
 from ..core.states import CallStatus
 from ..core.values import Effect
 from . import _rows as codec
 from . import _sql as q
 from ._group_commit import GroupCommit, Mode
 from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState, check_decision
+from .keys import key_file
 from .memory import apply_checked, check_transition, stamp_new
 from .migrations import (
     INSERT_VERSION,
@@ -225,6 +228,14 @@ def _make_folder(path: str) -> None:
         ) from exc
 
 
+def _create_private(path: str) -> None:
+    """Create the ledger file, empty, readable by its owner only (mode 0600) unless it exists
+    (its mode is left as it is): SQLite gives its `-wal` and `-shm` files the same mode, and
+    the records hold arguments and results. (What else fails, opening it says.)"""
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 class SQLiteStore:
     """`LedgerStore` in one SQLite file.
 
@@ -267,9 +278,28 @@ class SQLiteStore:
         self._slow: sqlite3.Connection | None = None
         self._slow_lock = threading.Lock()
         self._recent: dict[tuple[str, str], tuple[CallRecord, int]] = {}
+        self._digest_key = secrets.token_bytes(32) if self.path in _IN_MEMORY else None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+    def digest_key(self) -> bytes:
+        """The key of this ledger's digests (`ledger.keys`): held in the file `<path>.key`
+        beside it (links resolved: processes naming the file by a link use its key too), made
+        (mode 0600) when the ledger is opened with `create`. Random for `:memory:`, and for a
+        ledger opened without `create` that has none (an older toolkeeper's: its digests are
+        plain SHA-256, and a key would not check them either).
+
+        Raises:
+            ConfigurationError: the key file cannot be read or made.
+        """
+        if self._digest_key is None:
+            path = os.path.realpath(self.path) + ".key"
+            if self.create or os.path.exists(path):
+                self._digest_key = key_file(path, create=self.create)
+            else:
+                self._digest_key = secrets.token_bytes(32)
+        return self._digest_key
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -323,6 +353,12 @@ class SQLiteStore:
             else:
                 _refuse_foreign(self.path)
             _make_folder(self.path)
+            if self.create:
+                _create_private(self.path)
+                try:
+                    self.digest_key()
+                except ConfigurationError as exc:
+                    raise StoreError(str(exc)) from exc
         slow = self._connection(self.busy_timeout)
         try:
             if self.create:  # a store that only reads leaves the file's journal as it is

@@ -211,7 +211,10 @@ class JsonlAuditSink:
             self._close_quietly()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("ab")
+            # Readable by its owner only (0600) when made: events hold the calls' arguments.
+            # (An existing file keeps its mode.)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._file = os.fdopen(fd, "ab")
             st = os.fstat(self._file.fileno())
             self._identity = (st.st_dev, st.st_ino)
             _unclosed.add(self)

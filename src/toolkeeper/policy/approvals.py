@@ -1,10 +1,11 @@
 """Approvals bound to one exact call.
 
 An approval request records the tool name and version, the principal, the task and call ids,
-and the SHA-256 of the canonical *validated arguments with defaults applied*. Approving grants
-that digest and nothing else: at dispatch the digest is recomputed from the arguments about
-to run and must match, so an approval for call A can never run call B. Requests expire, can be
-denied with a reason, and live in the ledger store, so they survive restarts.
+and the keyed digest (HMAC-SHA256, `ledger.keys`) of the canonical *validated arguments with
+defaults applied*. Approving grants that digest and nothing else: at dispatch the digest is
+recomputed from the arguments about to run and must match, so an approval for call A can
+never run call B. Requests expire, can be denied with a reason, and live in the ledger store,
+so they survive restarts.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Binding:
     principal_id: str
     """Who the call acts for."""
     digest: str
-    """SHA-256 of the canonical validated arguments with defaults applied."""
+    """Keyed digest of the canonical validated arguments with defaults applied."""
 
 
 class ApprovalCheck(StrEnum):

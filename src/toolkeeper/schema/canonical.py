@@ -1,13 +1,24 @@
 """Canonical JSON and the digests that bind approvals and dedupe to exact arguments.
 
-The canonical form follows RFC 8785 (JSON Canonicalization Scheme) for the values JSON
-arguments hold: object keys sorted by their UTF-16 code units, no insignificant whitespace,
-strings escaped minimally, and numbers normalized so that `1`, `1.0` and `1e0` are one value.
+The canonical form is injective over the JSON values a tool can receive: two values that differ
+(in Python's terms, as `json.loads` gives them) never share a text, so never a digest. It
+follows RFC 8785 (JSON Canonicalization Scheme) for keys and strings: object keys sorted by
+their UTF-16 code units, no insignificant whitespace, strings escaped minimally. Numbers keep
+their type where RFC 8785 would merge them: an int is its exact decimal digits, and a float is
+ECMAScript's shortest form marked as a float (`1.0`, `-0.0`, `4.177822934279859e+16` is
+`41778229342798590.0`), so the int `41778229342798590` and the float next to it, or `1` and
+`1.0`, are different texts. `1.0` and `1e0` are one float, and one text. The text reads back
+(`json.loads`) as the very value it was made from.
+
+The digests the ledger keeps and the gateway sends to clients (its derived call ids) are
+HMAC-SHA256 under the ledger's digest key (`toolkeeper.ledger.keys`): they cover sensitive
+arguments, which a plain hash would let anyone holding the digest guess back.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import re
@@ -16,20 +27,36 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["canonical_json", "digest", "json_safe", "parse_canonical", "safe_text"]
+__all__ = [
+    "canonical_json",
+    "digest",
+    "digest_bytes",
+    "json_safe",
+    "parse_canonical",
+    "safe_text",
+]
 
 
 def _number(value: int | float) -> str:
-    """A number as RFC 8785 writes it: ECMAScript's shortest form for floats.
-
-    Integers stay exact (RFC 8785 would round those above 2**53 to a double): arguments
-    that differ must never share a digest.
-    """
+    """A number, its type kept: an int's exact digits (RFC 8785 would round one above 2**53 to
+    a double), a float's ECMAScript form with `.0` when that looks like an int (`1.0`, and
+    `41778229342798590.0` for the double 41778229342798592, which ECMAScript writes as the int
+    41778229342798590 is written), and `-0.0` for negative zero (ECMAScript writes `0`)."""
     if isinstance(value, bool):  # pragma: no cover - handled by the caller
         raise TypeError("bool is not a number")
     if isinstance(value, int):
         return str(int(value))  # int(): an IntEnum member prints as its name
-    value = float(value)
+    text = _ecmascript(float(value))
+    if "." in text or "e" in text:
+        return text
+    if text == "0" and math.copysign(1.0, value) < 0:
+        return "-0.0"
+    return text + ".0"
+
+
+def _ecmascript(value: float) -> str:
+    """A float as ECMAScript's Number::toString (and RFC 8785) writes it: the shortest digits
+    that read back as `value`, which no other double shares."""
     if not math.isfinite(value):
         raise ValueError("NaN and infinities have no JSON form")
     if value == 0:
@@ -71,7 +98,8 @@ def _encode(value: Any, out: list[str]) -> None:
         out.append("{")
         if not all(isinstance(k, str) for k in value):
             raise TypeError("object keys must be strings")
-        keys = sorted(value, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
+        # (then by code point: a lone surrogate pair and the character it makes sort as one)
+        keys = sorted(value, key=lambda k: (k.encode("utf-16-be", "surrogatepass"), k))
         for i, key in enumerate(keys):
             if i:
                 out.append(",")
@@ -92,7 +120,8 @@ def _encode(value: Any, out: list[str]) -> None:
 
 def _plain(value: Any, depth: int = 0) -> bool:
     """Whether `json.dumps` already writes `value` canonically: no floats (which JSON and
-    Python print differently) and only ASCII keys (so code point order is UTF-16 order)."""
+    the canonical form write differently) and only ASCII keys (so code point order is UTF-16
+    order)."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return True
@@ -108,7 +137,7 @@ def _plain(value: Any, depth: int = 0) -> bool:
 
 
 def canonical_json(value: Any) -> str:
-    """The RFC 8785 style canonical JSON text of a JSON-compatible value."""
+    """The canonical JSON text of a JSON-compatible value (see the module)."""
     if _plain(value):
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     out: list[str] = []
@@ -116,9 +145,22 @@ def canonical_json(value: Any) -> str:
     return "".join(out)
 
 
-def digest(value: Any) -> str:
-    """SHA-256 (hex) of the canonical JSON of `value`."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+def digest(value: Any, key: bytes | None = None) -> str:
+    """HMAC-SHA256 (hex) under `key` of the canonical JSON of `value`; without a key, its
+    plain SHA-256, for what holds nothing secret (never what goes into a ledger or to a client).
+
+    Raises:
+        TypeError, ValueError: `value` has no canonical JSON form (see `canonical_json`).
+        UnicodeEncodeError: it holds a lone surrogate, which is no character.
+    """
+    return digest_bytes(canonical_json(value).encode("utf-8"), key)
+
+
+def digest_bytes(data: bytes, key: bytes | None) -> str:
+    """HMAC-SHA256 (hex) of `data` under `key`; plain SHA-256 without one."""
+    if key is None:
+        return hashlib.sha256(data).hexdigest()
+    return hmac.digest(key, data, "sha256").hex()
 
 
 class _HasFloat(Exception):
@@ -137,11 +179,11 @@ _encode_sorted = msgspec.json.Encoder(order="sorted").encode
 _ASTRAL = re.compile(rb"[\xf0-\xf4]")
 
 
-def parse_canonical(text: str) -> tuple[Any, str] | None:
+def parse_canonical(text: str, key: bytes | None = None) -> tuple[Any, str] | None:
     """Parse JSON text and digest its canonical form, on the fast path when it is exact.
 
     Returns:
-        (value, SHA-256 hex of `canonical_json(value)`), or None when the text needs the
+        (value, `digest(value, key)`), or None when the text needs the
         general path (`json.loads`, then `digest`): it holds a float, an astral-plane
         character, or something the strict parser refuses (invalid JSON, lone surrogates,
         escaped or raw, numbers out of range, nesting deeper than it goes).
@@ -153,7 +195,7 @@ def parse_canonical(text: str) -> tuple[Any, str] | None:
     out = _encode_sorted(value)
     if not out.isascii() and _ASTRAL.search(out):
         return None
-    return value, hashlib.sha256(out).hexdigest()
+    return value, digest_bytes(out, key)
 
 
 _SCALARS = (int, float, type(None))

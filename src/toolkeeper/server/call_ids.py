@@ -7,8 +7,9 @@ Otherwise:
 
 - the task is `mcp:<principal id>` (a colon in the id escaped as `%3A`): one task per
   principal, so an approval given in one session is found again by the next one;
-- the call id is derived from the principal, the tool and the SHA-256 of the canonical
-  arguments, plus a generation number: the same call proposed again while its earlier proposal
+- the call id is derived from the principal, the tool and the canonical arguments, keyed with
+  the ledger's digest key (`ledger.keys`: it is sent to the client, and the arguments may hold
+  a secret), plus a generation number: the same call proposed again while its earlier proposal
   is still open in the ledger (waiting for approval, refused, cancelled, running) gets the
   *same* id, so a retry after an approval runs that approved call exactly once; once that
   call has ended
@@ -18,7 +19,6 @@ Otherwise:
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -27,7 +27,8 @@ from ..core.states import CallStatus
 from ..core.values import Principal
 from ..executor.gates import id_problem
 from ..ledger.base import LedgerStore
-from ..schema.canonical import canonical_json
+from ..ledger.keys import digest_key
+from ..schema.canonical import canonical_json, digest_bytes
 
 __all__ = ["CALL_META_KEY", "TASK_META_KEY", "CallIds"]
 
@@ -97,7 +98,7 @@ class CallIds:
         given = (meta or {}).get(CALL_META_KEY)
         if given:
             return str(given)
-        base = _base(principal, tool, arguments)
+        base = _base(principal, tool, arguments, digest_key(self._store))
         if id_problem(task_id) is not None:
             # (a task the client named that no ledger can key: the executor refuses the call)
             return base
@@ -143,12 +144,13 @@ class CallIds:
         if self._known.get(key, (0, False))[0] <= generation:
             self._remember(key, generation + 1, True)
 
-    @staticmethod
     def derives(
-        call_id: str, principal: Principal, tool: str, arguments: Mapping[str, Any] | str
+        self, call_id: str, principal: Principal, tool: str, arguments: Mapping[str, Any] | str
     ) -> bool:
         """Whether `call_id` is a derived id (of any generation) of this call."""
-        return call_id.partition(".")[0] == _base(principal, tool, arguments)
+        return call_id.partition(".")[0] == _base(
+            principal, tool, arguments, digest_key(self._store)
+        )
 
     @staticmethod
     def derived(meta: Mapping[str, Any] | None) -> bool:
@@ -156,15 +158,15 @@ class CallIds:
         return not (meta or {}).get(CALL_META_KEY)
 
 
-def _base(principal: Principal, tool: str, arguments: Mapping[str, Any] | str) -> str:
-    """The id of the first generation of a call: its principal, tool and arguments."""
+def _base(principal: Principal, tool: str, arguments: Mapping[str, Any] | str, key: bytes) -> str:
+    """The id of the first generation of a call: its principal, tool and arguments, keyed."""
     try:
         args = canonical_json(arguments)
     except (TypeError, ValueError):
         args = repr(arguments)
     # surrogatepass: arguments holding a lone surrogate still get an id (and their refusal)
     identity = f"{principal.id}\x00{tool}\x00{args}".encode("utf-8", "surrogatepass")
-    return ("mcp-" + hashlib.sha256(identity).hexdigest())[:36]
+    return ("mcp-" + digest_bytes(identity, key))[:36]
 
 
 def _name(base: str, generation: int) -> str:

@@ -324,7 +324,7 @@ class Gateway:
             asked is None
             or asked.principal_id != who.principal.id
             or asked.task_id != self._call_ids.task_id(who.principal, params.meta)
-            or not CallIds.derives(asked.call_id, who.principal, name, arguments)
+            or not self._call_ids.derives(asked.call_id, who.principal, name, arguments)
         ):
             return None
         return asked.call_id
