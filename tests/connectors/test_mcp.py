@@ -256,7 +256,7 @@ async def test_every_page_of_the_tool_list_is_read() -> None:
         assert upstream.connected
         names = set(upstream.tool_names)
     assert {f"t.filler_{i}" for i in range(5)} | {"t.echo", "t.hang"} <= names
-    assert len(names) == 11
+    assert len(names) == 12
     server = StdioServerParameters(
         command=sys.executable, args=[UPSTREAM], env={"PAGE_SIZE": "2", "EXTRA_TOOLS": "5"}
     )

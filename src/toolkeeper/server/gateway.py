@@ -49,7 +49,6 @@ from .progressive import MetaTools
 __all__ = ["APPROVAL_INPUT_KEY", "ClientView", "Exposure", "Gateway", "GatewayPrincipal"]
 
 Exposure = Literal["direct", "progressive"]
-_MAX_REDERIVE = 5
 APPROVAL_INPUT_KEY = "toolkeeper-approval"
 """The key of the approval elicitation in an `InputRequiredResult` (2026-07-28 clients)."""
 
@@ -340,18 +339,20 @@ class Gateway:
         *,
         call_id: str | None = None,
     ) -> tuple[ToolCall, ToolResult]:
-        """Propose and execute; a derived id that turns out to be taken by an ended call
-        (another gateway process got there first) is derived again from the ledger. A
-        `call_id` given is that call's, whether or not it ended."""
-        call = await self._proposal(who, name, arguments, meta, call_id=call_id)
+        """Propose and execute. A derived id is read from the ledger (`CallIds.derive`), so a
+        proposal made while the same call is open joins it and gets its result, replayed or
+        not; only a read's id taken unread from memory, found made and ended by another
+        gateway process, is derived again. A `call_id` given is that call's, ended or not."""
+        tool = self.keeper.catalog.get(name)
+        # A repeated write always reads the ledger: only a read may be run twice by a race.
+        safe = tool is not None and tool.spec.retry_safe
+        call, read = await self._proposal(
+            who, name, arguments, meta, call_id=call_id, probe=not safe
+        )
         result = await self.keeper.execute(call)
-        if call_id is not None:
-            return call, result
-        for _ in range(_MAX_REDERIVE):
-            if not (result.replayed and CallIds.derived(meta) and result.status.terminal):
-                break
+        if not read and result.replayed and result.status.terminal:
             self._call_ids.ended(call.task_id, call.call_id, result.status)
-            call = await self._proposal(who, name, arguments, meta, probe=True)
+            call, _ = await self._proposal(who, name, arguments, meta, probe=True)
             result = await self.keeper.execute(call)
         return call, result
 
@@ -364,13 +365,15 @@ class Gateway:
         *,
         probe: bool = False,
         call_id: str | None = None,
-    ) -> ToolCall:
+    ) -> tuple[ToolCall, bool]:
+        """The call proposed, and whether its id was read from the ledger (or given)."""
         task_id = self._call_ids.task_id(who.principal, meta)
+        read = True
         if call_id is None:
-            call_id = await self._call_ids.call_id(
+            call_id, read = await self._call_ids.derive(
                 who.principal, task_id, name, arguments, meta, probe=probe
             )
-        return ToolCall(
+        call = ToolCall(
             call_id=call_id,
             name=name,
             arguments=dict(arguments),
@@ -378,6 +381,7 @@ class Gateway:
             principal=who.principal,
             metadata={"dialect": "mcp"},
         )
+        return call, read
 
     async def _ask(
         self,
