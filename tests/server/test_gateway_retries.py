@@ -34,6 +34,8 @@ from .test_transports import CLI, stdio_server
 pytestmark = pytest.mark.anyio
 
 WRITE = "t.append_when_released"
+CALL_ID = "dev.toolkeeper/call-id"
+REPLAYED = "dev.toolkeeper/replayed"
 
 
 @contextmanager
@@ -93,6 +95,13 @@ def assert_one_effect_and_ten_answers(tmp_path: Path, results: list[Any]) -> Non
     assert len(results) == 10
     assert not any(r.is_error for r in results), [r for r in results if r.is_error]
     assert len({r.model_dump_json(exclude={"meta"}) for r in results}) == 1
+    # One ran, nine are its replays, and each says which it is, and of which call.
+    assert sorted(meta_of(r)[REPLAYED] for r in results) == [False] + [True] * 9
+    assert len({meta_of(r)[CALL_ID] for r in results}) == 1
+
+
+def meta_of(result: mcp_types.CallToolResult) -> dict[str, Any]:
+    return dict(result.meta or {})
 
 
 async def test_ten_identical_writes_at_once_over_http_run_once_and_each_gets_the_result(
@@ -189,6 +198,25 @@ async def test_a_write_proposed_again_after_it_ended_runs_again(
     assert (tmp_path / "effects.txt").read_text() == "x\nx\nx\n"
 
 
+async def test_every_result_names_its_call_and_says_whether_it_is_a_replay(
+    http_client: ClientFactory, tmp_path: Path
+) -> None:
+    given = {CALL_ID: "client-chosen-1"}
+    async with http_client(TOKENS["alice"]) as alice:
+        read = await alice.call_tool("t.echo", {"text": "a"})
+        ran = await alice.call_tool("t.echo", {"text": "b"}, meta=given)
+        replayed = await alice.call_tool("t.echo", {"text": "b"}, meta=given)
+        refused = await alice.call_tool("t.echo", {"text": 7})
+        pending = await alice.call_tool("demo.clear_notes", {})
+    assert meta_of(read)[CALL_ID].startswith("mcp-") and meta_of(read)[REPLAYED] is False
+    assert (meta_of(ran)[CALL_ID], meta_of(ran)[REPLAYED]) == ("client-chosen-1", False)
+    assert (meta_of(replayed)[CALL_ID], meta_of(replayed)[REPLAYED]) == ("client-chosen-1", True)
+    assert replayed.structured_content == ran.structured_content
+    for error in (refused, pending):
+        assert error.is_error and meta_of(error)[REPLAYED] is False
+        assert meta_of(error)[CALL_ID].startswith("mcp-")
+
+
 def settle(tmp_path: Path, task: str, call: str, *how: str) -> None:
     ledger = f"sqlite:///{tmp_path}/ledger.db"
     subprocess.run(
@@ -209,6 +237,9 @@ async def test_a_write_of_unknown_outcome_is_answered_again_until_settled_not_ru
         assert code_of(first) == "UNKNOWN_OUTCOME"
         again = [await alice.call_tool("t.die_midway", args) for _ in range(3)]
         assert [code_of(r) for r in again] == ["UNKNOWN_OUTCOME"] * 3
+        assert meta_of(first)[REPLAYED] is False
+        assert [meta_of(r)[REPLAYED] for r in again] == [True] * 3
+        assert {meta_of(r)[CALL_ID] for r in [first, *again]} == {meta_of(first)[CALL_ID]}
         assert marker.read_text() == "started\n"  # never sent again
         [record] = await deployment.keeper.store.list_calls()
         settle(tmp_path, record.task_id, record.call_id, "--failed", "--note", "checked")

@@ -193,7 +193,8 @@ async def test_handshake_era_calls_get_the_sdks_wire_shape(tmp_path: Path) -> No
             listed, refused = await gw.answer(2), await gw.answer(3)
     result = listed["result"]
     methods.validate_server_result("tools/call", "2025-06-18", result)
-    assert "resultType" not in result and "_meta" not in result
+    assert "resultType" not in result  # (and no serverInfo stamp: only the gateway's own keys)
+    assert set(result["_meta"]) == {"dev.toolkeeper/call-id", "dev.toolkeeper/replayed"}
     assert refused["error"]["message"] == "Unknown tool: t.echo"
 
 

@@ -43,14 +43,30 @@ from ..ledger.base import ApprovalRecord
 from ..policy.grants import may_use
 from ..retrieval.meta import CALL_TOOL
 from ..retrieval.selector import Connected
-from .call_ids import CallIds
+from .call_ids import CALL_META_KEY, CallIds
 from .progressive import MetaTools
 
-__all__ = ["APPROVAL_INPUT_KEY", "ClientView", "Exposure", "Gateway", "GatewayPrincipal"]
+__all__ = [
+    "APPROVAL_INPUT_KEY",
+    "APPROVAL_META_KEY",
+    "ERROR_CODE_META_KEY",
+    "REPLAYED_META_KEY",
+    "ClientView",
+    "Exposure",
+    "Gateway",
+    "GatewayPrincipal",
+]
 
 Exposure = Literal["direct", "progressive"]
 APPROVAL_INPUT_KEY = "toolkeeper-approval"
 """The key of the approval elicitation in an `InputRequiredResult` (2026-07-28 clients)."""
+REPLAYED_META_KEY = "dev.toolkeeper/replayed"
+"""In every `tools/call` result's `_meta`: true when the call did not run for this request
+(its result comes from the ledger), beside the call's id (`dev.toolkeeper/call-id`)."""
+ERROR_CODE_META_KEY = "dev.toolkeeper/error-code"
+"""In an error result's `_meta`: the error's stable code."""
+APPROVAL_META_KEY = "dev.toolkeeper/approval-id"
+"""In the `_meta` of a result that waits for a person: the approval request to decide."""
 
 _APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -465,14 +481,15 @@ class Gateway:
             # an output schema and answers in text) goes as the text content it already is,
             # never as an answer the client's SDK refuses for a call the ledger holds done.
             wire["structuredContent"] = result.data
+        # Every answer says which call it is the result of, and whether that call ran for this
+        # request or was answered from the ledger.
+        meta: dict[str, Any] = {CALL_META_KEY: result.call_id} if result.call_id else {}
+        meta[REPLAYED_META_KEY] = result.replayed
         if result.error is not None:
-            wire["_meta"] = {
-                "dev.toolkeeper/error-code": result.error.code.value,
-                **({"dev.toolkeeper/call-id": result.call_id} if result.call_id else {}),
-                **(
-                    {"dev.toolkeeper/approval-id": result.approval_id} if result.approval_id else {}
-                ),
-            }
+            meta[ERROR_CODE_META_KEY] = result.error.code.value
+            if result.approval_id:
+                meta[APPROVAL_META_KEY] = result.approval_id
+        wire["_meta"] = meta
         return wire
 
 
