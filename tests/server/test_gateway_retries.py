@@ -295,3 +295,24 @@ async def test_a_write_that_timed_out_is_not_run_again_by_the_same_proposal(
                 again = await alice.call_tool(WRITE, write_args(tmp_path))
     assert code_of(again) == "UNKNOWN_OUTCOME"
     assert (tmp_path / "effects.txt").read_text() == "x\n"
+
+
+@pytest.mark.parametrize("found", [None, '{"other": 1}', '"done"'])
+async def test_a_settled_call_without_a_result_of_its_schema_is_answered_as_an_error_result(
+    http_client: ClientFactory, deployment: Deployment, tmp_path: Path, found: str | None
+) -> None:
+    # die_midway declares an output schema (`{"result": string}`): the official client refuses
+    # a success without structured content that matches it.
+    args = {"path": str(tmp_path / "marker.txt")}
+    async with http_client(TOKENS["alice"]) as alice:
+        assert code_of(await alice.call_tool("t.die_midway", args)) == "UNKNOWN_OUTCOME"
+        [record] = await deployment.keeper.store.list_calls()
+        result = () if found is None else ("--result", found)
+        settle(tmp_path, record.task_id, record.call_id, "--succeeded", "--note", "n", *result)
+        settled = await alice.call_tool("t.die_midway", args)
+    assert settled.is_error
+    assert code_of(settled) == "TOOL_ERROR"
+    assert meta_of(settled)[REPLAYED] is True
+    assert "took effect" in settled.content[0].text  # type: ignore[union-attr]
+    [record] = await deployment.keeper.store.list_calls()
+    assert record.status is CallStatus.SUCCEEDED  # (the ledger keeps what was found)

@@ -32,17 +32,18 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ..catalog.registry import CatalogEvent, Tool
-from ..core.errors import ErrorCode
+from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects.base import RESULT_CHARS, check_result_limit, shown_result
-from ..dialects.mcp import MCP, object_schema
+from ..dialects.mcp import MCP
 from ..executor.gates import id_problem
 from ..keeper import Keeper
 from ..ledger.base import ApprovalRecord
 from ..policy.grants import may_use
 from ..retrieval.meta import CALL_TOOL
 from ..retrieval.selector import Connected
+from ..schema.validate import SchemaError, Validator, compile_validator
 from .call_ids import CALL_META_KEY, CallIds
 from .progressive import MetaTools
 
@@ -167,7 +168,7 @@ class Gateway:
         self._tokens = [(_token_digest(p.token), p) for p in principals if p.token is not None]
         self._call_ids = CallIds(keeper.store)
         self._dialect = MCP()
-        self._exported: dict[int, tuple[ToolSpec, mcp_types.Tool]] = {}
+        self._exported: dict[int, tuple[ToolSpec, mcp_types.Tool, Validator | None]] = {}
         self._unsubscribe = keeper.catalog.subscribe(self._forget)
         # Discovery never offers a tool of an upstream that is down (`connected`).
         self._meta_tools = MetaTools(keeper, self._run_inner, connected=connected)
@@ -220,14 +221,25 @@ class Gateway:
                 self._exported.pop(id(tool.spec), None)
 
     def _export(self, spec: ToolSpec, name: str) -> mcp_types.Tool:
+        tool = self._exported_of(spec)[0]
+        return tool if tool.name == name else tool.model_copy(update={"name": name})
+
+    def _exported_of(self, spec: ToolSpec) -> tuple[mcp_types.Tool, Validator | None]:
+        """The MCP tool of `spec`, and the check of its output schema (None: it has none, or
+        none that can be checked)."""
         hit = self._exported.get(id(spec))
         if hit is not None and hit[0] is spec:
-            tool = hit[1]
-        else:
-            # (the MCP dialect leaves out an output schema that is not an object's)
-            tool = mcp_types.Tool.model_validate(self._dialect.export_tool(spec).value)
-            self._exported[id(spec)] = (spec, tool)
-        return tool if tool.name == name else tool.model_copy(update={"name": name})
+            return hit[1], hit[2]
+        # (the MCP dialect leaves out an output schema that is not an object's)
+        tool = mcp_types.Tool.model_validate(self._dialect.export_tool(spec).value)
+        check = None
+        if tool.output_schema is not None:
+            try:
+                check = compile_validator(tool.output_schema)
+            except SchemaError:
+                check = None
+        self._exported[id(spec)] = (spec, tool, check)
+        return tool, check
 
     # tools/call ------------------------------------------------------------------------
 
@@ -470,17 +482,16 @@ class Gateway:
                 shown, error=dataclasses.replace(shown.error, message=shown.error.message + hint)
             )
         wire = self._dialect.format_result(shown, max_chars=None)
-        if (
-            result.error is None
-            and spec is not None
-            and object_schema(spec.output_schema)
-            and "structuredContent" not in wire
-            and isinstance(result.data, dict)
-        ):
-            # Only an object is structured content: anything else (an upstream that declares
-            # an output schema and answers in text) goes as the text content it already is,
-            # never as an answer the client's SDK refuses for a call the ledger holds done.
-            wire["structuredContent"] = result.data
+        check = self._exported_of(spec)[1] if result.error is None and spec is not None else None
+        if check is not None:
+            if "structuredContent" not in wire and isinstance(result.data, dict):
+                wire["structuredContent"] = result.data  # (whole, though its text was cut)
+            # A success the tool's declared output schema refuses (a call settled by a person
+            # with no result, or another one; text where an object is declared) is an error
+            # result saying so: as a success, the client's SDK would refuse it.
+            misfit = _misfit(check, wire.get("structuredContent"))
+            if misfit is not None:
+                return self._wire(_unshowable(result, misfit), None)
         # Every answer says which call it is the result of, and whether that call ran for this
         # request or was answered from the ledger.
         meta: dict[str, Any] = {CALL_META_KEY: result.call_id} if result.call_id else {}
@@ -491,6 +502,30 @@ class Gateway:
                 meta[APPROVAL_META_KEY] = result.approval_id
         wire["_meta"] = meta
         return wire
+
+
+def _misfit(check: Validator, content: Any) -> str | None:
+    """Why `content` is not structured content of the output schema `check` checks (where,
+    and which keyword: not the value, which may be anything); None when it is."""
+    if content is None:
+        return "no structured result is recorded"
+    if check.is_valid(content):
+        return None
+    first = next(iter(check.violations(content)), None)
+    where = f" ({first.keyword} at {first.pointer or '/'})" if first is not None else ""
+    return f"the recorded result does not match it{where}"
+
+
+def _unshowable(result: ToolResult, misfit: str) -> ToolResult:
+    """The error result of a success whose result cannot be sent as its tool declares."""
+    error = ToolError.of(
+        ErrorCode.TOOL_ERROR,
+        f"{result.tool} took effect (the call succeeded), but its result cannot be shown in the "
+        f"output schema the tool declares: {misfit}. Do not make the call again unless you "
+        "mean to repeat it",
+        details={"status": result.status.value},
+    )
+    return dataclasses.replace(result, data=None, error=error, metadata={})
 
 
 def _needs_approval(result: ToolResult) -> bool:
