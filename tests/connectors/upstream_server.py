@@ -76,6 +76,12 @@ def die_midway(path: str) -> str:
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def pid() -> int:
+    """This server's process id."""
+    return os.getpid()
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 async def hang(path: str = "") -> str:
     """Never answer; note in `path` (when given) that the caller cancelled the request."""
     try:
