@@ -187,6 +187,28 @@ async def test_identical_writes_at_once_through_two_gateways_on_one_ledger_run_o
     assert [r.status for r in await calls_in(tmp_path)] == [CallStatus.SUCCEEDED]
 
 
+async def test_identical_writes_at_once_through_two_stdio_gateway_processes_run_once(
+    config_file: Path, tmp_path: Path
+) -> None:
+    with gate(tmp_path) as release:
+        async with (
+            Client(stdio_server(config_file)) as one,
+            Client(stdio_server(config_file)) as two,
+        ):
+
+            async def all_in() -> None:
+                await anyio.wait_all_tasks_blocked()
+                for client in (one, two):  # (each gateway has read its requests)
+                    await client.list_tools(cache_mode="bypass")
+                release()
+
+            results = await ten_at_once(
+                lambda i: (one if i % 2 else two).call_tool(WRITE, write_args(tmp_path)), all_in
+            )
+    assert_one_effect_and_ten_answers(tmp_path, results)
+    assert [r.status for r in await calls_in(tmp_path)] == [CallStatus.SUCCEEDED]
+
+
 async def test_a_write_proposed_again_after_it_ended_runs_again(
     http_client: ClientFactory, tmp_path: Path
 ) -> None:
