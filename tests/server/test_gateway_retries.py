@@ -20,6 +20,7 @@ import mcp_types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from toolkeeper.config import parse_config
 from toolkeeper.core import CallStatus
@@ -338,3 +339,18 @@ async def test_a_settled_call_without_a_result_of_its_schema_is_answered_as_an_e
     assert "took effect" in settled.content[0].text  # type: ignore[union-attr]
     [record] = await deployment.keeper.store.list_calls()
     assert record.status is CallStatus.SUCCEEDED  # (the ledger keeps what was found)
+
+
+async def test_a_write_the_client_gave_up_waiting_for_is_not_run_again_by_its_retry(
+    config_file: Path, tmp_path: Path
+) -> None:
+    with gate(tmp_path), anyio.fail_after(60):
+        async with Client(stdio_server(config_file)) as alice:
+            with pytest.raises(MCPError):  # (the client cancels the request at its timeout)
+                await alice.call_tool(WRITE, write_args(tmp_path), read_timeout_seconds=1.0)
+            # Its retry joins the call: once the cancelled one has ended, its unknown outcome.
+            again = await alice.call_tool(WRITE, write_args(tmp_path))
+    assert code_of(again) == "UNKNOWN_OUTCOME"
+    assert meta_of(again)[REPLAYED] is True
+    assert (tmp_path / "effects.txt").read_text() == "x\n"
+    assert [r.status for r in await calls_in(tmp_path)] == [CallStatus.UNKNOWN_OUTCOME]
