@@ -72,7 +72,7 @@ class CallIds:
     def __init__(self, store: LedgerStore) -> None:
         self._store = store
         # (task, base id) -> (generation, fresh): fresh when this process saw the one before
-        # it end, so it is known unused.
+        # it end, so that a read may take it without reading the ledger (`derive`).
         self._known: OrderedDict[tuple[str, str], tuple[int, bool]] = OrderedDict()
 
     def _remember(self, key: tuple[str, str], generation: int, fresh: bool) -> None:
