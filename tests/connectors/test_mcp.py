@@ -3,6 +3,9 @@ a small test server of our own (tests/connectors/upstream_server.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -265,6 +268,50 @@ async def test_upstream_killed_mid_call_is_lost_then_reconnected(
     assert "upstream 't': the connection ended" in caplog.text
 
 
+def kill_and_reap_later(pid: int) -> None:
+    """SIGKILL `pid` and return once it is dead, leaving it for its parent to reap (its pipes
+    are closed; the event loop has not yet seen it)."""
+    os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):  # (reaped already: dead too)
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+
+
+async def test_a_write_sent_to_an_upstream_that_just_died_is_unavailable_not_unknown(
+    tmp_path: Path,
+) -> None:
+    params = UpstreamParams(trust_hints=True, name="t", command=sys.executable, args=(UPSTREAM,))
+    effects = tmp_path / "effects.txt"
+    for attempt in range(8):  # (each time, the server dies before the connector notices)
+        catalog = Catalog()
+        async with McpUpstream(params, catalog) as upstream:
+            write, pid = spec_of(catalog, "t.append_line"), spec_of(catalog, "t.pid")
+            kill_and_reap_later((await upstream.invoke(pid, {}, ctx(pid)))["result"])
+            # The request never left (the pipe refused it): retryable, not one for a person.
+            with pytest.raises(UpstreamUnavailable):
+                await upstream.invoke(write, {"path": str(effects), "line": "x"}, ctx(write))
+        assert not effects.exists(), attempt
+
+
+async def test_a_write_proposed_to_an_upstream_that_just_died_runs_once_when_it_is_back(
+    tmp_path: Path,
+) -> None:
+    effects = tmp_path / "effects.txt"
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    params = UpstreamParams(trust_hints=True, name="t", command=sys.executable, args=(UPSTREAM,))
+    agent = Principal(id="agent", grants=frozenset({"t:*"}))
+    args = {"path": str(effects), "line": "x"}
+    with anyio.fail_after(30):
+        async with keeper, McpUpstream(params, keeper.catalog) as upstream:
+            pid = spec_of(keeper.catalog, "t.pid")
+            kill_and_reap_later((await upstream.invoke(pid, {}, ctx(pid)))["result"])
+            call = ToolCall(call_id="w1", name="t.append_line", arguments=args, principal=agent)
+            result = await keeper.execute(call)
+    # Refused whole by the dead server's pipe, the write was retried on its restarted
+    # process: done once, and no person asked to find out whether it happened.
+    assert result.status is CallStatus.SUCCEEDED, result.error
+    assert effects.read_text() == "x\n"
+
+
 async def test_unreachable_upstream_has_no_tools_and_refuses_calls() -> None:
     catalog = Catalog()
     params = UpstreamParams(
@@ -291,7 +338,7 @@ async def test_every_page_of_the_tool_list_is_read() -> None:
         assert upstream.connected
         names = set(upstream.tool_names)
     assert {f"t.filler_{i}" for i in range(5)} | {"t.echo", "t.hang"} <= names
-    assert len(names) == 11
+    assert len(names) == 13
     server = StdioServerParameters(
         command=sys.executable, args=[UPSTREAM], env={"PAGE_SIZE": "2", "EXTRA_TOOLS": "5"}
     )

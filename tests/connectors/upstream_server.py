@@ -1,8 +1,8 @@
 """A small MCP server over stdio for the connector and gateway tests.
 
 Its tools exercise what mcp-server-time and mcp-server-git cannot: the idempotency key received
-in `_meta`, a tool list that changes at run time, pagination, a call that never answers, and a
-process that dies in the middle of a call.
+in `_meta`, a tool list that changes at run time, pagination, a call that never answers, a
+write that answers when the test lets it, and a process that dies in the middle of a call.
 """
 
 from __future__ import annotations
@@ -39,6 +39,20 @@ def append_line(path: str, line: str) -> str:
     return "appended"
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+async def append_when_released(path: str, line: str, gate: str) -> str:
+    """Append a line to a file, then answer once a byte can be read from the FIFO `gate`."""
+    with open(path, "a", encoding="utf-8") as f:  # noqa: ASYNC230 - a test's small file
+        f.write(line + "\n")
+    await anyio.to_thread.run_sync(_take_a_byte, gate)
+    return "appended"
+
+
+def _take_a_byte(fifo: str) -> None:
+    with open(fifo, "rb", buffering=0) as f:
+        f.read(1)
+
+
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 20).decode()
 
 
@@ -59,6 +73,12 @@ def die_midway(path: str) -> str:
     with open(path, "a", encoding="utf-8") as f:
         f.write("started\n")
     os._exit(17)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def pid() -> int:
+    """This server's process id."""
+    return os.getpid()
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))

@@ -118,3 +118,49 @@ async def test_what_is_remembered_of_derived_calls_stays_bounded() -> None:
         call_id = await ids.call_id(ALICE, task, "t.x", {"i": i}, None)
         ids.ended(task, call_id, CallStatus.SUCCEEDED)
     assert len(ids._known) == call_ids._REMEMBERED
+
+
+async def test_a_call_of_unknown_outcome_keeps_its_id_until_settled() -> None:
+    store = MemoryStore()
+    ids = CallIds(store)
+    first = await ids.call_id(ALICE, "mcp:alice", "t.x", {}, None)
+    await store.claim_call(record(first, CallStatus.RUNNING))
+    await store.transition(
+        "mcp:alice", first, expected=CallStatus.RUNNING, target=CallStatus.UNKNOWN_OUTCOME
+    )
+    ids.ended("mcp:alice", first, CallStatus.UNKNOWN_OUTCOME)
+    assert await ids.call_id(ALICE, "mcp:alice", "t.x", {}, None) == first
+    assert await CallIds(store).call_id(ALICE, "mcp:alice", "t.x", {}, None) == first
+
+
+@pytest.mark.parametrize("succeeded", [True, False])
+async def test_a_settled_call_is_answered_once_if_done_and_is_a_new_call_if_not(
+    succeeded: bool,
+) -> None:
+    store = MemoryStore()
+    ids = CallIds(store)
+    first = await ids.call_id(ALICE, "mcp:alice", "t.x", {}, None)
+    await store.claim_call(record(first, CallStatus.UNKNOWN_OUTCOME))
+    target = CallStatus.SUCCEEDED if succeeded else CallStatus.FAILED
+    await store.transition("mcp:alice", first, expected=CallStatus.UNKNOWN_OUTCOME, target=target)
+    again = await ids.call_id(ALICE, "mcp:alice", "t.x", {}, None, probe=True)
+    assert again == (first if succeeded else f"{first}.1")
+    ids.ended("mcp:alice", again, target)  # answered: what was found, or the new call's end
+    assert await ids.call_id(ALICE, "mcp:alice", "t.x", {}, None, probe=True) != first
+
+
+async def test_a_settled_call_followed_by_later_ones_is_not_taken_for_the_latest() -> None:
+    store = MemoryStore()
+    ids = CallIds(store)
+    task = "mcp:alice"
+    first = await ids.call_id(ALICE, task, "t.x", {}, None)
+    await store.claim_call(record(first, CallStatus.UNKNOWN_OUTCOME))
+    await store.transition(
+        task, first, expected=CallStatus.UNKNOWN_OUTCOME, target=CallStatus.SUCCEEDED
+    )
+    ids.ended(task, first, CallStatus.SUCCEEDED)
+    for _ in range(3):
+        call_id = await ids.call_id(ALICE, task, "t.x", {}, None, probe=True)
+        await store.claim_call(record(call_id, CallStatus.SUCCEEDED))
+        ids.ended(task, call_id, CallStatus.SUCCEEDED)
+    assert await CallIds(store).call_id(ALICE, task, "t.x", {}, None) == f"{first}.4"

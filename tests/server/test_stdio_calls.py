@@ -228,7 +228,8 @@ async def test_handshake_era_calls_get_the_sdks_wire_shape(tmp_path: Path) -> No
             listed, refused = await gw.answer(2), await gw.answer(3)
     result = listed["result"]
     methods.validate_server_result("tools/call", "2025-06-18", result)
-    assert "resultType" not in result and "_meta" not in result
+    assert "resultType" not in result  # (and no serverInfo stamp: only the gateway's own keys)
+    assert set(result["_meta"]) == {"dev.toolkeeper/call-id", "dev.toolkeeper/replayed"}
     assert refused["error"]["message"] == "Unknown tool: t.echo"
 
 
@@ -300,8 +301,11 @@ grants = ["raw:*"]
             odd = await gw.answer(4)
             records = await calls_in(tmp_path)
     result = answered["result"]
-    assert result["isError"] is False and "structuredContent" not in result
-    assert result["content"][0]["text"] == "1 line recorded"
+    # Text where an object is declared: sent as a success, the official client raises on it
+    # (no structured content); as an error result, it says the call took effect.
+    assert result["isError"] is True and "structuredContent" not in result
+    assert result["_meta"]["dev.toolkeeper/error-code"] == "TOOL_ERROR"
+    assert "took effect" in result["content"][0]["text"]
     assert effects.read_text() == "called\n"
     # A name MCP does not allow is listed rewritten, and that name is the one that works.
     assert "raw.odd_name" in listed and "raw.odd name" not in listed

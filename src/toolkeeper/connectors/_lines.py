@@ -157,10 +157,25 @@ class LineWriter(_Stream):
     async def write_line(self, line: bytes) -> None:
         """Write one encoded message, newline included."""
         self.write_nowait(line)
+        await self.drain()
+
+    async def drain(self) -> None:
+        """Wait until the pipe's buffer is low enough to write more."""
         await self._writer.drain()
 
     def write_nowait(self, line: bytes) -> None:
-        """Write one encoded message into the pipe's buffer without waiting for it to drain."""
-        if self._closed or self._writer.is_closing():
+        """Write one encoded message into the pipe's buffer without waiting for it to drain.
+
+        Raises:
+            anyio.ClosedResourceError: no byte of `line` was written: the pipe was closed, or
+                it broke on this write (its reader gone, the process at the other end dead).
+        """
+        writer = self._writer
+        if self._closed or writer.is_closing():
             raise anyio.ClosedResourceError
-        self._writer.write(line)
+        idle = writer.transport.get_write_buffer_size() == 0
+        writer.write(line)
+        if idle and writer.is_closing():
+            # With nothing queued before it, the line went to the pipe at once: a pipe that
+            # closed on it refused it whole (a write in part queues the rest, and stays open).
+            raise anyio.ClosedResourceError

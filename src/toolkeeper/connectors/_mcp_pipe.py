@@ -139,7 +139,8 @@ class CallLane:
         (a deadline around it, say) tells the server to cancel the request.
 
         Raises:
-            LaneClosed: the connection ended (`sent` False: nothing was written).
+            LaneClosed: the connection ended (`sent` False: nothing was written, the pipe
+                closed before or refused the request whole).
             MCPError: the server answered with an error.
         """
         if self._closed:
@@ -158,9 +159,14 @@ class CallLane:
         answered = False
         try:
             try:
-                await self._writer.write_line(_ENCODE(request) + b"\n")
+                self._writer.write_nowait(_ENCODE(request) + b"\n")
+            except anyio.ClosedResourceError as exc:
+                # (the server died before we noticed: nothing of the request reached it)
+                raise LaneClosed("could not send: the pipe is closed", sent=False) from exc
+            try:
+                await self._writer.drain()
             except (anyio.ClosedResourceError, ConnectionError) as exc:
-                raise LaneClosed(f"could not send: {exc}", sent=True) from exc
+                raise LaneClosed(f"the pipe closed while sending: {exc}", sent=True) from exc
             response = await future
             answered = True
         finally:

@@ -9,12 +9,15 @@ Otherwise:
   principal, so an approval given in one session is found again by the next one;
 - the call id is derived from the principal, the tool and the canonical arguments, keyed with
   the ledger's digest key (`ledger.keys`: it is sent to the client, and the arguments may hold
-  a secret), plus a generation number: the same call proposed again while its earlier proposal
-  is still open in the ledger (waiting for approval, refused, cancelled, running) gets the
-  *same* id, so a retry after an approval runs that approved call exactly once; once that
-  call has ended
-  (succeeded, failed, timed out, unknown), the same arguments make a new call (the next
-  generation), so repeating a read or a deliberate write is never answered from the ledger.
+  a secret), plus a generation number. A proposal joins the latest generation while that is
+  still the same call: open in the ledger (waiting for approval, refused, cancelled, running),
+  of unknown outcome, or settled as done by a person or a reconciler after an unknown outcome
+  and not yet answered by this process. Such a retry gets that call's result (its replay, or
+  its one run), so 10 identical proposals at once run once, and a write whose outcome is
+  unknown is never run again until it is settled. Once the latest generation has ended
+  (succeeded, failed, timed out), or its settled success was answered here, the same arguments
+  make a new call (the next generation): repeating a read or a deliberate write is never
+  answered from the ledger. A settled failure lets the next proposal run at once.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 from ..core.states import CallStatus
 from ..core.values import Principal
 from ..executor.gates import id_problem
-from ..ledger.base import LedgerStore
+from ..ledger.base import CallRecord, LedgerStore
 from ..ledger.keys import digest_key
 from ..schema.canonical import canonical_json, digest_bytes
 
@@ -44,9 +47,20 @@ _OPEN = frozenset(
         CallStatus.RUNNING,
         CallStatus.REJECTED,
         CallStatus.CANCELLED,  # proposed again, it runs (where that is safe) or replays
+        CallStatus.UNKNOWN_OUTCOME,  # answered again as unknown until it is settled
     }
 )
-"""States in which a same proposal is the same call (a retry), not a new one."""
+"""States in which a same proposal is the same call (a retry), not a new one: no later
+generation exists while one is in them."""
+
+
+def _same_call(record: CallRecord) -> bool:
+    """Whether a proposal joins the call whose latest generation is `record`: while it is open,
+    or settled as done after an unknown outcome (the retry gets what was found)."""
+    return record.status in _OPEN or (
+        record.status is CallStatus.SUCCEEDED
+        and any(status is CallStatus.UNKNOWN_OUTCOME for status, _ in record.history)
+    )
 
 
 _REMEMBERED = 4096
@@ -60,7 +74,7 @@ class CallIds:
     def __init__(self, store: LedgerStore) -> None:
         self._store = store
         # (task, base id) -> (generation, fresh): fresh when this process saw the one before
-        # it end, so it is known unused.
+        # it end, so that a read may take it without reading the ledger (`derive`).
         self._known: OrderedDict[tuple[str, str], tuple[int, bool]] = OrderedDict()
 
     def _remember(self, key: tuple[str, str], generation: int, fresh: bool) -> None:
@@ -89,53 +103,69 @@ class CallIds:
         *,
         probe: bool = False,
     ) -> str:
-        """The call id: the client's `dev.toolkeeper/call-id`, else derived (see the module).
+        """The call id: the client's `dev.toolkeeper/call-id`, else derived (see the module)."""
+        return (await self.derive(principal, task_id, tool, arguments, meta, probe=probe))[0]
 
-        A generation this process saw the previous one of end is used without asking the
-        ledger, unless `probe`; if another process used it meanwhile, the executor answers
-        with a replay, and the caller asks again with `probe=True`.
+    async def derive(
+        self,
+        principal: Principal,
+        task_id: str,
+        tool: str,
+        arguments: Mapping[str, Any] | str,
+        meta: Mapping[str, Any] | None,
+        *,
+        probe: bool = False,
+    ) -> tuple[str, bool]:
+        """The call id, and whether the ledger was read to choose it.
+
+        A generation this process saw the previous one of end is used without reading the
+        ledger, unless `probe`. Read, the id is that of the call the proposal joins (or of a
+        call not yet made): whatever the executor answers for it is this proposal's answer.
+        Unread, another process may have made and ended that generation meanwhile: when the
+        executor answers with such a replay, the caller asks again with `probe=True`.
         """
         given = (meta or {}).get(CALL_META_KEY)
         if given:
-            return str(given)
+            return str(given), True
         base = _base(principal, tool, arguments, digest_key(self._store))
         if id_problem(task_id) is not None:
             # (a task the client named that no ledger can key: the executor refuses the call)
-            return base
+            return base, True
         key = (task_id, base)
         generation, fresh = self._known.get(key, (0, False))
-        if probe or not fresh:
-            generation = await self._first_usable(task_id, base, generation)
+        read = probe or not fresh
+        if read:
+            generation = await self._current(task_id, base, generation)
         self._remember(key, generation, False)
-        return _name(base, generation)
+        return _name(base, generation), read
 
-    async def _first_usable(self, task_id: str, base: str, start: int) -> int:
-        """The first generation from `start` that is unused or still open. Generations end in
-        order (a next one is only made once its previous one ended), so the ledger holds ended
-        ones up to some point and none after: a doubling search, then a halving one, find it
-        in a few lookups however many times the call was made."""
+    async def _current(self, task_id: str, base: str, start: int) -> int:
+        """The generation a proposal is of, from `start` (the generations before it ended here).
 
-        async def usable(generation: int) -> bool:
-            record = await self._store.get_call(task_id, _name(base, generation))
-            return record is None or record.status in _OPEN
-
-        if await usable(start):
-            return start
-        ended, step = start, 1
-        while not await usable(start + step):
-            ended, step = start + step, step * 2
-        found = start + step
-        while found - ended > 1:
-            middle = (ended + found) // 2
-            if await usable(middle):
-                found = middle
+        Generations are made in order (a next one only once its previous one ended), so the
+        ledger holds every one up to the latest and none after: a doubling search, then a
+        halving one, find the latest in a few lookups however many times the call was made.
+        The proposal joins it while it is the same call (`_same_call`), else makes the next."""
+        first = await self._store.get_call(task_id, _name(base, start))
+        if first is None or first.status in _OPEN:
+            return start  # (no later generation exists: nothing more to read)
+        latest, made, step = first, start, 1
+        while (found := await self._store.get_call(task_id, _name(base, start + step))) is not None:
+            latest, made, step = found, start + step, step * 2
+        missing = start + step
+        while missing - made > 1:
+            middle = (made + missing) // 2
+            found = await self._store.get_call(task_id, _name(base, middle))
+            if found is None:
+                missing = middle
             else:
-                ended = middle
-        return found
+                latest, made = found, middle
+        return made if _same_call(latest) else made + 1
 
     def ended(self, task_id: str, call_id: str, status: CallStatus) -> None:
-        """Note that a derived call reached `status`; an ended call's next proposal is a new
-        call, so the next lookup starts at the next generation."""
+        """Note that a derived call was answered with `status`: once a call has ended (or its
+        settled success was answered), its next proposal is a new call, so the next lookup
+        starts at the next generation."""
         if status in _OPEN or not call_id.startswith("mcp-"):
             return
         base, _, number = call_id.partition(".")

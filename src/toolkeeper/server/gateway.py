@@ -17,6 +17,7 @@ streamable HTTP; this module works for whichever principal a transport authentic
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import hmac
@@ -37,22 +38,38 @@ from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects.base import RESULT_CHARS, check_result_limit, shown_result
-from ..dialects.mcp import MCP, object_schema
+from ..dialects.mcp import MCP
 from ..executor.gates import id_problem
 from ..keeper import Keeper
 from ..ledger.base import ApprovalRecord
 from ..policy.grants import may_use
 from ..retrieval.meta import CALL_TOOL
 from ..retrieval.selector import Connected
-from .call_ids import TASK_META_KEY, CallIds
+from ..schema.validate import SchemaError, Validator, compile_validator
+from .call_ids import CALL_META_KEY, TASK_META_KEY, CallIds
 from .progressive import MetaTools
 
-__all__ = ["APPROVAL_INPUT_KEY", "ClientView", "Exposure", "Gateway", "GatewayPrincipal"]
+__all__ = [
+    "APPROVAL_INPUT_KEY",
+    "APPROVAL_META_KEY",
+    "ERROR_CODE_META_KEY",
+    "REPLAYED_META_KEY",
+    "ClientView",
+    "Exposure",
+    "Gateway",
+    "GatewayPrincipal",
+]
 
 Exposure = Literal["direct", "progressive"]
-_MAX_REDERIVE = 5
 APPROVAL_INPUT_KEY = "toolkeeper-approval"
 """The key of the approval elicitation in an `InputRequiredResult` (2026-07-28 clients)."""
+REPLAYED_META_KEY = "dev.toolkeeper/replayed"
+"""In every `tools/call` result's `_meta`: true when the call did not run for this request
+(its result comes from the ledger), beside the call's id (`dev.toolkeeper/call-id`)."""
+ERROR_CODE_META_KEY = "dev.toolkeeper/error-code"
+"""In an error result's `_meta`: the error's stable code."""
+APPROVAL_META_KEY = "dev.toolkeeper/approval-id"
+"""In the `_meta` of a result that waits for a person: the approval request to decide."""
 
 _APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -157,7 +174,7 @@ class Gateway:
         self._tokens = [(_token_digest(p.token), p) for p in principals if p.token is not None]
         self._call_ids = CallIds(keeper.store)
         self._dialect = MCP()
-        self._exported: dict[int, tuple[ToolSpec, mcp_types.Tool]] = {}
+        self._exported: dict[int, tuple[ToolSpec, mcp_types.Tool, Validator | None]] = {}
         self._unsubscribe = keeper.catalog.subscribe(self._forget)
         # Discovery never offers a tool of an upstream that is down (`connected`).
         self._meta_tools = MetaTools(keeper, self._run_inner, connected=connected)
@@ -210,14 +227,23 @@ class Gateway:
                 self._exported.pop(id(tool.spec), None)
 
     def _export(self, spec: ToolSpec, name: str) -> mcp_types.Tool:
+        tool = self._exported_of(spec)[0]
+        return tool if tool.name == name else tool.model_copy(update={"name": name})
+
+    def _exported_of(self, spec: ToolSpec) -> tuple[mcp_types.Tool, Validator | None]:
+        """The MCP tool of `spec`, and the check of its output schema (None: it has none, or
+        none that can be checked)."""
         hit = self._exported.get(id(spec))
         if hit is not None and hit[0] is spec:
-            tool = hit[1]
-        else:
-            # (the MCP dialect leaves out an output schema that is not an object's)
-            tool = mcp_types.Tool.model_validate(self._dialect.export_tool(spec).value)
-            self._exported[id(spec)] = (spec, tool)
-        return tool if tool.name == name else tool.model_copy(update={"name": name})
+            return hit[1], hit[2]
+        # (the MCP dialect leaves out an output schema that is not an object's)
+        tool = mcp_types.Tool.model_validate(self._dialect.export_tool(spec).value)
+        check = None
+        if tool.output_schema is not None:
+            with contextlib.suppress(SchemaError):  # (one no client can check either)
+                check = compile_validator(tool.output_schema)
+        self._exported[id(spec)] = (spec, tool, check)
+        return tool, check
 
     # tools/call ------------------------------------------------------------------------
 
@@ -349,18 +375,20 @@ class Gateway:
         *,
         call_id: str | None = None,
     ) -> tuple[ToolCall, ToolResult]:
-        """Propose and execute; a derived id that turns out to be taken by an ended call
-        (another gateway process got there first) is derived again from the ledger. A
-        `call_id` given is that call's, whether or not it ended."""
-        call = await self._proposal(who, name, arguments, meta, call_id=call_id)
+        """Propose and execute. A derived id is read from the ledger (`CallIds.derive`), so a
+        proposal made while the same call is open joins it and gets its result, replayed or
+        not; only a read's id taken unread from memory, found made and ended by another
+        gateway process, is derived again. A `call_id` given is that call's, ended or not."""
+        tool = self.keeper.catalog.get(name)
+        # A repeated write always reads the ledger: only a read may be run twice by a race.
+        safe = tool is not None and tool.spec.retry_safe
+        call, read = await self._proposal(
+            who, name, arguments, meta, call_id=call_id, probe=not safe
+        )
         result = await self.keeper.execute(call)
-        if call_id is not None:
-            return call, result
-        for _ in range(_MAX_REDERIVE):
-            if not (result.replayed and CallIds.derived(meta) and result.status.terminal):
-                break
+        if not read and result.replayed and result.status.terminal:
             self._call_ids.ended(call.task_id, call.call_id, result.status)
-            call = await self._proposal(who, name, arguments, meta, probe=True)
+            call, _ = await self._proposal(who, name, arguments, meta, probe=True)
             result = await self.keeper.execute(call)
         return call, result
 
@@ -373,13 +401,15 @@ class Gateway:
         *,
         probe: bool = False,
         call_id: str | None = None,
-    ) -> ToolCall:
+    ) -> tuple[ToolCall, bool]:
+        """The call proposed, and whether its id was read from the ledger (or given)."""
         task_id = self._call_ids.task_id(who.principal, meta)
+        read = True
         if call_id is None:
-            call_id = await self._call_ids.call_id(
+            call_id, read = await self._call_ids.derive(
                 who.principal, task_id, name, arguments, meta, probe=probe
             )
-        return ToolCall(
+        call = ToolCall(
             call_id=call_id,
             name=name,
             arguments=dict(arguments),
@@ -387,6 +417,7 @@ class Gateway:
             principal=who.principal,
             metadata={"dialect": "mcp"},
         )
+        return call, read
 
     async def _ask(
         self,
@@ -460,26 +491,50 @@ class Gateway:
                 shown, error=dataclasses.replace(shown.error, message=shown.error.message + hint)
             )
         wire = self._dialect.format_result(shown, max_chars=None)
-        if (
-            result.error is None
-            and spec is not None
-            and object_schema(spec.output_schema)
-            and "structuredContent" not in wire
-            and isinstance(result.data, dict)
-        ):
-            # Only an object is structured content: anything else (an upstream that declares
-            # an output schema and answers in text) goes as the text content it already is,
-            # never as an answer the client's SDK refuses for a call the ledger holds done.
-            wire["structuredContent"] = result.data
+        check = self._exported_of(spec)[1] if result.error is None and spec is not None else None
+        if check is not None:
+            if "structuredContent" not in wire and isinstance(result.data, dict):
+                wire["structuredContent"] = result.data  # (whole, though its text was cut)
+            # A success the tool's declared output schema refuses (a call settled by a person
+            # with no result, or another one; text where an object is declared) is an error
+            # result saying so: as a success, the client's SDK would refuse it.
+            misfit = _misfit(check, wire.get("structuredContent"))
+            if misfit is not None:
+                return self._wire(_unshowable(result, misfit), None)
+        # Every answer says which call it is the result of, and whether that call ran for this
+        # request or was answered from the ledger.
+        meta: dict[str, Any] = {CALL_META_KEY: result.call_id} if result.call_id else {}
+        meta[REPLAYED_META_KEY] = result.replayed
         if result.error is not None:
-            wire["_meta"] = {
-                "dev.toolkeeper/error-code": result.error.code.value,
-                **({"dev.toolkeeper/call-id": result.call_id} if result.call_id else {}),
-                **(
-                    {"dev.toolkeeper/approval-id": result.approval_id} if result.approval_id else {}
-                ),
-            }
+            meta[ERROR_CODE_META_KEY] = result.error.code.value
+            if result.approval_id:
+                meta[APPROVAL_META_KEY] = result.approval_id
+        wire["_meta"] = meta
         return wire
+
+
+def _misfit(check: Validator, content: Any) -> str | None:
+    """Why `content` is not structured content of the output schema `check` checks (where,
+    and which keyword: not the value, which may be anything); None when it is."""
+    if content is None:
+        return "no structured result is recorded"
+    if check.is_valid(content):
+        return None
+    first = next(iter(check.violations(content)), None)
+    where = f" ({first.keyword} at {first.pointer or '/'})" if first is not None else ""
+    return f"the recorded result does not match it{where}"
+
+
+def _unshowable(result: ToolResult, misfit: str) -> ToolResult:
+    """The error result of a success whose result cannot be sent as its tool declares."""
+    error = ToolError.of(
+        ErrorCode.TOOL_ERROR,
+        f"{result.tool} took effect (the call succeeded), but its result cannot be shown in the "
+        f"output schema the tool declares: {misfit}. Do not make the call again unless you "
+        "mean to repeat it",
+        details={"status": result.status.value},
+    )
+    return dataclasses.replace(result, data=None, error=error, metadata={})
 
 
 def _needs_approval(result: ToolResult) -> bool:
