@@ -17,9 +17,8 @@ import pytest
 from mcp import Client
 
 from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall
-from toolkeeper.server import Deployment
 
-from .conftest import TOKENS, ClientFactory, code_of, stdio_params
+from .conftest import TOKENS, TRANSPORTS, ClientFactory, code_of, gateway_client, stdio_params
 from .crash_child import proposal
 from .tools import MALLORY, effects, register
 
@@ -81,11 +80,13 @@ async def test_ten_concurrent_identical_writes_over_stdio_make_one_effect(
 
 
 @pytest.mark.xfail(strict=True, reason="issue 23 defect 3: an unknown outcome is run again")
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_write_with_an_unknown_outcome_is_not_run_again_by_the_same_proposal(
-    http_client: ClientFactory, deployment: Deployment, tmp_path: Path
+    tmp_path: Path, transport: str
 ) -> None:
+    """The upstream dies mid-write; the client proposes the same write again."""
     marker = tmp_path / "marker.txt"
-    async with http_client(TOKENS["mallory"]) as mallory:
+    async with gateway_client(transport, tmp_path, "mallory") as mallory:
         first = await mallory.call_tool("t.die_midway", {"path": str(marker)})
         again = await mallory.call_tool("t.die_midway", {"path": str(marker)})
     assert code_of(first) == "UNKNOWN_OUTCOME"

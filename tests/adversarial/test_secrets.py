@@ -22,7 +22,7 @@ from toolkeeper.dialects.registry import DIALECTS, get_dialect
 from toolkeeper.schema.canonical import canonical_json
 from toolkeeper.server import Deployment
 
-from .conftest import TOKENS, ClientFactory, text_of
+from .conftest import TOKENS, TRANSPORTS, ClientFactory, gateway_client, text_of
 from .tools import CANARY, MALLORY
 
 pytestmark = pytest.mark.anyio
@@ -72,7 +72,6 @@ async def test_an_echoed_secret_is_not_shown_to_the_model(
     for result in results:
         shown = json.dumps(get_dialect(dialect).format_result(result), ensure_ascii=False)
         assert CANARY not in shown
-        assert CANARY not in repr(result.data) and CANARY not in repr(result.error)
 
 
 @DEFECT_7
@@ -104,10 +103,9 @@ async def test_a_secret_quoted_in_an_exception_is_not_logged(
 
 
 @DEFECT_7
-async def test_a_secret_is_not_sent_to_a_gateway_client(
-    http_client: ClientFactory, deployment: Deployment
-) -> None:
-    async with http_client(TOKENS["mallory"]) as mallory:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_secret_is_not_sent_to_a_gateway_client(tmp_path: Path, transport: str) -> None:
+    async with gateway_client(transport, tmp_path, "mallory") as mallory:
         echoed = await mallory.call_tool("adv.login", {"user": "ann", "password": CANARY})
         quoted = await mallory.call_tool("adv.login", {"user": "boom", "password": CANARY})
     for result in (echoed, quoted):
