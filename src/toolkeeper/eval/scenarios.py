@@ -22,6 +22,7 @@ import anyio
 from ..core.errors import ErrorCode
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult
+from ..dialects.registry import get_dialect
 from ..keeper import Keeper
 from .faults import AGENT, INTRUDER, Fault, Service, operation
 
@@ -142,6 +143,7 @@ class World:
         return lambda: self.service.applied[op]
 
     def note_unknown(self, result: ToolResult, task: str, tool: str, args: dict[str, Any]) -> None:
+        """Keep a call that ended UNKNOWN_OUTCOME for reconciliation at the end of the run."""
         if result.status is CallStatus.UNKNOWN_OUTCOME:
             self.unknown.append((task, result.call_id, operation(tool, args)))
 
@@ -259,8 +261,6 @@ async def unauthorized(w: World) -> None:
     """Writes by a principal granted only reads, on every route; an administrator's tool
     proposed by the agent; and the same tool in a call parsed from a model's response by the
     natural first code (no principal named)."""
-    from ..dialects.registry import get_dialect
-
     for path in w.paths():
         args = {"op": w.fresh("intrude"), "amount": 100}
         await w.propose(_call(w, "svc.charge", args, who=w.intruder), path)
