@@ -1,7 +1,8 @@
 """A process that proposes a write and is SIGKILLed between its effect and its record.
 
-Usage: python crash_child.py LEDGER_URL EFFECT_FILE PATH
-PATH is `execute`, `execute_many` or `call_tool`: the route the write takes.
+Usage: python crash_child.py LEDGER_URL EFFECT_FILE PATH [SCHEMA]
+PATH is `execute`, `execute_many` or `call_tool`: the route the write takes. SCHEMA names the
+PostgreSQL schema of a `postgresql://` ledger.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import anyio
 
 from toolkeeper import Keeper, ToolCall
+from toolkeeper.ledger import LedgerStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -38,8 +40,17 @@ def proposal(path: str, effects: str) -> ToolCall:
     )
 
 
-async def main(ledger: str, effects: str, path: str) -> None:
-    keeper = Keeper(ledger=ledger)
+def ledger_of(url: str, schema: str | None) -> LedgerStore | str:
+    """The ledger the scenario runs on: a URL, or a PostgreSQL store of its own schema."""
+    if schema is None:
+        return url
+    from toolkeeper.ledger import PostgresStore
+
+    return PostgresStore(url, schema=schema)
+
+
+async def main(ledger: str, effects: str, path: str, schema: str | None = None) -> None:
+    keeper = Keeper(ledger=ledger_of(ledger, schema))
     register(keeper)
     if path == "call_tool":
         keeper.enable_discovery()
@@ -52,4 +63,4 @@ async def main(ledger: str, effects: str, path: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:4])
+    anyio.run(main, *sys.argv[1:5])

@@ -18,8 +18,9 @@ from mcp import Client
 
 from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall
 
+from ..conftest import postgres_url
 from .conftest import TOKENS, TRANSPORTS, ClientFactory, code_of, gateway_client, stdio_params
-from .crash_child import proposal
+from .crash_child import ledger_of, proposal
 from .tools import MALLORY, effects, register
 
 pytestmark = pytest.mark.anyio
@@ -94,10 +95,10 @@ async def test_a_write_with_an_unknown_outcome_is_not_run_again_by_the_same_prop
     assert effects(marker) == ["started"]
 
 
-def _crash(ledger: str, effect_file: Path, path: str) -> None:
+def _crash(ledger: str, effect_file: Path, path: str, schema: str | None) -> None:
     root = Path(__file__).resolve().parents[2]
     child = subprocess.run(
-        [sys.executable, str(CHILD), ledger, str(effect_file), path],
+        [sys.executable, str(CHILD), ledger, str(effect_file), path, *([schema] if schema else [])],
         capture_output=True,
         timeout=60,
         check=False,
@@ -106,14 +107,12 @@ def _crash(ledger: str, effect_file: Path, path: str) -> None:
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()
 
 
-@pytest.mark.parametrize("path", ["execute", "execute_many", "call_tool"])
-async def test_a_write_killed_mid_call_is_not_run_again_after_a_restart(
-    tmp_path: Path, effect_file: Path, path: str
+async def _restart_and_propose_again(
+    ledger: str, schema: str | None, effect_file: Path, path: str
 ) -> None:
-    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
-    _crash(ledger, effect_file, path)
+    _crash(ledger, effect_file, path, schema)
     assert effects(effect_file) == ["paid"]
-    keeper = Keeper(ledger=ledger)
+    keeper = Keeper(ledger=ledger_of(ledger, schema))
     register(keeper)
     if path == "call_tool":
         keeper.enable_discovery()
@@ -126,6 +125,20 @@ async def test_a_write_killed_mid_call_is_not_run_again_after_a_restart(
     assert batch.error is not None and batch.error.code is ErrorCode.UNKNOWN_OUTCOME
     assert unknown.call_id == "pay-1"
     assert effects(effect_file) == ["paid"]
+
+
+@pytest.mark.parametrize("path", ["execute", "execute_many", "call_tool"])
+async def test_a_write_killed_mid_call_is_not_run_again_after_a_restart(
+    tmp_path: Path, effect_file: Path, path: str
+) -> None:
+    await _restart_and_propose_again(f"sqlite:///{tmp_path / 'ledger.db'}", None, effect_file, path)
+
+
+@pytest.mark.postgres
+async def test_a_write_killed_mid_call_is_not_run_again_after_a_restart_on_postgresql(
+    pg_schema: str, effect_file: Path
+) -> None:
+    await _restart_and_propose_again(postgres_url(), pg_schema, effect_file, "execute")
 
 
 @pytest.mark.xfail(strict=True, reason="issue 23 defect 3: an unknown outcome is run again")
