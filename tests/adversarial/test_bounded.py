@@ -1,5 +1,6 @@
 """No client freezes the process: an oversized proposal, made twice, is refused both times at
-once, in the library and over the gateway, and `serve` still stops when asked.
+once, in the library and over the gateway, and `serve` still stops when asked. Nor does a
+proposal no ledger can store end in a traceback.
 
 A proposal that spins holds the event loop, where no anyio timeout can end it: each attack
 runs in a process of its own, under a watchdog or a hard timeout, so a spin fails the test
@@ -9,6 +10,7 @@ instead of hanging the run.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -19,8 +21,12 @@ import anyio
 import pytest
 
 from tests.server.test_stdio_calls import RawSession
+from toolkeeper import ErrorCode, Keeper, ToolCall
+from toolkeeper.ledger import PostgresStore
 
+from ..conftest import postgres_url
 from .conftest import MCP_INITIALIZE_LINES, ROOT, stdio_params
+from .tools import MALLORY, register
 
 pytestmark = pytest.mark.anyio
 
@@ -77,3 +83,32 @@ async def test_an_oversized_call_proposed_twice_to_the_gateway_does_not_freeze_i
         finally:
             if process.returncode is None:
                 process.kill()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 23 defect 17: such a refusal is not recorded")
+@pytest.mark.parametrize(
+    ("backend", "name"),
+    [("sqlite", "adv.\ud800"), pytest.param("postgresql", "adv.\x00", marks=pytest.mark.postgres)],
+)
+async def test_a_tool_name_no_ledger_can_store_is_refused_and_recorded_without_a_traceback(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    request: pytest.FixtureRequest,
+    backend: str,
+    name: str,
+) -> None:
+    if backend == "sqlite":
+        keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'x.db'}")
+    else:
+        schema = request.getfixturevalue("pg_schema")
+        keeper = Keeper(ledger=PostgresStore(postgres_url(), schema=schema))
+    register(keeper)
+    with caplog.at_level(logging.WARNING):
+        async with keeper:
+            result = await keeper.execute(
+                ToolCall(call_id="odd", name=name, arguments={}, principal=MALLORY)
+            )
+            records = await keeper.store.list_calls()
+    assert result.error is not None and result.error.code is ErrorCode.UNKNOWN_TOOL
+    assert [r.call_id for r in records] == ["odd"]
+    assert not [r for r in caplog.records if r.exc_info]
