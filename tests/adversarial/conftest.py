@@ -67,6 +67,15 @@ command = "{sys.executable}"
 args = ["{UPSTREAM}"]
 timeout = 10
 
+# The operator's facts about the writes (sneaky_delete has only its server's word).
+[upstreams.t.tools.slow_append]
+effect = "write"
+idempotent = false
+
+[upstreams.t.tools.die_midway]
+effect = "write"
+idempotent = false
+
 [principals.mallory]
 token = "{TOKENS["mallory"]}"
 grants = ["adv:read", "adv:write", "t:*"]
