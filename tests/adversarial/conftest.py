@@ -88,7 +88,7 @@ approve_by_elicitation = false
 
 [principals.prog]
 token = "{TOKENS["prog"]}"
-grants = ["adv:read", "adv:write"]
+grants = ["adv:read", "adv:write", "t:*"]
 exposure = "progressive"
 approve_by_elicitation = false
 

@@ -54,16 +54,21 @@ async def test_ten_concurrent_identical_library_calls_make_one_effect(
 
 
 @pytest.mark.xfail(strict=True, reason="issue 23 defect 2: a plain client's retry runs again")
+@pytest.mark.parametrize("exposure", ["direct", "progressive"])
 async def test_ten_concurrent_identical_writes_over_http_make_one_effect(
-    http_client: ClientFactory, tmp_path: Path
+    http_client: ClientFactory, tmp_path: Path, exposure: str
 ) -> None:
     target = tmp_path / "slow.txt"
     args = {"path": str(target), "line": "once"}
-    async with http_client(TOKENS["mallory"]) as mallory:
+    name, arguments = "t.slow_append", args
+    if exposure == "progressive":
+        name, arguments = "call_tool", {"name": "t.slow_append", "arguments": args}
+    token = TOKENS["mallory" if exposure == "direct" else "prog"]
+    async with http_client(token) as client:
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
                 for _ in range(10):
-                    tg.start_soon(mallory.call_tool, "t.slow_append", args)
+                    tg.start_soon(client.call_tool, name, arguments)
     assert effects(target) == ["once"]
 
 

@@ -161,7 +161,7 @@ async def test_a_progressive_client_never_finds_a_hidden_tool(tmp_path: Path) ->
         )
     assert listed == {"search_tools", "get_tool_details", "call_tool"}
     names = [t["name"] for t in (found.structured_content or {})["tools"]]
-    assert "adv.wipe" not in names and not [n for n in names if n.startswith("t.")]
+    assert not {"adv.wipe", "adv.grant_admin"} & set(names)
     assert (details.structured_content or {})["tools"] == []
     assert text_of(hidden).replace("adv.wipe", "NAME") == text_of(missing).replace(NOWHERE, "NAME")
     assert (hidden.meta or {}).get("dev.toolkeeper/error-code") == "UNKNOWN_TOOL"
