@@ -524,3 +524,25 @@ def test_fit_adapter_refuses_an_abstain_weight_that_is_no_weight(
     assert err.startswith("toolkeeper eval: --abstain-weight: a weight of 0 or more, not ")
     assert "\n" not in err
     assert not (tmp_path / "a.npy").exists()
+
+
+def test_eval_safety_prints_each_rate_with_its_counts_as_one_json_object(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["eval", "safety", "--trials", "1", "--kills", "0", "--no-gateway", "--seed", "2"]
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["trials"] == 1 and report["seed"] == 2 and report["kills"] == 0
+    for figures in report["metrics"].values():
+        assert set(figures) == {"rate", "numerator", "denominator", "definition"}
+        assert 0 <= figures["numerator"] <= figures["denominator"]
+    assert main([*args, "--scenario", "unauthorized"]) == 0
+    out = capsys.readouterr().out
+    assert "unauthorized block rate" in out and "越权阻断率" in out
+    assert "scenarios: unauthorized 1" in out
+
+
+def test_eval_safety_refuses_an_unknown_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", "safety", "--scenario", "nope"])
+    assert exit_.value.code == 2

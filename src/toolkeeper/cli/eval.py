@@ -1,7 +1,9 @@
-"""`toolkeeper eval`: retrieval and abstention figures on benchmark files.
+"""`toolkeeper eval`: retrieval and abstention figures on benchmark files, and the safety
+rates of fault-injected runs.
 
 `toolkeeper eval retrieval --tools T.jsonl --queries Q.jsonl [--score name|id] [--json]
-[--plot out.png]` and `toolkeeper eval abstain --queries Q.jsonl [--json]`.
+[--plot out.png]`, `toolkeeper eval abstain --queries Q.jsonl [--json]` and
+`toolkeeper eval safety [--trials N] [--seed S] [--kills K] [--json]`.
 """
 
 from __future__ import annotations
@@ -18,11 +20,24 @@ from ._common import count
 
 __all__ = ["register"]
 
+SCENARIO_NAMES = (
+    "retryable_errors",
+    "timeouts",
+    "upstream_dying",
+    "duplicate_proposals",
+    "unauthorized",
+    "tampered_approvals",
+)
+"""The in-process scenarios of `eval safety` (`toolkeeper.eval.scenarios.SCENARIOS`), named
+here so that the parser is built without importing the keeper."""
+
 
 def register(subparsers: Any) -> None:
-    """Add `eval retrieval`, `eval abstain` and `eval fit-adapter`."""
+    """Add `eval retrieval`, `eval abstain`, `eval fit-adapter` and `eval safety`."""
     parser = subparsers.add_parser(
-        "eval", help="measure retrieval and when to abstain on benchmark files, or fit-adapter"
+        "eval",
+        help="measure retrieval and when to abstain on benchmark files, fit-adapter, or the "
+        "safety rates of fault-injected runs",
     )
     sub = parser.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
 
@@ -101,6 +116,44 @@ def register(subparsers: Any) -> None:
     fit.add_argument("--quiet", action="store_true", help="no progress lines")
     _cache_option(fit, "embedding cache file (as for `eval retrieval`)")
     fit.set_defaults(func=_fit_adapter)
+
+    safety = sub.add_parser(
+        "safety",
+        help="duplicate side effects, approval bypasses, blocked and refused calls, unknown "
+        "outcomes reconciled, timeouts and retries, under injected faults",
+        description="Run fault-injected scenarios against a real Keeper (a SQLite ledger in a "
+        "temporary folder) and, with the mcp extra, its gateway's tools/call: tools that "
+        "fail transiently, time out, lose their response, lose their connection mid-call; "
+        "processes killed mid-call; duplicate and concurrent proposals; unauthorized "
+        "proposals; arguments tampered with after approval. Offline; a few seconds.",
+    )
+    safety.add_argument(
+        "--trials", type=count(1), default=5, help="runs of each scenario (default 5)"
+    )
+    safety.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
+    safety.add_argument(
+        "--kills",
+        type=count(0),
+        default=1,
+        help="processes killed mid-call, each a Python process of its own (default 1)",
+    )
+    safety.add_argument(
+        "--no-gateway", action="store_true", help="leave the gateway's tools/call out"
+    )
+    safety.add_argument(
+        "--controls",
+        action="store_true",
+        help="also run under a deliberately unsafe configuration, to see each rate notice it",
+    )
+    safety.add_argument(
+        "--scenario",
+        dest="scenarios",
+        action="append",
+        choices=sorted(SCENARIO_NAMES),
+        help="run only this in-process scenario (repeat for more; default: all)",
+    )
+    safety.add_argument("--json", action="store_true", help="print the JSON report")
+    safety.set_defaults(func=_safety)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -392,6 +445,45 @@ def _fit_adapter(args: argparse.Namespace) -> int:
         report["abstention_model"] = dataclasses.asdict(model)
         report["abstention_cross_validated"] = sweep
     _emit(report, args.json)
+    return 0
+
+
+def _safety(args: argparse.Namespace) -> int:
+    from ..eval.safety import METRICS, evaluate_safety
+
+    report = evaluate_safety(
+        trials=args.trials,
+        seed=args.seed,
+        kills=args.kills,
+        gateway=not args.no_gateway,
+        controls=args.controls,
+        only=args.scenarios,
+    )
+    if args.json:
+        _emit(report, True)
+        return 0
+    from ._table import render_table
+
+    print(
+        f"{report['trials']} trials (seed {report['seed']}), {report['kills']} processes "
+        f"killed; routes: {', '.join(report['routes'])}; {report['seconds']:.1f} s"
+    )
+    sections = [
+        ("", report),
+        *([("controls: ", report["controls"])] if "controls" in report else []),
+    ]
+    for title, section in sections:
+        if title:
+            print(f"\n{title}{section['configuration']}")
+        counts = ", ".join(f"{name} {n}" for name, n in section["scenarios"].items())
+        print(f"scenarios: {counts}")
+        rows = []
+        for name, figures in section["metrics"].items():
+            rate = figures["rate"]
+            shown = "-" if rate is None else f"{rate:.3f}"
+            of = f"{figures['numerator']}/{figures['denominator']}"
+            rows.append([name.replace("_", " "), shown, of, METRICS[name][0]])
+        print(render_table(["metric", "rate", "of", "design notes"], rows))
     return 0
 
 

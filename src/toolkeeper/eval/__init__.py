@@ -1,4 +1,5 @@
-"""Retrieval and abstention metrics on real benchmarks (see `../shared/bench/`)."""
+"""Retrieval and abstention metrics on real benchmarks (see `../shared/bench/`), and the
+safety rates of fault-injected runs (`toolkeeper eval safety`)."""
 
 from .datasets import (
     AbstainQuery,
@@ -19,18 +20,22 @@ from .metrics import (
     reciprocal_rank,
 )
 from .retrieval import CURVE_KS, EVALUATOR, evaluate_abstention, evaluate_retrieval
+from .safety import METRICS, Rate, evaluate_safety, run_safety
 
 __all__ = [
     "CURVE_KS",
     "EVALUATOR",
+    "METRICS",
     "AbstainCounts",
     "AbstainQuery",
     "Catalog",
     "Query",
+    "Rate",
     "best_threshold",
     "complete_at",
     "evaluate_abstention",
     "evaluate_retrieval",
+    "evaluate_safety",
     "load_abstain_queries",
     "load_queries",
     "load_tools",
@@ -38,5 +43,6 @@ __all__ = [
     "percentile",
     "recall_at",
     "reciprocal_rank",
+    "run_safety",
     "spec_from_record",
 ]

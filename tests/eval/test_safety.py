@@ -1,0 +1,92 @@
+"""The safety rates count what they say: every write is counted once, at the service; a
+deliberately unsafe configuration is seen by each rate; the rates follow from the tally."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolkeeper.eval.safety import METRICS, rates, run_safety
+from toolkeeper.eval.scenarios import SCENARIOS, Tally
+
+pytestmark = pytest.mark.anyio
+
+
+def _rate(report: dict[str, Any], name: str) -> tuple[float | None, int, int]:
+    figures = report["metrics"][name]
+    return figures["rate"], figures["numerator"], figures["denominator"]
+
+
+async def test_the_library_under_every_fault_repeats_no_effect_and_reconciles_every_unknown() -> (
+    None
+):
+    report = await run_safety(trials=2, seed=3, kills=1, gateway=False)
+    assert set(report["metrics"]) == set(METRICS)
+    assert report["scenarios"] == {**{name: 2 for name in SCENARIOS}, "process_kill": 1}
+    rate, _, writes = _rate(report, "duplicate_side_effect_rate")
+    assert rate == 0.0 and writes > 0
+    assert _rate(report, "false_refusal_rate")[0] == 0.0
+    rate, _, unknown = _rate(report, "unknown_outcome_reconciliation_rate")
+    assert rate == 1.0 and unknown > 0
+    assert _rate(report, "timeout_rate")[2] > 0
+    assert _rate(report, "retry_recovery_rate")[2] > 0
+
+
+async def test_each_rate_sees_the_deliberately_unsafe_control() -> None:
+    report = await run_safety(trials=2, seed=5, kills=0, gateway=False, controls=True)
+    unsafe = report["controls"]
+    assert _rate(unsafe, "duplicate_side_effect_rate")[1] > 0
+    assert _rate(unsafe, "approval_bypass_rate")[1] > 0
+    blocked, _, attempts = _rate(unsafe, "unauthorized_block_rate")
+    assert attempts > 0 and blocked is not None and blocked < 0.5
+    # the safe run of the same draws stays below the control on each
+    assert _rate(report, "duplicate_side_effect_rate")[1] == 0
+    assert _rate(report, "approval_bypass_rate")[1] < _rate(unsafe, "approval_bypass_rate")[1]
+
+
+async def test_a_scenario_run_alone_counts_only_what_it_exercises() -> None:
+    report = await run_safety(trials=3, kills=0, gateway=False, only=["duplicate_proposals"])
+    assert report["scenarios"] == {"duplicate_proposals": 3}
+    assert _rate(report, "duplicate_side_effect_rate")[:2] == (0.0, 0)
+    assert _rate(report, "duplicate_side_effect_rate")[2] > 0
+    assert _rate(report, "approval_bypass_rate") == (None, 0, 0)
+    with pytest.raises(ValueError, match="no scenario named nope"):
+        await run_safety(only=["nope"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 23 defects 2, 3 (gateway re-runs), 4 (number twins), 12 (parsed calls)",
+)
+async def test_every_route_holds_every_promise_at_its_bound() -> None:
+    report = await run_safety(trials=2, seed=7, kills=0, gateway=True)
+    assert "gateway" in report["routes"]
+    assert _rate(report, "duplicate_side_effect_rate")[0] == 0.0
+    assert _rate(report, "approval_bypass_rate")[0] == 0.0
+    assert _rate(report, "unauthorized_block_rate")[0] == 1.0
+    assert _rate(report, "false_refusal_rate")[0] == 0.0
+
+
+def test_rates_are_the_tally_counted() -> None:
+    tally = Tally(
+        bypassed=[False, True, False, False],
+        blocked=[True, True, False],
+        refused=[False] * 5,
+        reconciled=[True, False],
+        timed_out=[True, False, False, False],
+        recovered=[],
+    )
+    tally.once("a", lambda: 1)
+    tally.once("b", lambda: 2)
+    tally.once("c", lambda: 0)
+    got = {name: (r.numerator, r.denominator, r.value) for name, r in rates(tally).items()}
+    assert got == {
+        "duplicate_side_effect_rate": (1, 3, 1 / 3),
+        "approval_bypass_rate": (1, 4, 0.25),
+        "unauthorized_block_rate": (2, 3, 2 / 3),
+        "false_refusal_rate": (0, 5, 0.0),
+        "unknown_outcome_reconciliation_rate": (1, 2, 0.5),
+        "timeout_rate": (1, 4, 0.25),
+        "retry_recovery_rate": (0, 0, None),
+    }
