@@ -29,13 +29,10 @@ from .tools import MALLORY, effects, register
 
 pytestmark = pytest.mark.anyio
 
-DEFECT_4 = pytest.mark.xfail(
-    strict=True, reason="issue 23 defect 4: int and float print alike above 2**53"
-)
 EXAMPLES = settings(
     max_examples=40,
     deadline=None,
-    derandomize=True,  # the same examples on every run: an xfail must not flip by chance
+    derandomize=True,  # the same examples on every run: a failure is not left to chance
     database=None,
     phases=(Phase.explicit, Phase.generate),  # a failure is shown as found, unshrunk
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -118,7 +115,6 @@ def near_pairs(draw: st.DrawFn) -> tuple[Any, Any]:
 # -- the canonical form itself ------------------------------------------------------------------
 
 
-@DEFECT_4
 @EXAMPLES
 @given(pair=near_pairs())
 @example(pair=ISSUE_PAIR)
@@ -149,7 +145,6 @@ def _texts(a: Any, b: Any) -> tuple[str, str]:
     )
 
 
-@DEFECT_4
 @EXAMPLES
 @given(pair=near_pairs(), as_text=st.booleans(), batch=st.booleans())
 @example(pair=ISSUE_PAIR, as_text=True, batch=False)
@@ -181,7 +176,7 @@ async def test_a_recorded_call_never_answers_other_arguments(
 APPROVED = 41778229342798590
 OTHERS = [
     pytest.param(41778229342798592, id="int"),
-    pytest.param(4.177822934279859e16, id="float", marks=DEFECT_4),
+    pytest.param(4.177822934279859e16, id="float"),
 ]
 
 
@@ -266,7 +261,6 @@ def _raw_unseen(text: str) -> list[str]:
     return [f"U+{ord(c):04X}" for c in text if c in UNSEEN]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 14: the approval question can be spoofed")
 async def test_the_approval_question_shows_no_raw_reordering_or_invisible_characters(
     http_client: ClientFactory, effect_file: Path
 ) -> None:
@@ -285,7 +279,6 @@ async def test_the_approval_question_shows_no_raw_reordering_or_invisible_charac
     assert _raw_unseen(question) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 14: the approval question can be spoofed")
 def test_approvals_list_shows_no_raw_reordering_or_invisible_characters(
     keeper: Keeper, effect_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

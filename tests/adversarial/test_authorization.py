@@ -122,7 +122,6 @@ def _sandboxed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, P
     return sandbox, outside
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 5: path_inside checks another path")
 @pytest.mark.parametrize("path", PATHS)
 async def test_a_relative_path_never_reaches_outside_the_sandbox_in_the_library(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
@@ -142,7 +141,6 @@ async def test_a_relative_path_never_reaches_outside_the_sandbox_in_the_library(
     assert "OUTSIDE-SECRET" not in repr(result.data)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 5: path_inside checks another path")
 async def test_a_relative_path_never_reaches_outside_the_sandbox_over_the_gateway(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,9 +161,6 @@ root = "{sandbox}"
     assert "OUTSIDE-SECRET" not in text_of(result)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 23 defect 8: a client names its task, escapes budgets"
-)
 async def test_a_client_cannot_escape_its_task_budget_by_naming_new_tasks(
     tmp_path: Path,
 ) -> None:
@@ -187,7 +182,6 @@ async def test_a_client_cannot_escape_its_task_budget_by_naming_new_tasks(
     assert len(ran) <= 3
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 10: an upstream's hints relax policy")
 async def test_an_upstream_claiming_read_only_does_not_skip_approval(
     http_client: ClientFactory, effect_file: Path
 ) -> None:
@@ -205,7 +199,6 @@ def _accept_everything(asked: list[str]) -> Any:
     return elicit
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 11: a client approves its own calls")
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_a_client_that_accepts_every_question_does_not_approve_its_own_destructive_call(
     http_client: ClientFactory, deployment: Deployment, effect_file: Path, mode: str
@@ -220,7 +213,6 @@ async def test_a_client_that_accepts_every_question_does_not_approve_its_own_des
     assert effects(effect_file) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 17: a grant glob matches nothing")
 async def test_a_grant_pattern_either_works_or_is_refused_when_loaded(tmp_path: Path) -> None:
     text = config_text(tmp_path).replace('grants = ["adv:read"]', 'grants = ["adv:re*"]', 1)
     try:

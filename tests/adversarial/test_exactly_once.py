@@ -7,6 +7,7 @@ counted in the file the tool writes, not in what toolkeeper reports.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -53,7 +54,6 @@ async def test_ten_concurrent_identical_library_calls_make_one_effect(
     assert all(r.status is not CallStatus.RUNNING for r in many)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 2: a plain client's retry runs again")
 @pytest.mark.parametrize("exposure", ["direct", "progressive"])
 async def test_ten_concurrent_identical_writes_over_http_make_one_effect(
     http_client: ClientFactory, tmp_path: Path, exposure: str
@@ -72,7 +72,6 @@ async def test_ten_concurrent_identical_writes_over_http_make_one_effect(
     assert effects(target) == ["once"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 2: a plain client's retry runs again")
 async def test_ten_concurrent_identical_writes_over_stdio_make_one_effect(
     config_file: Path, tmp_path: Path
 ) -> None:
@@ -85,7 +84,6 @@ async def test_ten_concurrent_identical_writes_over_stdio_make_one_effect(
     assert effects(target) == ["once"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 3: an unknown outcome is run again")
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_write_with_an_unknown_outcome_is_not_run_again_by_the_same_proposal(
     tmp_path: Path, transport: str
@@ -107,7 +105,7 @@ def _crash(ledger: str, effect_file: Path, path: str, schema: str | None) -> Non
         capture_output=True,
         timeout=60,
         check=False,
-        env={"PYTHONPATH": str(root / "src")},
+        env={**os.environ, "PYTHONPATH": str(root / "src")},
     )
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()
 
@@ -146,7 +144,6 @@ async def test_a_write_killed_mid_call_is_not_run_again_after_a_restart_on_postg
     await _restart_and_propose_again(postgres_url(), pg_schema, effect_file, "execute")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 3: an unknown outcome is run again")
 async def test_a_gateway_killed_mid_write_does_not_run_it_again_when_restarted(
     config_file: Path, effect_file: Path
 ) -> None:

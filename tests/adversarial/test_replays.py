@@ -15,7 +15,6 @@ from .conftest import TOKENS, ClientFactory, code_of
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 16: a settled replay breaks the client")
 async def test_a_settled_call_replays_a_result_the_official_client_takes(
     http_client: ClientFactory, deployment: Deployment, tmp_path: Path
 ) -> None:
@@ -34,7 +33,6 @@ async def test_a_settled_call_replays_a_result_the_official_client_takes(
     assert marker.read_text() == "started\n"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 17: a replay looks like a run")
 async def test_a_client_can_tell_a_replay_from_a_run(http_client: ClientFactory) -> None:
     meta = {"dev.toolkeeper/call-id": "client-8"}
     async with http_client(TOKENS["mallory"]) as mallory:

@@ -28,7 +28,6 @@ from .tools import CANARY, MALLORY
 pytestmark = pytest.mark.anyio
 
 PATHS = ["execute", "execute_many", "call_tool"]
-DEFECT_7 = pytest.mark.xfail(strict=True, reason="issue 23 defect 7: secrets reach the model")
 
 
 def _login(user: str, password: str, *, call_id: str, via_call_tool: bool) -> ToolCall:
@@ -62,7 +61,6 @@ def _ledger_bytes(tmp_path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(tmp_path.glob("ledger.db*")))
 
 
-@DEFECT_7
 @pytest.mark.parametrize("dialect", sorted(DIALECTS))
 @pytest.mark.parametrize("path", PATHS)
 async def test_an_echoed_secret_is_not_shown_to_the_model(
@@ -74,7 +72,6 @@ async def test_an_echoed_secret_is_not_shown_to_the_model(
         assert CANARY not in shown
 
 
-@DEFECT_7
 @pytest.mark.parametrize("path", PATHS)
 async def test_an_echoed_secret_is_not_in_the_ledger_file(
     keeper: Keeper, tmp_path: Path, path: str
@@ -91,7 +88,6 @@ async def test_a_secret_is_not_in_the_audit_file(keeper: Keeper, tmp_path: Path,
     assert CANARY not in audit.read_text()
 
 
-@DEFECT_7
 @pytest.mark.parametrize("path", PATHS)
 async def test_a_secret_quoted_in_an_exception_is_not_logged(
     keeper: Keeper, path: str, caplog: pytest.LogCaptureFixture
@@ -102,7 +98,6 @@ async def test_a_secret_quoted_in_an_exception_is_not_logged(
     assert CANARY not in caplog.text
 
 
-@DEFECT_7
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_secret_is_not_sent_to_a_gateway_client(tmp_path: Path, transport: str) -> None:
     async with gateway_client(transport, tmp_path, "mallory") as mallory:
@@ -134,7 +129,6 @@ def _cracked(haystack: str, principal: str, tool: str) -> list[str]:
     return [pin for pin in PINS if any(g in haystack for g in _guesses(principal, tool, pin))]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 6: unkeyed digests give secrets away")
 async def test_a_pin_cannot_be_brute_forced_from_the_ledger_file(
     keeper: Keeper, tmp_path: Path
 ) -> None:
@@ -144,7 +138,6 @@ async def test_a_pin_cannot_be_brute_forced_from_the_ledger_file(
     assert _cracked(haystack, MALLORY.id, "adv.login") == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 6: unkeyed digests give secrets away")
 async def test_a_pin_cannot_be_brute_forced_from_the_gateways_call_ids(
     http_client: ClientFactory, deployment: Deployment
 ) -> None:
@@ -156,7 +149,6 @@ async def test_a_pin_cannot_be_brute_forced_from_the_gateways_call_ids(
     assert _cracked(seen, "mallory", "adv.login") == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 6: records are readable by everyone")
 async def test_the_ledger_and_audit_files_are_readable_by_their_owner_only(
     keeper: Keeper, tmp_path: Path
 ) -> None:
