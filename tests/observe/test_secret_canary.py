@@ -163,3 +163,43 @@ def test_masking_covers_json_text_and_leaves_short_values_and_other_numbers_alon
     )
     assert CORE not in json.dumps(masked)
     assert masked["n"] == [REDACTED, PIN + 1] and masked["short"] == "pin 123"
+
+
+async def test_a_secret_the_tool_writes_with_json_escapes_or_as_a_float_is_masked(
+    tmp_path: Path,
+) -> None:
+    """Any character of JSON text may be an escape (`\\u0043`, `\\/`), and a PIN may come
+    back as a float: each showed the secret to the model and kept it in the ledger."""
+    keeper = Keeper(
+        ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=JsonlAuditSink(tmp_path / "a.jsonl")
+    )
+    secret = f"{CORE}/é😀"
+
+    def escaped(text: str) -> str:
+        return "".join(f"\\u{ord(c):04X}" if ord(c) < 0x10000 else c for c in text)
+
+    @keeper.tool(effect="read_only")
+    def echo(password: SecretStr) -> list[str]:
+        said = password.get_secret_value()
+        return [
+            escaped(said),
+            said.replace("/", "\\/"),
+            json.dumps(json.dumps({"p": said}, ensure_ascii=True)),
+        ]
+
+    @keeper.tool(effect="read_only")
+    def unlock(pin: Annotated[int, Field(json_schema_extra={"x-sensitive": True})]) -> Any:
+        return {"as_float": pin * 1.0, "other": 7.5}
+
+    async with keeper:
+        echoed = await keeper.execute(
+            ToolCall(call_id="1", name="echo", arguments={"password": secret})
+        )
+        unlocked = await keeper.execute(
+            ToolCall(call_id="2", name="unlock", arguments={"pin": PIN})
+        )
+    assert echoed.ok and unlocked.ok
+    assert [REDACTED in text for text in echoed.data] == [True, True, True]
+    assert unlocked.data == {"as_float": REDACTED, "other": 7.5}
+    assert "\\u0043\\u0041\\u004E" not in repr(echoed) and not _leaks(repr(echoed))
+    assert _kept_leaks(tmp_path) == []

@@ -7,19 +7,21 @@ are found too. Redacted values become `"[REDACTED]"`; digests are computed befor
 so dedupe and approvals still see the real arguments.
 
 What a call's tool says back is masked too (`hidden_values`, `mask`): every occurrence of one
-of its sensitive values in the result's data (keys, strings, a number written as one), in its
-MCP content blocks (but their base64 data), in its error's message and details, and in the
-traceback logged when the tool raises, is replaced by `"[REDACTED]"`, once, when the call ends:
-before it is recorded, audited or formatted for any model, so replays from the ledger are
-masked alike. A value is found as written and as JSON text writes it inside a string. Values
-shorter than `SHORTEST_SECRET` characters are not masked (they occur in ordinary text by
-chance), nor is a value the tool transformed (encoded, hashed, cut) before returning it.
+of its sensitive values in the result's data (keys, strings, a number whose text holds one),
+in its MCP content blocks (but their base64 data), in its error's message and details, and in
+the traceback logged when the tool raises, is replaced by `"[REDACTED]"`, once, when the call
+ends: before it is recorded, audited or formatted for any model, so replays from the ledger
+are masked alike. A value is found as written and as JSON text may write it inside a string
+(any character as its escape, at any depth of JSON text inside JSON text). Values shorter
+than `SHORTEST_SECRET` characters are not masked (they occur in ordinary text by chance), nor
+is a value the tool transformed (encoded, hashed, cut) before returning it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -155,17 +157,10 @@ and masking them there would garble the message."""
 def hidden_values(arguments: Any, redacted: Any) -> tuple[str, ...]:
     """The strings and numbers (as text) of `arguments` that its redaction `redacted` hides
     (the value of a sensitive field, the values inside a sensitive object or array) of at
-    least `SHORTEST_SECRET` characters, each also as JSON text writes it inside a string (a
-    quote or backslash escaped, non-ASCII as `\\u` escapes; and JSON text of JSON text),
-    longest first: what a result or message about the call must not quote."""
+    least `SHORTEST_SECRET` characters, longest first: what a result or message about the
+    call must not quote (`mask` finds them as JSON text writes them too)."""
     found: set[str] = set()
     _hidden(arguments, redacted, found)
-    for _ in range(2):  # (a tool's JSON text, and that text inside JSON text)
-        found |= {
-            json.dumps(value, ensure_ascii=ascii)[1:-1]
-            for value in found
-            for ascii in (False, True)
-        }
     return tuple(sorted(found, key=len, reverse=True))
 
 
@@ -197,12 +192,18 @@ def _strings(value: Any, out: set[str]) -> None:
 
 def mask(value: Any, secrets: tuple[str, ...]) -> Any:
     """`value` (a text, or JSON data) with every occurrence of one of `secrets` in its strings
-    (and keys), and every number written as one of them, replaced by `REDACTED`. Give them
-    longest first (as `hidden_values` does), so that a secret holding another is masked
-    whole."""
+    (and keys), as written or as JSON text inside a string writes it at any depth (any
+    character as its escape: `\\u0041`, `\\/`, `\\"`), and every number whose text holds
+    one, replaced by `REDACTED`. Give them longest first (as `hidden_values` does), so that a
+    secret holding another is masked whole."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return REDACTED if str(value) in secrets else value
+        written = str(value)  # (48151623.0 is a PIN too)
+        return REDACTED if any(secret in written for secret in secrets) else value
     if isinstance(value, str):
+        if "\\" in value:  # JSON text, which may escape any character of a secret
+            for secret in secrets:
+                value = _escaped(secret).sub(REDACTED, value)
+            return value
         for secret in secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
@@ -212,6 +213,34 @@ def mask(value: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(value, list | tuple):
         return [mask(v, secrets) for v in value]
     return value
+
+
+_SLASHES = {"\\": r"\\+", '"': r'\\*"', "/": r"\\*/"}
+"""How JSON text, at any depth, writes a backslash, a quote and a slash."""
+
+
+def _hex(unit: int) -> str:
+    return r"\\+u" + "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{unit:04x}")
+
+
+@lru_cache(maxsize=256)
+def _escaped(secret: str) -> re.Pattern[str]:
+    """`secret` as JSON text inside a string may write it, at any depth: each character as
+    itself or as its escape (`\\u0041`, `\\/`, `\\n`, a surrogate pair), the backslash
+    itself escaped again in JSON text of JSON text."""
+    parts = []
+    for char in secret:
+        point = ord(char)
+        escape = (
+            _hex(point)
+            if point <= 0xFFFF
+            else _hex(0xD800 + ((point - 0x10000) >> 10)) + _hex(0xDC00 + (point & 0x3FF))
+        )
+        short = json.dumps(char)[1:-1]  # `\\n` for a line break
+        if len(short) == 2:
+            escape += "|" + r"\\+" + re.escape(short[1])
+        parts.append(f"(?:{_SLASHES.get(char) or re.escape(char)}|{escape})")
+    return re.compile("".join(parts))
 
 
 def mask_error(error: ToolError | None, secrets: tuple[str, ...]) -> ToolError | None:
