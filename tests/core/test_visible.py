@@ -1,12 +1,14 @@
 """What a person reads: hidden and reordering characters escaped, JSON still JSON."""
 
 import json
+import logging
+import sys
 import unicodedata
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolkeeper.core._visible import _IGNORABLE, visible, visible_json
+from toolkeeper.core._visible import _IGNORABLE, VisibleFormatter, visible, visible_json
 
 
 def test_hidden_characters_are_escaped_and_text_as_written_is_kept() -> None:
@@ -34,3 +36,15 @@ def test_default_ignorable_characters_of_other_categories_are_escaped_too() -> N
     shown = visible("bob\ufe0f\u034f\u3164\u115f\u180e\U000e0100 ok")
     assert shown == "bob\\ufe0f\\u034f\\u3164\\u115f\\u180e\\udb40\\udd00 ok"
     assert json.loads(visible_json({"to": "bob\ufe0f"})) == {"to": "bob\ufe0f"}
+
+
+def test_the_console_formatter_escapes_a_log_line_and_keeps_its_traceback_lines() -> None:
+    try:
+        raise ValueError("x")
+    except ValueError:
+        record = logging.LogRecord(
+            "toolkeeper", logging.ERROR, __file__, 1, "%s failed", ("\x1b[31mtool\u202e",), None
+        )
+        record.exc_info = sys.exc_info()
+    line = VisibleFormatter("%(name)s: %(message)s").format(record)
+    assert line.startswith("toolkeeper: \\u001b[31mtool\\u202e failed\nTraceback")

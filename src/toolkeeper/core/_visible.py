@@ -14,11 +14,12 @@ values.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import unicodedata
 from typing import Any
 
-__all__ = ["visible", "visible_json"]
+__all__ = ["VisibleFormatter", "visible", "visible_json"]
 
 _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 """The Unicode categories escaped: control, format, surrogate, private use, unassigned, line
@@ -62,3 +63,13 @@ def visible_json(value: Any, **options: Any) -> str:
     """`json.dumps(value, ensure_ascii=False, **options)` with what `visible` escapes
     escaped: the text as written (Cyrillic stays Cyrillic), valid JSON of the same value."""
     return visible(json.dumps(value, ensure_ascii=False, **options), keep="\n")
+
+
+class VisibleFormatter(logging.Formatter):
+    """A log formatter for a console a person reads: each line as `logging.Formatter` makes
+    it, with what `visible` escapes escaped (an ANSI escape in a proposed call id or an
+    upstream's tool name would recolour, move or clear the terminal). Line breaks are kept,
+    for tracebacks: a value that may hold one is logged by its repr."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record), keep="\n")

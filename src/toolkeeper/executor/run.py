@@ -139,7 +139,7 @@ async def _attempt(
         log_exception(
             _log,
             st.hidden(),
-            "%s raised (call %s, attempt %d)",
+            "%s raised (call %r, attempt %d)",
             spec.name,
             ctx.call_id,
             ctx.attempt,
