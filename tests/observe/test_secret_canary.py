@@ -203,3 +203,22 @@ async def test_a_secret_the_tool_writes_with_json_escapes_or_as_a_float_is_maske
     assert unlocked.data == {"as_float": REDACTED, "other": 7.5}
     assert "\\u0043\\u0041\\u004E" not in repr(echoed) and not _leaks(repr(echoed))
     assert _kept_leaks(tmp_path) == []
+
+
+async def test_a_secret_in_the_effect_reference_is_kept_in_no_record(tmp_path: Path) -> None:
+    """A tool that names its effect after a card number ('charge-4111...') had it kept in
+    the ledger's effect_ref in clear, and handed back in the result."""
+    keeper = Keeper(
+        ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=JsonlAuditSink(tmp_path / "a.jsonl")
+    )
+
+    @keeper.tool(effect="write", permissions=[])
+    def charge(card: SecretStr) -> ToolOutput:
+        return ToolOutput(data="charged", effect_ref=f"charge-{card.get_secret_value()}")
+
+    call = ToolCall(call_id="1", name="charge", arguments={"card": SECRET})
+    async with keeper:
+        result = await keeper.execute(call)
+        again = await keeper.execute(call)
+    assert result.effect_ref == again.effect_ref == f"charge-{REDACTED}"
+    assert _kept_leaks(tmp_path) == []

@@ -877,7 +877,8 @@ async def _record_end(
 
 def _masked(outcome: _Outcome, secrets: tuple[str, ...]) -> _Outcome:
     """`outcome` with the call's sensitive argument values (`secrets`) masked in its data,
-    content blocks and error: what the ledger, the audit log and every model then get."""
+    content blocks, error and effect reference: what the ledger, the audit log and every
+    model then get."""
     if not secrets:
         return outcome
     return dataclasses.replace(
@@ -885,6 +886,7 @@ def _masked(outcome: _Outcome, secrets: tuple[str, ...]) -> _Outcome:
         data=mask(outcome.data, secrets),
         content=mask_content(outcome.content, secrets),
         error=mask_error(outcome.error, secrets),
+        effect_ref=mask(outcome.effect_ref, secrets),
     )
 
 
