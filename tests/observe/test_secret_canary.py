@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import Field, SecretStr
 
 from toolkeeper import Keeper, ToolCall, ToolResult
@@ -222,3 +225,34 @@ async def test_a_secret_in_the_effect_reference_is_kept_in_no_record(tmp_path: P
         again = await keeper.execute(call)
     assert result.effect_ref == again.effect_ref == f"charge-{REDACTED}"
     assert _kept_leaks(tmp_path) == []
+
+
+@given(
+    secret=st.text(min_size=4, max_size=12),
+    levels=st.lists(st.booleans(), max_size=3),
+    every=st.booleans(),
+)
+def test_a_secret_written_as_json_text_at_any_depth_is_masked(
+    secret: str, levels: list[bool], every: bool
+) -> None:
+    """Each level is JSON text of the one below (ASCII-only or not); `every` writes each
+    character of the secret as its \\u escape first, as some encoders do."""
+    written = "".join(f"\\u{u:04x}" for u in _units(secret)) if every else secret
+    for ascii_only in levels:
+        written = json.dumps(written, ensure_ascii=ascii_only)[1:-1]
+    masked = mask(f"<{written}>", (secret,))
+    assert written not in masked and REDACTED in masked
+
+
+def _units(text: str) -> list[int]:
+    raw = text.encode("utf-16-be", "surrogatepass")
+    return [int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2)]
+
+
+def test_masking_a_long_run_of_escapes_takes_linear_time() -> None:
+    """A pattern that matched a secret's escapes backtracked over a run of backslashes:
+    200,000 of them held the event loop for seconds (a result of 1 MiB, for minutes)."""
+    started = time.perf_counter()
+    for text in ("\\" * 200_000, "\\u0041" * 100_000, "a\\" * 100_000):
+        assert mask(text, (f"A{CORE}\\", "AAAA")) is not None
+    assert time.perf_counter() - started < 1.0

@@ -23,6 +23,7 @@ import json
 import logging
 import re
 import traceback
+from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import lru_cache
@@ -201,9 +202,7 @@ def mask(value: Any, secrets: tuple[str, ...]) -> Any:
         return REDACTED if any(secret in written for secret in secrets) else value
     if isinstance(value, str):
         if "\\" in value:  # JSON text, which may escape any character of a secret
-            for secret in secrets:
-                value = _escaped(secret).sub(REDACTED, value)
-            return value
+            return _mask_escaped(value, secrets)
         for secret in secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
@@ -215,32 +214,99 @@ def mask(value: Any, secrets: tuple[str, ...]) -> Any:
     return value
 
 
-_SLASHES = {"\\": r"\\+", '"': r'\\*"', "/": r"\\*/"}
-"""How JSON text, at any depth, writes a backslash, a quote and a slash."""
+_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
+"""One escape of a JSON string: `\\u0041`, `\\"`, `\\\\`, `\\/`, `\\n`..."""
+
+_SHORT = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+_ESCAPED = frozenset('"\\/\b\f\n\r\t')
+"""The characters JSON text may write with a short escape (others only as `\\u`)."""
+
+_DEPTH = 4
+"""Levels of JSON text inside JSON text unescaped to look for a secret."""
 
 
-def _hex(unit: int) -> str:
-    return r"\\+u" + "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{unit:04x}")
+def _decoded(found: re.Match[str]) -> str:
+    body = found.group()[1:]
+    return chr(int(body[1:], 16)) if body[0] == "u" else _SHORT.get(body, body)
 
 
-@lru_cache(maxsize=256)
-def _escaped(secret: str) -> re.Pattern[str]:
-    """`secret` as JSON text inside a string may write it, at any depth: each character as
-    itself or as its escape (`\\u0041`, `\\/`, `\\n`, a surrogate pair), the backslash
-    itself escaped again in JSON text of JSON text."""
-    parts = []
-    for char in secret:
-        point = ord(char)
-        escape = (
-            _hex(point)
-            if point <= 0xFFFF
-            else _hex(0xD800 + ((point - 0x10000) >> 10)) + _hex(0xDC00 + (point & 0x3FF))
-        )
-        short = json.dumps(char)[1:-1]  # `\\n` for a line break
-        if len(short) == 2:
-            escape += "|" + r"\\+" + re.escape(short[1])
-        parts.append(f"(?:{_SLASHES.get(char) or re.escape(char)}|{escape})")
-    return re.compile("".join(parts))
+def _decode_json(text: str, *, where: bool) -> tuple[str, array[int] | None]:
+    """`text` with its JSON string escapes decoded (a surrogate pair to its character) and,
+    with `where`, where each character of the result starts in `text` (one more: the end)."""
+    pieces: list[str] = []
+    starts = array("q") if where else None
+    pos = 0
+    pending: tuple[int, str] | None = None  # a high surrogate, and where it began
+    for found in _ESCAPE.finditer(text):
+        at, end = found.span()
+        char = _decoded(found)
+        if pending is not None:
+            begun, high = pending
+            pending = None
+            if at == pos and "\udc00" <= char < "\ue000":  # the pair, one character
+                pieces.append((high + char).encode("utf-16", "surrogatepass").decode("utf-16"))
+                if starts is not None:
+                    starts.append(begun)
+                pos = end
+                continue
+            pieces.append(high)
+            if starts is not None:
+                starts.append(begun)
+        pieces.append(text[pos:at])
+        if starts is not None:
+            starts.extend(range(pos, at))
+        if "\ud800" <= char < "\udc00":
+            pending = (at, char)
+        else:
+            pieces.append(char)
+            if starts is not None:
+                starts.append(at)
+        pos = end
+    if pending is not None:
+        pieces.append(pending[1])
+        if starts is not None:
+            starts.append(pending[0])
+    pieces.append(text[pos:])
+    if starts is not None:
+        starts.extend(range(pos, len(text) + 1))
+    return "".join(pieces), starts
+
+
+def _mask_escaped(value: str, secrets: tuple[str, ...]) -> str:
+    """`value` with every occurrence of one of `secrets` replaced by `REDACTED`, as written
+    or as JSON text writes it, up to `_DEPTH` levels deep (any character as an escape).
+    Linear in the length of `value` at each level: no pattern that could backtrack."""
+    escapable = any(not _ESCAPED.isdisjoint(secret) for secret in secrets)
+    texts = [value]
+    while len(texts) <= _DEPTH and "\\" in texts[-1]:
+        if "\\u" not in texts[-1] and not escapable:
+            break  # (what is left to decode can make no character of a secret)
+        texts.append(_decode_json(texts[-1], where=False)[0])
+    if not any(secret in text for text in texts for secret in secrets):
+        return value
+    cuts: list[tuple[int, int]] = []
+    text, starts = value, array("q", range(len(value) + 1))
+    for depth in range(len(texts)):
+        if depth:
+            text, inner = _decode_json(text, where=True)
+            assert inner is not None
+            starts = array("q", map(starts.__getitem__, inner))
+        for secret in secrets:
+            at = text.find(secret)
+            while at != -1:
+                cuts.append((starts[at], starts[at + len(secret)]))
+                at = text.find(secret, at + len(secret))
+    out: list[str] = []
+    pos = 0
+    for start, end in sorted(cuts):
+        if start >= pos:
+            out += (value[pos:start], REDACTED)
+            pos = end
+        elif end > pos:
+            pos = end  # (overlapping a cut already made: it grows)
+    out.append(value[pos:])
+    return "".join(out)
 
 
 def mask_error(error: ToolError | None, secrets: tuple[str, ...]) -> ToolError | None:
