@@ -11,7 +11,7 @@ import anyio
 import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr
 
 from toolkeeper import Keeper
 from toolkeeper.config import parse_config
@@ -639,6 +639,35 @@ async def test_a_secret_argument_echoed_by_its_tool_reaches_no_client_and_no_rec
     assert not first.is_error and "ann" in first.model_dump_json()
     assert core not in first.model_dump_json() and core not in replay.model_dump_json()
     assert core.encode() not in _ledger_bytes(tmp_path)
+
+
+class _Unlocked(BaseModel):
+    pin: int
+    ok: bool
+
+
+async def test_a_masked_result_that_no_longer_fits_its_output_schema_is_an_error_result(
+    http_client: ClientFactory, deployment: Deployment, tmp_path: Path
+) -> None:
+    """A tool declaring `pin: int` in its output echoed its sensitive pin: masked, the pin
+    was the text '[REDACTED]' in structuredContent, and the official client's call_tool
+    raised for a call the ledger holds done (run and replay)."""
+
+    def unlock(pin: Annotated[int, Field(json_schema_extra={"x-sensitive": True})]) -> _Unlocked:
+        return _Unlocked(pin=pin, ok=True)
+
+    deployment.keeper.add_function(
+        unlock, name="demo.unlock", effect="read_only", permissions=["notes:read"]
+    )
+    meta: Any = {"dev.toolkeeper/call-id": "client-unlock"}
+    async with http_client(TOKENS["alice"]) as alice:
+        first = await alice.call_tool("demo.unlock", {"pin": 48151623}, meta=meta)
+        replay = await alice.call_tool("demo.unlock", {"pin": 48151623}, meta=meta)
+    for result in (first, replay):
+        assert result.is_error and "48151623" not in result.model_dump_json()
+        assert (result.meta or {}).get("dev.toolkeeper/call-id") == "client-unlock"
+    [record] = [r for r in await deployment.keeper.store.list_calls() if r.tool == "demo.unlock"]
+    assert record.status is CallStatus.SUCCEEDED
 
 
 def _ledger_bytes(folder: Path) -> bytes:

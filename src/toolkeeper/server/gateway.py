@@ -44,6 +44,7 @@ from ..ledger.base import ApprovalRecord
 from ..policy.grants import may_use
 from ..retrieval.meta import CALL_TOOL
 from ..retrieval.selector import Connected
+from ..schema.validate import SchemaError, compile_validator
 from .call_ids import CallIds
 from .progressive import MetaTools
 
@@ -462,6 +463,8 @@ class Gateway:
             # an output schema and answers in text) goes as the text content it already is,
             # never as an answer the client's SDK refuses for a call the ledger holds done.
             wire["structuredContent"] = result.data
+        if "structuredContent" in wire and spec is not None and not _fits_output(spec, wire):
+            wire = _unfit(result)
         if result.error is not None:
             wire["_meta"] = {
                 "dev.toolkeeper/error-code": result.error.code.value,
@@ -471,6 +474,34 @@ class Gateway:
                 ),
             }
         return wire
+
+
+def _fits_output(spec: ToolSpec, wire: Mapping[str, Any]) -> bool:
+    """Whether the structured content of `wire` is valid for the tool's declared output
+    schema (the client's SDK refuses a result that is not): a masked sensitive value is text
+    where the schema may want a number."""
+    if not object_schema(spec.output_schema):
+        return True
+    assert spec.output_schema is not None
+    try:
+        return not compile_validator(spec.output_schema).violations(wire["structuredContent"])
+    except SchemaError:
+        return True  # (a schema no validator takes: the client's own check decides)
+
+
+def _unfit(result: ToolResult) -> dict[str, Any]:
+    """The answer for a call whose result does not fit its tool's output schema: an error
+    result saying so (what it held stays in the ledger), the call's id in its `_meta`."""
+    text = (
+        f"{result.tool} ran and finished (call {result.call_id}), but its result does not fit "
+        "the tool's declared output schema (a sensitive value in it is masked, say), so it "
+        "is not shown; the ledger keeps it. Do not call it again for this."
+    )
+    return {
+        "content": [{"type": "text", "text": text}],
+        "isError": True,
+        "_meta": {"dev.toolkeeper/call-id": result.call_id},
+    }
 
 
 def _needs_approval(result: ToolResult) -> bool:
