@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,8 +17,9 @@ from pydantic import Field, SecretStr
 
 from toolkeeper import Keeper, ToolCall, ToolResult
 from toolkeeper.connectors.base import ToolOutput
-from toolkeeper.core.signals import ToolFailed
+from toolkeeper.core.signals import OutcomeUnknown, RetryLater, ToolFailed
 from toolkeeper.dialects import DIALECTS
+from toolkeeper.dialects.base import shown_result
 from toolkeeper.observe.audit import JsonlAuditSink
 from toolkeeper.observe.redact import REDACTED, hidden_values, mask
 from toolkeeper.policy.rules import RuleInput
@@ -256,3 +258,48 @@ def test_masking_a_long_run_of_escapes_takes_linear_time() -> None:
     for text in ("\\" * 200_000, "\\u0041" * 100_000, "a\\" * 100_000):
         assert mask(text, (f"A{CORE}\\", "AAAA")) is not None
     assert time.perf_counter() - started < 1.0
+
+
+async def test_a_secret_in_a_retry_an_unknown_outcome_or_a_cut_result_is_masked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each retried attempt quoting the secret, a write whose outcome is unknown, a tool that
+    raises on a later attempt, and a result cut at the gateway's size limit."""
+    caplog.set_level(logging.DEBUG)
+    keeper = Keeper(
+        ledger=f"sqlite:///{tmp_path / 'l.db'}",
+        audit=JsonlAuditSink(tmp_path / "a.jsonl"),
+        sleep=lambda _: anyio.lowlevel.checkpoint(),
+    )
+    attempts: list[int] = []
+
+    @keeper.tool(effect="read_only")
+    def flaky(password: SecretStr) -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RetryLater(f"busy for {password.get_secret_value()}", after=0)
+        raise RuntimeError(f"gave up on {password.get_secret_value()}")
+
+    @keeper.tool(effect="write", permissions=[])
+    def send(password: SecretStr) -> str:
+        raise OutcomeUnknown(f"lost the line while sending {password.get_secret_value()}")
+
+    @keeper.tool(effect="read_only")
+    def long(password: SecretStr) -> str:
+        return "x" * 50 + password.get_secret_value() * 3 + "y" * 50_000
+
+    secret = {"password": SECRET}
+    async with keeper:
+        results = [
+            await keeper.execute(ToolCall(call_id=name, name=name, arguments=secret))
+            for name in ("flaky", "send", "long")
+        ]
+    assert [r.status.value for r in results] == ["FAILED", "UNKNOWN_OUTCOME", "SUCCEEDED"]
+    assert len(attempts) > 1
+    mcp = DIALECTS["mcp"]()
+    shown = [repr(r) for r in results] + [
+        json.dumps(mcp.format_result(shown_result(r, 60)), default=str) for r in results
+    ]
+    assert [s for s in shown if _leaks(s)] == []
+    assert _kept_leaks(tmp_path) == []
+    assert "gave up on" in caplog.text and not _leaks(caplog.text)
