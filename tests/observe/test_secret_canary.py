@@ -161,13 +161,14 @@ def test_masking_covers_json_text_and_leaves_short_values_and_other_numbers_alon
         {
             "t": json.dumps([SECRET]),
             "a": json.dumps(SECRET + "é", ensure_ascii=True),
-            "n": [PIN, PIN + 1],
+            "n": [PIN, PIN + 1, float(PIN), PIN * 10 + 7, float(PIN) + 0.5],
             "short": "pin 123",
         },
         secrets,
     )
     assert CORE not in json.dumps(masked)
-    assert masked["n"] == [REDACTED, PIN + 1] and masked["short"] == "pin 123"
+    assert masked["n"] == [REDACTED, PIN + 1, REDACTED, PIN * 10 + 7, PIN + 0.5]
+    assert masked["short"] == "pin 123"
 
 
 async def test_a_secret_the_tool_writes_with_json_escapes_or_as_a_float_is_masked(

@@ -7,7 +7,7 @@ are found too. Redacted values become `"[REDACTED]"`; digests are computed befor
 so dedupe and approvals still see the real arguments.
 
 What a call's tool says back is masked too (`hidden_values`, `mask`): every occurrence of one
-of its sensitive values in the result's data (keys, strings, a number whose text holds one),
+of its sensitive values in the result's data (keys, strings, a number written as one),
 in its MCP content blocks (but their base64 data), in its error's message and details, and in
 the traceback logged when the tool raises, is replaced by `"[REDACTED]"`, once, when the call
 ends: before it is recorded, audited or formatted for any model, so replays from the ledger
@@ -194,12 +194,13 @@ def _strings(value: Any, out: set[str]) -> None:
 def mask(value: Any, secrets: tuple[str, ...]) -> Any:
     """`value` (a text, or JSON data) with every occurrence of one of `secrets` in its strings
     (and keys), as written or as JSON text inside a string writes it at any depth (any
-    character as its escape: `\\u0041`, `\\/`, `\\"`), and every number whose text holds
-    one, replaced by `REDACTED`. Give them longest first (as `hidden_values` does), so that a
-    secret holding another is masked whole."""
+    character as its escape: `\\u0041`, `\\/`, `\\"`), and every number written as one (a
+    whole float as its integer too), replaced by `REDACTED`. Give them longest first (as
+    `hidden_values` does), so that a secret holding another is masked whole."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        written = str(value)  # (48151623.0 is a PIN too)
-        return REDACTED if any(secret in written for secret in secrets) else value
+        whole = isinstance(value, float) and value.is_integer() and abs(value) < 2**63
+        written = str(int(value)) if whole else str(value)  # (48151623.0 is a PIN too)
+        return REDACTED if written in secrets or str(value) in secrets else value
     if isinstance(value, str):
         if "\\" in value:  # JSON text, which may escape any character of a secret
             return _mask_escaped(value, secrets)
