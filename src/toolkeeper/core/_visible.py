@@ -6,9 +6,8 @@ isolate (U+202A-U+202E, U+2066-U+2069), a zero-width or other format character (
 U+2060, U+FEFF, tags), a control character (an ANSI escape sequence, C1), a line or paragraph
 separator, a surrogate, a private-use or unassigned code point, or another default-ignorable
 one (a variation selector, a Hangul filler) would otherwise let the text shown differ from the
-text approved. Each becomes its JSON string escape (`\\r`, `\\u202e`;
-beyond the BMP, its UTF-16 surrogate pair): escaped JSON text stays valid JSON of the same
-values.
+text approved. Each becomes its JSON string escape (`\\r`, `\\u202e`; beyond the BMP, its
+UTF-16 surrogate pair): escaped JSON text stays valid JSON of the same values.
 """
 
 from __future__ import annotations

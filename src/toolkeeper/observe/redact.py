@@ -7,14 +7,14 @@ are found too. Redacted values become `"[REDACTED]"`; digests are computed befor
 so dedupe and approvals still see the real arguments.
 
 What a call's tool says back is masked too (`hidden_values`, `mask`): every occurrence of one
-of its sensitive values in the result's data (keys, strings, a number written as one),
-in its MCP content blocks (but their base64 data), in its error's message and details, and in
-the traceback logged when the tool raises, is replaced by `"[REDACTED]"`, once, when the call
-ends: before it is recorded, audited or formatted for any model, so replays from the ledger
-are masked alike. A value is found as written and as JSON text may write it inside a string
-(any character as its escape, at any depth of JSON text inside JSON text). Values shorter
-than `SHORTEST_SECRET` characters are not masked (they occur in ordinary text by chance), nor
-is a value the tool transformed (encoded, hashed, cut) before returning it.
+of its sensitive values in the result's data (keys, strings, a number written as one), in its
+MCP content blocks (but their base64 data), its effect reference, its error's message and
+details, and the traceback logged when the tool raises, is replaced by `"[REDACTED]"`, once,
+when the call ends: before it is recorded, audited or formatted for any model, so replays
+from the ledger are masked alike. A value is found as written and as JSON text may write it
+inside a string (any character as its escape; JSON text inside JSON text, four levels deep).
+Values shorter than `SHORTEST_SECRET` characters are not masked (they occur in ordinary text
+by chance), nor is a value the tool transformed (encoded, hashed, cut) before returning it.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def _strings(value: Any, out: set[str]) -> None:
 
 def mask(value: Any, secrets: tuple[str, ...]) -> Any:
     """`value` (a text, or JSON data) with every occurrence of one of `secrets` in its strings
-    (and keys), as written or as JSON text inside a string writes it at any depth (any
+    (and keys), as written or as JSON text inside a string writes it, four levels deep (any
     character as its escape: `\\u0041`, `\\/`, `\\"`), and every number written as one (a
     whole float as its integer too), replaced by `REDACTED`. Give them longest first (as
     `hidden_values` does), so that a secret holding another is masked whole."""
