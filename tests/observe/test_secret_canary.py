@@ -304,3 +304,13 @@ async def test_a_secret_in_a_retry_an_unknown_outcome_or_a_cut_result_is_masked(
     assert [s for s in shown if _leaks(s)] == []
     assert _kept_leaks(tmp_path) == []
     assert "gave up on" in caplog.text and not _leaks(caplog.text)
+
+
+def test_a_long_text_holding_a_secret_only_as_escapes_is_masked_whole() -> None:
+    """Finding where each escape of it lies takes memory in proportion to the text (eight
+    bytes a character, twice): past a MiB, such a text goes as REDACTED whole."""
+    escaped = "".join(f"\\u{ord(c):04x}" for c in CORE)
+    long = "x" * 2**21
+    assert mask(long + escaped, (CORE,)) == REDACTED
+    assert mask(f"{long}\\n{CORE}", (CORE,)) == f"{long}\\n{REDACTED}"
+    assert mask(f"x\\n{escaped}y", (CORE,)) == f"x\\n{REDACTED}y"

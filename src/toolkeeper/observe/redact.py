@@ -226,6 +226,10 @@ _ESCAPED = frozenset('"\\/\b\f\n\r\t')
 _DEPTH = 4
 """Levels of JSON text inside JSON text unescaped to look for a secret."""
 
+_PLACED = 2**20
+"""The longest text whose escaped secrets are cut out in place; a longer one that holds a
+secret only as escapes is masked whole."""
+
 
 def _decoded(found: re.Match[str]) -> str:
     body = found.group()[1:]
@@ -274,22 +278,36 @@ def _decode_json(text: str, *, where: bool) -> tuple[str, array[int] | None]:
     return "".join(pieces), starts
 
 
+def _held(value: str, secrets: tuple[str, ...]) -> bool:
+    """Whether `value` holds one of `secrets`, as written or as JSON text writes it (up to
+    `_DEPTH` levels deep)."""
+    escapable = any(not _ESCAPED.isdisjoint(secret) for secret in secrets)
+    text = value
+    for depth in range(_DEPTH + 1):
+        if any(secret in text for secret in secrets):
+            return True
+        if depth == _DEPTH or "\\" not in text or ("\\u" not in text and not escapable):
+            return False  # (what is left to decode can make no character of a secret)
+        text = _decode_json(text, where=False)[0]
+    return False
+
+
 def _mask_escaped(value: str, secrets: tuple[str, ...]) -> str:
     """`value` with every occurrence of one of `secrets` replaced by `REDACTED`, as written
     or as JSON text writes it, up to `_DEPTH` levels deep (any character as an escape).
     Linear in the length of `value` at each level: no pattern that could backtrack."""
-    escapable = any(not _ESCAPED.isdisjoint(secret) for secret in secrets)
-    texts = [value]
-    while len(texts) <= _DEPTH and "\\" in texts[-1]:
-        if "\\u" not in texts[-1] and not escapable:
-            break  # (what is left to decode can make no character of a secret)
-        texts.append(_decode_json(texts[-1], where=False)[0])
-    if not any(secret in text for text in texts for secret in secrets):
+    if len(value) > _PLACED:
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return REDACTED if _held(value, secrets) else value
+    if not _held(value, secrets):
         return value
     cuts: list[tuple[int, int]] = []
     text, starts = value, array("q", range(len(value) + 1))
-    for depth in range(len(texts)):
+    for depth in range(_DEPTH + 1):
         if depth:
+            if "\\" not in text:
+                break
             text, inner = _decode_json(text, where=True)
             assert inner is not None
             starts = array("q", map(starts.__getitem__, inner))
