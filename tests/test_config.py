@@ -431,6 +431,21 @@ def test_an_upstream_no_process_could_be_started_as_is_refused(line: str, key: s
     assert error.value.key == key
 
 
+@pytest.mark.parametrize("grant", ['""', '" notes:write"', '"notes:write "', '":*"'])
+def test_a_grant_that_names_no_permission_is_refused_with_its_line(grant: str) -> None:
+    text = f'[principals.alice]\ntoken = "t"\ngrants = ["notes:read", {grant}]\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "principals.alice.grants.1")
+
+
+def test_grants_given_as_text_not_a_list_are_refused_with_their_line() -> None:
+    text = '[principals.alice]\ntoken = "t"\ngrants = "notes:*"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "principals.alice.grants")
+
+
 def test_a_grant_with_a_wildcard_grants_cannot_match_is_refused_with_its_line() -> None:
     text = '[principals.alice]\ntoken = "t"\ngrants = ["notes:read", "airline:get_*"]\n'
     with pytest.raises(ConfigError) as error:

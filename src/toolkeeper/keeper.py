@@ -769,7 +769,7 @@ class Keeper:
             with anyio.move_on_after(tool.spec.timeout) as scope:
                 found = await _ask(tool.reconcile, ctx, self.thread_limiter)
             if scope.cancelled_caught:
-                _log.warning("reconciling %s %s timed out; it stays unknown", ctx.tool, ctx.call_id)
+                _log.warning("reconciling %s %r timed out; it stays unknown", ctx.tool, ctx.call_id)
             if not isinstance(found, ToolResult) or found.status not in (
                 CallStatus.SUCCEEDED,
                 CallStatus.FAILED,
@@ -869,7 +869,7 @@ async def _ask(reconcile: Reconciler, ctx: CallContext, limiter: anyio.CapacityL
             found = await found
         return found
     except Exception:
-        _log.exception("reconciling %s %s failed; it stays unknown", ctx.tool, ctx.call_id)
+        _log.exception("reconciling %s %r failed; it stays unknown", ctx.tool, ctx.call_id)
         return None
 
 
@@ -885,7 +885,7 @@ def _recordable(found: ToolResult, ctx: CallContext) -> dict[str, Any] | None:
         }
     except NOT_JSON as exc:
         _log.warning(
-            "reconciling %s %s found what is not JSON data (%s: %s); it stays unknown",
+            "reconciling %s %r found what is not JSON data (%s: %s); it stays unknown",
             ctx.tool,
             ctx.call_id,
             type(exc).__name__,

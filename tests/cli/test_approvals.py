@@ -175,14 +175,21 @@ def test_a_list_cut_at_its_limit_says_so(
     assert err == ""
 
 
-SPOOF = "users\u202e\u202a\u2066\u2069\u200b\u200f\ufeff\u2060\x1b[2K\x85\u2028\U000e0041_END"
+IGNORABLE = "\ufe0f\u034f\u3164"
+"""A variation selector, a combining grapheme joiner, a Hangul filler: printable, invisible."""
+
+SPOOF = (
+    "users\u202e\u202a\u2066\u2069\u200b\u200f\ufeff\u2060\x1b[2K\x85\u2028\U000e0041"
+    + IGNORABLE
+    + "_END"
+)
 """Bidi overrides and isolates, zero-width and invisible characters, an escape sequence, C1 and
 line separators, a tag character: what could make the person read other arguments."""
 
 NOTE = "ok\ndecided    by root\u202e"
 """A note that would forge a line of `approvals show`."""
 
-HIDDEN = [c for c in SPOOF + NOTE if not c.isprintable() and c != "\n"]
+HIDDEN = [c for c in SPOOF + NOTE if not c.isprintable() and c != "\n"] + list(IGNORABLE)
 
 
 def test_every_rendering_of_a_request_escapes_what_would_hide_or_reorder_it(

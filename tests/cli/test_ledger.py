@@ -122,7 +122,7 @@ def test_what_a_model_named_cannot_rewrite_the_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "ledger.db"
-    forged = "x\rt9  wipe_all  SUCCEEDED\x1b[31m\u202e"
+    forged = "x\rt9  wipe_all  SUCCEEDED\x1b[31m\u202e\u3164\ufe0f"
 
     async def fill() -> None:
         async with SQLiteStore(path) as store:
@@ -131,11 +131,11 @@ def test_what_a_model_named_cannot_rewrite_the_table(
     anyio.run(fill)
     assert main(["ledger", "list", "--ledger", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "\r" not in out and "\x1b" not in out and "\u202e" not in out
+    assert not any(c in out for c in "\r\x1b\u202e\u3164\ufe0f")
     assert "x\\rt9" in out and "\\u001b[31m" in out
     assert main(["ledger", "list", "--ledger", str(path), "--json"]) == 0
     out = capsys.readouterr().out
-    assert "\x1b" not in out and "\u202e" not in out
+    assert not any(c in out for c in "\x1b\u202e\u3164\ufe0f")
     assert json.loads(out)[0]["call_id"] == forged
 
 

@@ -4,6 +4,7 @@ a small test server of our own (tests/connectors/upstream_server.py)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -582,3 +583,53 @@ async def test_an_http_upstream_goes_through_the_proxy_the_environment_names(
         tg.cancel_scope.cancel()
     assert response.status_code == 502
     assert seen == [b"POST http://upstream.internal.example:8080/mcp HTTP/1.1"]
+
+
+LEAKY = str(Path(__file__).with_name("leaky_upstream.py"))
+
+
+def _ledger_holds(folder: Path, needle: bytes) -> bool:
+    """Whether the SQLite ledger's files (its WAL too) hold `needle`."""
+    return any(needle in f.read_bytes() for f in folder.glob("l.db*"))
+
+
+async def test_an_upstream_that_echoes_a_sensitive_argument_reaches_no_result_record_or_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The upstream's schema marks `token` writeOnly; it echoes it in text, JSON escapes,
+    structured content, errors, a malformed result and a line too long to read."""
+    caplog.set_level(logging.DEBUG)
+    token = "CANARY-UP-9d2e"
+    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    params = UpstreamParams(
+        trust_hints=True, name="leaky", command=sys.executable, args=(LEAKY,), protocol="legacy"
+    )
+    agent = Principal(id="agent", grants=frozenset({"leaky:*"}))
+    ways = ["text", "structured", "is_error", "rpc_error", "garbled", "huge"]
+    calls = [
+        ToolCall(
+            call_id=how,
+            name="leaky.login",
+            arguments={"token": token, "how": how},
+            principal=agent,
+        )
+        for how in ways
+    ]
+    with anyio.fail_after(60):
+        async with keeper, McpUpstream(params, keeper.catalog):
+            results = [await keeper.execute(call) for call in calls]
+            records = await keeper.store.list_calls()
+    assert [r.status.value for r in results] == [
+        "SUCCEEDED",
+        "SUCCEEDED",
+        "FAILED",
+        "FAILED",
+        "SUCCEEDED",
+        "SUCCEEDED",
+    ]
+    assert "welcome [REDACTED] ([REDACTED])" in str(results[0].data)
+    assert len(records) == len(ways)
+    shown = [repr(r) for r in (*results, *records)]
+    assert [s for s in shown if "CANARY" in s] == []
+    assert [r.getMessage() for r in caplog.records if "CANARY" in r.getMessage()] == []
+    assert not _ledger_holds(tmp_path, b"CANARY")

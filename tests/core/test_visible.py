@@ -1,12 +1,14 @@
 """What a person reads: hidden and reordering characters escaped, JSON still JSON."""
 
 import json
+import logging
+import sys
 import unicodedata
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolkeeper.core._visible import visible, visible_json
+from toolkeeper.core._visible import _IGNORABLE, VisibleFormatter, visible, visible_json
 
 
 def test_hidden_characters_are_escaped_and_text_as_written_is_kept() -> None:
@@ -25,3 +27,24 @@ def test_escaped_json_is_json_of_the_same_value_with_nothing_hidden(value: objec
     assert json.loads(shown) == value
     hidden = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
     assert all(c == "\n" or unicodedata.category(c) not in hidden for c in shown)
+    assert not _IGNORABLE.search(shown)
+
+
+def test_default_ignorable_characters_of_other_categories_are_escaped_too() -> None:
+    """A variation selector, a combining grapheme joiner or a Hangul filler shows as nothing
+    (or blank): 'bob' and 'bob' + one of them looked the same to an approver."""
+    shown = visible("bob\ufe0f\u034f\u3164\u115f\u180e\U000e0100 ok")
+    assert shown == "bob\\ufe0f\\u034f\\u3164\\u115f\\u180e\\udb40\\udd00 ok"
+    assert json.loads(visible_json({"to": "bob\ufe0f"})) == {"to": "bob\ufe0f"}
+
+
+def test_the_console_formatter_escapes_a_log_line_and_keeps_its_traceback_lines() -> None:
+    try:
+        raise ValueError("x")
+    except ValueError:
+        record = logging.LogRecord(
+            "toolkeeper", logging.ERROR, __file__, 1, "%s failed", ("\x1b[31mtool\u202e",), None
+        )
+        record.exc_info = sys.exc_info()
+    line = VisibleFormatter("%(name)s: %(message)s").format(record)
+    assert line.startswith("toolkeeper: \\u001b[31mtool\\u202e failed\nTraceback")

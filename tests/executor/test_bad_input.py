@@ -3,6 +3,7 @@
 import dataclasses
 import datetime
 import json
+import logging
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -504,3 +505,25 @@ async def test_a_refusal_never_quotes_an_object_or_array_that_holds_a_sensitive_
     stored = json.dumps([dataclasses.asdict(r) for r in await keeper.store.list_calls()])
     stored += json.dumps([dataclasses.asdict(e) for e in audit.events], default=str)
     assert secret not in stored
+
+
+async def test_a_proposed_call_id_is_logged_by_its_repr_and_escaped_on_the_console(
+    keeper: Keeper, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A call id is the model's or the client's text: with a line break and an ANSI escape
+    in it, the 'raised' line forged a second log line and cleared the terminal."""
+    from toolkeeper.core._visible import VisibleFormatter
+
+    caplog.set_level(logging.ERROR)
+
+    @keeper.tool(effect="read_only")
+    def crash() -> str:
+        raise RuntimeError("boom")
+
+    forged = "c1\nCRITICAL toolkeeper: all calls approved\x1b[2J\u202e"
+    result = await keeper.execute(ToolCall(call_id=forged, name="crash"))
+    assert result.error is not None and result.error.code is ErrorCode.TOOL_ERROR
+    [record] = [r for r in caplog.records if "raised" in r.getMessage()]
+    first, *_ = VisibleFormatter("%(message)s").format(record).splitlines()
+    said = "'c1\\nCRITICAL toolkeeper: all calls approved\\x1b[2J\\u202e'"
+    assert first == f"crash raised (call {said}, attempt 1)"

@@ -80,6 +80,15 @@ def test_a_grant_with_a_wildcard_grants_cannot_match_is_refused_when_made(grant:
         Principal(id="a", grants=["orders:read", grant])
 
 
-@pytest.mark.parametrize("grant", ["*", "orders:*", "orders:items:*", "orders:read"])
+@pytest.mark.parametrize("grant", ["", ":*", " orders:read", "orders:read ", "orders:*\n", "\t*"])
+def test_a_grant_that_names_no_permission_is_refused_when_made(grant: str) -> None:
+    """An empty grant, or one with a space at an end, was accepted and matched nothing."""
+    with pytest.raises(ValueError, match=r"Principal\.grants"):
+        Principal(id="a", grants=["orders:read", grant])
+
+
+@pytest.mark.parametrize(
+    "grant", ["*", "orders:*", "orders:items:*", "orders:read", "raw:odd name"]
+)
 def test_every_grant_pattern_that_matches_is_accepted(grant: str) -> None:
     assert Principal(id="a", grants=[grant]).grants == frozenset({grant})

@@ -431,3 +431,23 @@ async def test_path_inside_takes_only_absolute_paths_the_tool_opens_as_they_were
         assert await _code(keeper, "read_targets", targets=[{"path": "in.txt"}]) is invalid
         assert await _code(keeper, "read_targets", targets=[{"path": inside}]) is None
     assert opened == [inside, str(sandbox / "x" / ".." / "in.txt"), inside]
+
+
+async def test_path_inside_checks_a_paths_compatibility_normalisation_too(tmp_path: Path) -> None:
+    """`／..／` (fullwidth dots and solidus) is a file name inside the root as written, and
+    `/../` to a tool or a server that normalises text (NFKC) before it opens the path."""
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    keeper = Keeper(ledger=MemoryStore())
+    opened: list[str] = []
+
+    @keeper.tool(effect="read_only", rules=[path_inside("path", sandbox)])
+    def read(path: str) -> str:
+        opened.append(path)
+        return path
+
+    async with keeper:
+        escape = f"{sandbox}/\uff0e\uff0e\uff0f\uff0e\uff0e\uff0fetc\uff0fpasswd"
+        assert await _code(keeper, "read", path=escape) is ErrorCode.PERMISSION_DENIED
+        assert await _code(keeper, "read", path=f"{sandbox}/café\u0301 ｎｏｔｅｓ.txt") is None
+    assert opened == [f"{sandbox}/café\u0301 ｎｏｔｅｓ.txt"]

@@ -36,6 +36,22 @@ def register(keeper: Keeper) -> None:
             return file.read()
 '''
 
+MOVE = '''
+from toolkeeper import Keeper
+
+
+def register(keeper: Keeper) -> None:
+    @keeper.tool(name="files.move", effect="write", permissions=["files:write"])
+    def move(source: str, destination: str) -> str:
+        """Move a file.
+
+        Args:
+            source: The file.
+            destination: Where it goes.
+        """
+        return f"moved {source} to {destination}"
+'''
+
 
 async def test_a_relative_sandbox_root_is_the_config_files_not_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -165,3 +181,36 @@ async def test_the_examples_time_tools_are_read_only_though_their_hints_are_not_
         "time.convert_time": Effect.READ_ONLY,
     }
     assert not config.upstreams["time"].trust_hints
+
+
+@pytest.mark.parametrize(("tools", "moved"), [('["files.*"]', False), ('["*"]', True)])
+async def test_a_rule_naming_tools_refuses_a_named_tool_that_lacks_its_parameter(
+    tmp_path: Path, tools: str, moved: bool
+) -> None:
+    """A path_inside rule for `files.*` on `path` skipped `files.move(source, destination)`,
+    which then moved /etc/passwd out of (and anything into) the sandbox; a rule for every
+    tool still skips the tools without the parameter."""
+    (tmp_path / "sandbox").mkdir()
+    (tmp_path / "files.py").write_text(TOOLS)
+    (tmp_path / "move.py").write_text(MOVE)
+    (tmp_path / "gw.toml").write_text(
+        f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\n'
+        '[[tools]]\nfile = "files.py"\n[[tools]]\nfile = "move.py"\n'
+        f'[[rules]]\ntools = {tools}\nkind = "path_inside"\nparam = "path"\n'
+        'root = "./sandbox"\n'
+        '[principals.writer]\ntoken = "t"\ngrants = ["files:*"]\n'
+    )
+    async with build(load_config(tmp_path / "gw.toml")) as deployment:
+        writer = deployment.gateway.principals["writer"].principal
+        result = await deployment.keeper.execute(
+            ToolCall(
+                call_id="m1",
+                name="files.move",
+                arguments={"source": "/etc/passwd", "destination": str(tmp_path / "sandbox")},
+                principal=writer,
+            )
+        )
+    if moved:
+        assert result.error is None
+    else:
+        assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED

@@ -12,7 +12,7 @@ import anyio
 import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr
 
 from toolkeeper import Keeper
 from toolkeeper.config import parse_config
@@ -725,6 +725,35 @@ async def test_a_secret_argument_echoed_by_its_tool_reaches_no_client_and_no_rec
     assert core.encode() not in _ledger_bytes(tmp_path)
 
 
+class _Unlocked(BaseModel):
+    pin: int
+    ok: bool
+
+
+async def test_a_masked_result_that_no_longer_fits_its_output_schema_is_an_error_result(
+    http_client: ClientFactory, deployment: Deployment, tmp_path: Path
+) -> None:
+    """A tool declaring `pin: int` in its output echoed its sensitive pin: masked, the pin
+    was the text '[REDACTED]' in structuredContent, and the official client's call_tool
+    raised for a call the ledger holds done (run and replay)."""
+
+    def unlock(pin: Annotated[int, Field(json_schema_extra={"x-sensitive": True})]) -> _Unlocked:
+        return _Unlocked(pin=pin, ok=True)
+
+    deployment.keeper.add_function(
+        unlock, name="demo.unlock", effect="read_only", permissions=["notes:read"]
+    )
+    meta: Any = {"dev.toolkeeper/call-id": "client-unlock"}
+    async with http_client(TOKENS["alice"]) as alice:
+        first = await alice.call_tool("demo.unlock", {"pin": 48151623}, meta=meta)
+        replay = await alice.call_tool("demo.unlock", {"pin": 48151623}, meta=meta)
+    for result in (first, replay):
+        assert result.is_error and "48151623" not in result.model_dump_json()
+        assert (result.meta or {}).get("dev.toolkeeper/call-id") == "client-unlock"
+    [record] = [r for r in await deployment.keeper.store.list_calls() if r.tool == "demo.unlock"]
+    assert record.status is CallStatus.SUCCEEDED
+
+
 def _ledger_bytes(folder: Path) -> bytes:
     """The SQLite ledger's files (its WAL too) as they are on disk."""
     return b"".join(path.read_bytes() for path in folder.glob("ledger.db*"))
@@ -779,3 +808,58 @@ async def test_a_derived_call_id_does_not_give_a_pin_away(
         for n in range(10_000)
     }
     assert record.call_id.partition(".")[0] not in guesses
+
+
+LEAKY = Path(__file__).resolve().parents[1] / "connectors" / "leaky_upstream.py"
+
+
+async def test_an_upstreams_echo_of_a_write_only_argument_reaches_no_client_over_http(
+    tmp_path: Path,
+) -> None:
+    """Through `serve_http` and the official client: an upstream that echoes the argument
+    its schema marks writeOnly (text, \\u escapes, structured content, errors)."""
+    from functools import partial
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from toolkeeper.server import serve_http
+
+    core = "CANARY-GW-UP-77"
+    text = (
+        f'[server]\nledger = "sqlite:///{tmp_path}/ledger.db"\n'
+        f'[upstreams.leaky]\ncommand = "{sys.executable}"\nargs = ["{LEAKY}"]\ntrust_hints = true\n'
+        'protocol = "legacy"\n'
+        '[principals.ann]\ntoken = "ann-token-1"\ngrants = ["leaky:*"]\n'
+    )
+    config = parse_config(text, file="test.toml", base_dir=str(tmp_path))
+    ports: list[int] = []
+    ready = anyio.Event()
+    shown: list[str] = []
+    with anyio.fail_after(60):
+        async with build(config) as running, anyio.create_task_group() as tg:
+            tg.start_soon(
+                partial(
+                    serve_http,
+                    running.gateway,
+                    port=0,
+                    started=lambda port: (ports.append(port), ready.set()),
+                )
+            )
+            await ready.wait()
+            headers = {"Authorization": "Bearer ann-token-1"}
+            url = f"http://127.0.0.1:{ports[0]}/mcp"
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=30.0) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,  # type: ignore[arg-type]
+            ):
+                for how in ("text", "structured", "is_error", "rpc_error"):
+                    for _ in range(2):  # the run, then its replay
+                        result = await client.call_tool("leaky.login", {"token": core, "how": how})
+                        shown.append(result.model_dump_json())
+            tg.cancel_scope.cancel()
+    escaped = "".join(f"u{ord(c):04x}" for c in core)  # (the \\u escapes, backslashes aside)
+    assert "([REDACTED])" in shown[0]
+    assert [s for s in shown if core in s or escaped in s.replace("\\", "")] == []
+    assert core.encode() not in _ledger_bytes(tmp_path)

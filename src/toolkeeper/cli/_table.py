@@ -16,9 +16,10 @@ CELL_WIDTH = 60
 def _cell(value: object, width: int = CELL_WIDTH) -> str:
     text = "" if value is None else str(value)
     if not text.isprintable():
-        # What a model proposed (a tool name, a call id) must not move the cursor, recolour
-        # or rewrite the table a person reads; a line break or tab in a cell is a space.
-        text = visible(text.replace("\n", " ").replace("\t", " "))
+        text = text.replace("\n", " ").replace("\t", " ")  # (a line break in a cell: a space)
+    # What a model proposed (a tool name, a call id) must not move the cursor, recolour,
+    # rewrite or hide part of the table a person reads.
+    text = visible(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -75,9 +75,12 @@ def _port(text: str) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from ..config import ConfigError, load_config
+    from ..core._visible import VisibleFormatter
     from ..core.errors import ConfigurationError, StoreError, sole_cause
 
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(VisibleFormatter("%(name)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[console])
     try:
         from .. import server  # noqa: F401  (without the server extra: one line, not a traceback)
     except ImportError as exc:

@@ -93,7 +93,7 @@ class LineReader(_Stream):
 
     async def _drop_line(self) -> Exception:
         """Skip the rest of a line longer than `LINE_LIMIT`, showing its first and last bytes
-        to `overlong`."""
+        to `overlong` (and to no log)."""
         head = await self._reader.read(_EDGE)
         tail = head
         while True:
@@ -105,7 +105,8 @@ class LineReader(_Stream):
             except asyncio.IncompleteReadError as end:
                 tail = (tail + end.partial)[-_EDGE:]
                 break
-        logger.error("a message of more than %d bytes was dropped: %.80r", LINE_LIMIT, head)
+        # (not its first bytes: they may be a result that quotes a call's secret)
+        logger.error("a message of more than %d bytes was dropped", LINE_LIMIT)
         if self.overlong is not None:
             self.overlong(head, tail)
         return ValueError(f"a message longer than {LINE_LIMIT} bytes was dropped")

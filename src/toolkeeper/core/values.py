@@ -83,11 +83,13 @@ def grant_pattern(grant: str) -> str:
     """`grant`, when it is a permission pattern that grants can match.
 
     A grant is `*` (everything), a namespace ending in `:*` (`orders:*`), or one permission
-    exactly. Rules take globs, grants do not: any other wildcard (`airline:get_*`, `*:read`,
-    `?`, `[...]`) would match nothing, so it is refused rather than accepted and ignored.
+    exactly (case counts: `Orders:read` is not `orders:read`). Rules take globs, grants do
+    not: any other wildcard (`airline:get_*`, `*:read`, `?`, `[...]`) would match nothing, so
+    it is refused rather than accepted and ignored; so is an empty grant, an empty namespace
+    (`:*`), and one with a space (or any whitespace) at either end (`"orders:read "`).
 
     Raises:
-        ValueError: `grant` holds a wildcard other than those two forms.
+        ValueError: `grant` holds a wildcard other than those two forms, or names nothing.
     """
     body = grant[:-2] if grant.endswith(":*") else "" if grant == "*" else grant
     if any(char in body for char in "*?["):
@@ -95,6 +97,8 @@ def grant_pattern(grant: str) -> str:
             f"grant {grant!r} holds a wildcard a grant cannot match: grants are '*', "
             "'namespace:*' or one permission exactly (only rules take globs)"
         )
+    if grant in ("", ":*") or grant.strip() != grant:
+        raise ValueError(f"grant {grant!r} names no permission (empty, or space at an end)")
     return grant
 
 

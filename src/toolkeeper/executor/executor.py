@@ -27,6 +27,7 @@ import anyio
 from ..core.errors import CallRefused, ErrorCode, StoreError, ToolError
 from ..core.states import CallStatus
 from ..core.values import ToolCall, ToolResult
+from ..observe.redact import log_exception
 from . import gates
 from .gates import Gate
 from .run import LEDGER_UNAVAILABLE, LostRace, record_refusal, run_call
@@ -111,13 +112,13 @@ class Executor:
                             call=call, principal=st.principal, reentries=st.reentries + 1
                         )
                     except Exception:
-                        _log.exception("recording a refusal failed")
+                        log_exception(_log, st.hidden(), "recording a refusal failed")
                         return _refused(call, refused.error)
                 except StoreError as exc:  # (after an effect, `run_call` answers itself)
-                    _log.error("the ledger failed on a call of %s: %s", call.name, exc)
+                    _log.error("the ledger failed on a call of %r: %s", call.name, exc)
                     return _failed(call, LEDGER_UNAVAILABLE)
                 except Exception:
-                    _log.exception("internal error executing %s", call.name)
+                    log_exception(_log, st.hidden(), "internal error executing %r", call.name)
                     return _internal(call, "an internal error stopped the call")
                 finally:
                     if st.reserved:

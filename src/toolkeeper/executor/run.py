@@ -125,7 +125,7 @@ async def _attempt(
         error = ToolError.of(ErrorCode.UPSTREAM_UNAVAILABLE, _said(st, exc.reason), retryable=True)
         return _Outcome(status=CallStatus.FAILED, error=error, unknown=True)
     except UnrecordableResult as exc:
-        note = _unrecordable(spec.name, exc.reason, exc.what)
+        note = _unrecordable(spec.name, exc.reason, exc.what, st.hidden())
         return _Outcome(status=CallStatus.SUCCEEDED, data=note)
     except ApprovalRequired as exc:
         if ctx.approval_id is not None:
@@ -139,7 +139,7 @@ async def _attempt(
         log_exception(
             _log,
             st.hidden(),
-            "%s raised (call %s, attempt %d)",
+            "%s raised (call %r, attempt %d)",
             spec.name,
             ctx.call_id,
             ctx.attempt,
@@ -150,10 +150,10 @@ async def _attempt(
             details={"exception": type(exc).__name__},
         )
         return _Outcome(status=CallStatus.FAILED, error=error)
-    return _succeeded(spec.name, value)
+    return _succeeded(st, value)
 
 
-def _succeeded(name: str, value: Any) -> _Outcome:
+def _succeeded(st: CallState, value: Any) -> _Outcome:
     """The outcome of an attempt that returned `value`.
 
     From here on the tool has run: a result that cannot be made JSON is not a failure of the
@@ -162,7 +162,8 @@ def _succeeded(name: str, value: Any) -> _Outcome:
     try:
         data = json_data(value if output is None else output.data)
     except NOT_JSON as exc:
-        note = _unrecordable(name, f"{type(exc).__name__}: {exc}")
+        assert st.tool is not None
+        note = _unrecordable(st.tool.spec.name, f"{type(exc).__name__}: {exc}", None, st.hidden())
         effect_ref = output.effect_ref if output is not None else None
         return _Outcome(status=CallStatus.SUCCEEDED, data=note, effect_ref=effect_ref)
     if output is None:
@@ -289,9 +290,12 @@ async def _invoke(
 _NOT_JSON = "is not JSON data (nested too deeply, or of a type JSON cannot hold)"
 
 
-def _unrecordable(name: str, reason: str, what: str | None = None) -> str:
-    """What is recorded and shown instead of a result that cannot be: the call ran."""
-    _log.warning("the result of %s is not recorded: %s", name, reason)
+def _unrecordable(
+    name: str, reason: str, what: str | None = None, secrets: tuple[str, ...] = ()
+) -> str:
+    """What is recorded and shown instead of a result that cannot be: the call ran. `reason`
+    is logged, with the call's sensitive values (`secrets`) masked: it may quote the result."""
+    _log.warning("the result of %s is not recorded: %s", name, mask(reason, secrets))
     return f"{name} ran and finished, but its result {what or _NOT_JSON}, so it is not shown"
 
 
@@ -496,7 +500,7 @@ async def _run_read(rt: Runtime, st: CallState) -> ToolResult:
         begun = _Started(raised=exc)
     if begun is not None:
         return await _run_call(rt, st, (started_at, ctx, begun))
-    return await _record_end(rt, st, _succeeded(spec.name, value), 1, started_at, None)
+    return await _record_end(rt, st, _succeeded(st, value), 1, started_at, None)
 
 
 def _context(st: CallState, attempt: int, deadline: float, approval_id: str | None) -> CallContext:
@@ -594,7 +598,9 @@ async def _run_call(
                 ):
                     break
             except Exception:  # a policy that cannot decide or say how long: no retry
-                _log.exception("the retry policy of %s failed; the call is not retried", spec.name)
+                log_exception(
+                    _log, st.hidden(), "the retry policy of %s failed; it is not retried", spec.name
+                )
                 break
             if persisted is not None:
                 # The deadline covers the wait too, written before it: a record whose owner
@@ -642,7 +648,12 @@ async def _run_call(
     except LostRace:
         raise  # another process recorded the call first: the pipeline starts over
     except Exception:  # a fault of ours after RUNNING was written: the call still gets its end
-        _log.exception("an internal error stopped %s after it was written RUNNING", spec.name)
+        log_exception(
+            _log,
+            st.hidden(),
+            "an internal error stopped %s after it was written RUNNING",
+            spec.name,
+        )
         if outcome is None or attempting:
             outcome = _Outcome(
                 status=CallStatus.FAILED,
@@ -719,7 +730,12 @@ def _give_up(rt: Runtime, st: CallState, may_have_run: bool) -> None:
     """A call written RUNNING whose end the ledger failed to record: it stays RUNNING, and
     `Runtime.unended` says so until a new proposal or `recover_abandoned` settles it."""
     assert st.tool is not None
-    _log.exception("the end of %s could not be recorded; it stays RUNNING", st.tool.spec.name)
+    log_exception(
+        _log,
+        st.hidden(),
+        "the end of %s could not be recorded; it stays RUNNING",
+        st.tool.spec.name,
+    )
     rt.unended[(st.call.task_id, st.call.call_id)] = may_have_run
 
 
@@ -842,7 +858,7 @@ async def _record_end(
                 raise  # (a note is JSON: the store failed on something else)
             # The store cannot hold the result (a connector's data nested too deeply): the
             # call ran all the same, so it is recorded as it ended, a note in place of data.
-            note = _unrecordable(st.tool.spec.name, str(exc))
+            note = _unrecordable(st.tool.spec.name, str(exc), None, st.hidden())
             outcome = dataclasses.replace(outcome, data=note, content=None)  # nothing shown
     if st.reserved:
         rt.release(st)  # its record counts now
@@ -863,7 +879,8 @@ async def _record_end(
 
 def _masked(outcome: _Outcome, secrets: tuple[str, ...]) -> _Outcome:
     """`outcome` with the call's sensitive argument values (`secrets`) masked in its data,
-    content blocks and error: what the ledger, the audit log and every model then get."""
+    content blocks, error and effect reference: what the ledger, the audit log and every
+    model then get."""
     if not secrets:
         return outcome
     return dataclasses.replace(
@@ -871,6 +888,7 @@ def _masked(outcome: _Outcome, secrets: tuple[str, ...]) -> _Outcome:
         data=mask(outcome.data, secrets),
         content=mask_content(outcome.content, secrets),
         error=mask_error(outcome.error, secrets),
+        effect_ref=mask(outcome.effect_ref, secrets),
     )
 
 

@@ -8,19 +8,22 @@ so dedupe and approvals still see the real arguments.
 
 What a call's tool says back is masked too (`hidden_values`, `mask`): every occurrence of one
 of its sensitive values in the result's data (keys, strings, a number written as one), in its
-MCP content blocks (but their base64 data), in its error's message and details, and in the
-traceback logged when the tool raises, is replaced by `"[REDACTED]"`, once, when the call ends:
-before it is recorded, audited or formatted for any model, so replays from the ledger are
-masked alike. A value is found as written and as JSON text writes it inside a string. Values
-shorter than `SHORTEST_SECRET` characters are not masked (they occur in ordinary text by
-chance), nor is a value the tool transformed (encoded, hashed, cut) before returning it.
+MCP content blocks (but their base64 data), its effect reference, its error's message and
+details, and the traceback logged when the tool raises, is replaced by `"[REDACTED]"`, once,
+when the call ends: before it is recorded, audited or formatted for any model, so replays
+from the ledger are masked alike. A value is found as written and as JSON text may write it
+inside a string (any character as its escape; JSON text inside JSON text, four levels deep).
+Values shorter than `SHORTEST_SECRET` characters are not masked (they occur in ordinary text
+by chance), nor is a value the tool transformed (encoded, hashed, cut) before returning it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import traceback
+from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import lru_cache
@@ -155,17 +158,10 @@ and masking them there would garble the message."""
 def hidden_values(arguments: Any, redacted: Any) -> tuple[str, ...]:
     """The strings and numbers (as text) of `arguments` that its redaction `redacted` hides
     (the value of a sensitive field, the values inside a sensitive object or array) of at
-    least `SHORTEST_SECRET` characters, each also as JSON text writes it inside a string (a
-    quote or backslash escaped, non-ASCII as `\\u` escapes; and JSON text of JSON text),
-    longest first: what a result or message about the call must not quote."""
+    least `SHORTEST_SECRET` characters, longest first: what a result or message about the
+    call must not quote (`mask` finds them as JSON text writes them too)."""
     found: set[str] = set()
     _hidden(arguments, redacted, found)
-    for _ in range(2):  # (a tool's JSON text, and that text inside JSON text)
-        found |= {
-            json.dumps(value, ensure_ascii=ascii)[1:-1]
-            for value in found
-            for ascii in (False, True)
-        }
     return tuple(sorted(found, key=len, reverse=True))
 
 
@@ -197,12 +193,17 @@ def _strings(value: Any, out: set[str]) -> None:
 
 def mask(value: Any, secrets: tuple[str, ...]) -> Any:
     """`value` (a text, or JSON data) with every occurrence of one of `secrets` in its strings
-    (and keys), and every number written as one of them, replaced by `REDACTED`. Give them
-    longest first (as `hidden_values` does), so that a secret holding another is masked
-    whole."""
+    (and keys), as written or as JSON text inside a string writes it, four levels deep (any
+    character as its escape: `\\u0041`, `\\/`, `\\"`), and every number written as one (a
+    whole float as its integer too), replaced by `REDACTED`. Give them longest first (as
+    `hidden_values` does), so that a secret holding another is masked whole."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return REDACTED if str(value) in secrets else value
+        whole = isinstance(value, float) and value.is_integer() and abs(value) < 2**63
+        written = str(int(value)) if whole else str(value)  # (48151623.0 is a PIN too)
+        return REDACTED if written in secrets or str(value) in secrets else value
     if isinstance(value, str):
+        if "\\" in value:  # JSON text, which may escape any character of a secret
+            return _mask_escaped(value, secrets)
         for secret in secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
@@ -212,6 +213,119 @@ def mask(value: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(value, list | tuple):
         return [mask(v, secrets) for v in value]
     return value
+
+
+_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
+"""One escape of a JSON string: `\\u0041`, `\\"`, `\\\\`, `\\/`, `\\n`..."""
+
+_SHORT = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+_ESCAPED = frozenset('"\\/\b\f\n\r\t')
+"""The characters JSON text may write with a short escape (others only as `\\u`)."""
+
+_DEPTH = 4
+"""Levels of JSON text inside JSON text unescaped to look for a secret."""
+
+_PLACED = 2**20
+"""The longest text whose escaped secrets are cut out in place; a longer one that holds a
+secret only as escapes is masked whole."""
+
+
+def _decoded(found: re.Match[str]) -> str:
+    body = found.group()[1:]
+    return chr(int(body[1:], 16)) if body[0] == "u" else _SHORT.get(body, body)
+
+
+def _decode_json(text: str, *, where: bool) -> tuple[str, array[int] | None]:
+    """`text` with its JSON string escapes decoded (a surrogate pair to its character) and,
+    with `where`, where each character of the result starts in `text` (one more: the end)."""
+    pieces: list[str] = []
+    starts = array("q") if where else None
+    pos = 0
+    pending: tuple[int, str] | None = None  # a high surrogate, and where it began
+    for found in _ESCAPE.finditer(text):
+        at, end = found.span()
+        char = _decoded(found)
+        if pending is not None:
+            begun, high = pending
+            pending = None
+            if at == pos and "\udc00" <= char < "\ue000":  # the pair, one character
+                pieces.append((high + char).encode("utf-16", "surrogatepass").decode("utf-16"))
+                if starts is not None:
+                    starts.append(begun)
+                pos = end
+                continue
+            pieces.append(high)
+            if starts is not None:
+                starts.append(begun)
+        pieces.append(text[pos:at])
+        if starts is not None:
+            starts.extend(range(pos, at))
+        if "\ud800" <= char < "\udc00":
+            pending = (at, char)
+        else:
+            pieces.append(char)
+            if starts is not None:
+                starts.append(at)
+        pos = end
+    if pending is not None:
+        pieces.append(pending[1])
+        if starts is not None:
+            starts.append(pending[0])
+    pieces.append(text[pos:])
+    if starts is not None:
+        starts.extend(range(pos, len(text) + 1))
+    return "".join(pieces), starts
+
+
+def _held(value: str, secrets: tuple[str, ...]) -> bool:
+    """Whether `value` holds one of `secrets`, as written or as JSON text writes it (up to
+    `_DEPTH` levels deep)."""
+    escapable = any(not _ESCAPED.isdisjoint(secret) for secret in secrets)
+    text = value
+    for depth in range(_DEPTH + 1):
+        if any(secret in text for secret in secrets):
+            return True
+        if depth == _DEPTH or "\\" not in text or ("\\u" not in text and not escapable):
+            return False  # (what is left to decode can make no character of a secret)
+        text = _decode_json(text, where=False)[0]
+    return False
+
+
+def _mask_escaped(value: str, secrets: tuple[str, ...]) -> str:
+    """`value` with every occurrence of one of `secrets` replaced by `REDACTED`, as written
+    or as JSON text writes it, up to `_DEPTH` levels deep (any character as an escape).
+    Linear in the length of `value` at each level: no pattern that could backtrack."""
+    if len(value) > _PLACED:
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return REDACTED if _held(value, secrets) else value
+    if not _held(value, secrets):
+        return value
+    cuts: list[tuple[int, int]] = []
+    text, starts = value, array("q", range(len(value) + 1))
+    for depth in range(_DEPTH + 1):
+        if depth:
+            if "\\" not in text:
+                break
+            text, inner = _decode_json(text, where=True)
+            assert inner is not None
+            starts = array("q", map(starts.__getitem__, inner))
+        for secret in secrets:
+            at = text.find(secret)
+            while at != -1:
+                cuts.append((starts[at], starts[at + len(secret)]))
+                at = text.find(secret, at + len(secret))
+    out: list[str] = []
+    pos = 0
+    for start, end in sorted(cuts):
+        if start >= pos:
+            out += (value[pos:start], REDACTED)
+            pos = end
+        elif end > pos:
+            pos = end  # (overlapping a cut already made: it grows)
+    out.append(value[pos:])
+    return "".join(out)
 
 
 def mask_error(error: ToolError | None, secrets: tuple[str, ...]) -> ToolError | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import unicodedata
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -191,10 +192,11 @@ def path_inside(param: str, root: str | os.PathLike[str]) -> Rule:
     the empty string) is refused with INVALID_ARGUMENTS (checked against `root` and opened
     against the tool's working directory, it named two files); so is one holding a NUL. An
     absolute path is resolved (`..`, symbolic links) when the rule runs and must lie inside
-    `root` (resolved when the rule is made), or the call is denied with PERMISSION_DENIED. A
-    link created or changed between the check and the tool's own open is not covered: give
-    the tool a root no one else writes links into. Tell the model the root in the tool's
-    description, as the refusal does not name it.
+    `root` (resolved when the rule is made), as written and in Unicode's compatibility
+    normalisation (NFKC: a fullwidth `．．／` is `../` to a tool that normalises), or the call
+    is denied with PERMISSION_DENIED. A link created or changed between the check and the
+    tool's own open is not covered: give the tool a root no one else writes links into. Tell
+    the model the root in the tool's description, as the refusal does not name it.
     """
     base = Path(root).resolve()
 
@@ -208,22 +210,28 @@ def path_inside(param: str, root: str | os.PathLike[str]) -> Rule:
                     code=ErrorCode.INVALID_ARGUMENTS,
                     pointer=_pointer(param),
                 )
-            try:
-                resolved = Path(value).resolve()
-            except (OSError, RuntimeError):  # a loop of links, a name too long
-                resolved = None
-            # (a `..` left unresolved would make `parents` lexical: denied, never trusted)
-            if (
-                resolved is None
-                or ".." in resolved.parts
-                or (resolved != base and base not in resolved.parents)
-            ):
+            # A tool (or a server in another language) that normalises text before it opens
+            # a path would open `／..／etc` as `/../etc`: both spellings must lie inside.
+            spellings = (
+                {value} if value.isascii() else {value, unicodedata.normalize("NFKC", value)}
+            )
+            if not all(_inside(spelling, base) for spelling in spellings):
                 return deny(
                     f"{param} must be inside the sandbox directory", pointer=_pointer(param)
                 )
         return None
 
     return rule
+
+
+def _inside(path: str, base: Path) -> bool:
+    """Whether absolute `path`, resolved (`..`, symbolic links), is `base` or below it."""
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, RuntimeError, ValueError):  # a loop of links, a name too long, a NUL
+        return False
+    # (a `..` left unresolved would make `parents` lexical: denied, never trusted)
+    return ".." not in resolved.parts and (resolved == base or base in resolved.parents)
 
 
 def domain_in(param: str, domains: Iterable[str]) -> Rule:

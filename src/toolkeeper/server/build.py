@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import importlib.util
+import logging
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -31,6 +32,8 @@ from ..policy.budgets import Budgets, RateLimiter
 from .gateway import Gateway, GatewayPrincipal
 
 __all__ = ["Deployment", "build", "load_tool_module"]
+
+_log = logging.getLogger("toolkeeper")
 
 
 class Deployment:
@@ -123,11 +126,28 @@ def _rule(cfg: RuleConfig, base_dir: str) -> R.Rule:
     }
     inner: R.Rule = kinds[cfg.kind]()
     patterns = tuple(cfg.tools)
+    every_tool = patterns == ("*",)
 
     def rule(inp: R.RuleInput) -> Any:
-        if any(fnmatch.fnmatchcase(inp.spec.name, p) for p in patterns):
+        if not any(fnmatch.fnmatchcase(inp.spec.name, p) for p in patterns):
+            return None
+        try:
             return inner(inp)
-        return None
+        except R.ParameterMissing:
+            if every_tool:
+                raise  # (a rule for every tool skips the tools without its parameter)
+            # A tool the rule names that lacks its parameter (a filesystem server's
+            # `move_file(source, destination)` under `files.*` with `path`) is refused:
+            # skipped, it read and wrote outside the sandbox.
+            _log.error(
+                "the %s rule for %s cannot check %r: it has no parameter %r; its calls are "
+                "refused (name the tools the rule fits, or add a rule for its parameters)",
+                cfg.kind,
+                ", ".join(patterns),
+                inp.spec.name,
+                cfg.param,
+            )
+            return R.deny("a policy rule could not be evaluated; the call was not run")
 
     return rule
 
