@@ -622,6 +622,8 @@ class Keeper:
             return call
         arguments: Any = call.arguments
         if isinstance(arguments, str):
+            if len(arguments) > self.runtime.max_argument_bytes:
+                return call  # (its own pipeline refuses it, unparsed)
             try:
                 arguments = json.loads(arguments)
             except (ValueError, RecursionError):  # (nested too deep to parse: refused as such)

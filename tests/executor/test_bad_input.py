@@ -3,14 +3,20 @@
 import dataclasses
 import datetime
 import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import pytest
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall, ToolSpec
+from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, Principal, ToolCall, ToolSpec
 from toolkeeper.catalog.registry import Tool
+from toolkeeper.ledger.base import LedgerStore
+from toolkeeper.policy.rules import deny
 from toolkeeper.testing import MemoryAuditSink
 
 pytestmark = pytest.mark.anyio
@@ -478,3 +484,159 @@ async def test_a_refusal_never_quotes_an_object_or_array_that_holds_a_sensitive_
     stored = json.dumps([dataclasses.asdict(r) for r in await keeper.store.list_calls()])
     stored += json.dumps([dataclasses.asdict(e) for e in audit.events], default=str)
     assert secret not in stored
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> str | LedgerStore:
+    """Each ledger backend (on PostgreSQL, a schema of this test's own)."""
+    if request.param == "memory":
+        return "memory://"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'x.db'}"
+    from toolkeeper.ledger.postgres import PostgresStore
+
+    from ..conftest import postgres_url
+
+    return PostgresStore(postgres_url(), schema=request.getfixturevalue("pg_schema"))
+
+
+OVERSIZED = "x" * ((1 << 20) + 10)
+"""A string argument over the default limit of 1 MiB."""
+ME = Principal(id="me", grants=frozenset({"orders:read", "tools:call"}))
+
+
+@pytest.mark.timeout(30)  # (a refusal that spins never yields to `fail_after`)
+@pytest.mark.parametrize("path", ["execute", "execute_many", "call_tool"])
+async def test_an_oversized_call_proposed_twice_is_refused_twice_at_once(
+    ledger: str | LedgerStore, path: str
+) -> None:
+    """The second proposal spun at 100% CPU for ever: its refusal was recorded as a new
+    call's, the ledger held the first, and the pipeline started over without end."""
+    keeper = Keeper(ledger=ledger, principal=ME)
+
+    @keeper.tool(effect="read_only")
+    async def echo(text: str) -> str:
+        return text
+
+    text = json.dumps({"text": OVERSIZED})
+    call = ToolCall(call_id="c1", name="echo", arguments=text, principal=ME)
+    if path == "call_tool":
+        keeper.enable_discovery()
+        call = ToolCall(
+            call_id="c1",
+            name="call_tool",
+            arguments=json.dumps({"name": "echo", "arguments": {"text": OVERSIZED}}),
+            principal=ME,
+        )
+    async with keeper:
+        for _ in range(2):
+            with anyio.fail_after(1):
+                if path == "execute_many":
+                    [result] = await keeper.execute_many([call])
+                else:
+                    result = await keeper.execute(call)
+            assert result.status is CallStatus.REJECTED
+            assert result.error is not None and result.error.code is ErrorCode.PAYLOAD_TOO_LARGE
+        [record] = await keeper.store.list_calls()
+    assert record.status is CallStatus.REJECTED
+
+
+def _refuser(ledger: str | LedgerStore) -> Keeper:
+    """A keeper with a tool for each refusal a call can meet (see `REFUSALS`)."""
+    keeper = Keeper(
+        ledger=ledger, budgets=Budgets(per_tool={"capped": 0}, calls_per_minute=1e-6, burst=1)
+    )
+
+    @keeper.tool(effect="read_only", permissions=["orders:read"])
+    async def echo(text: str) -> str:
+        return text
+
+    @keeper.tool(effect="read_only", permissions=["orders:read"])
+    async def capped() -> str:
+        raise AssertionError("must not run")
+
+    @keeper.tool(effect="destructive", permissions=["admin:wipe"])
+    async def wipe() -> str:
+        raise AssertionError("must not run")
+
+    @keeper.tool(effect="destructive", permissions=["orders:read"])
+    async def purge() -> str:
+        raise AssertionError("must not run")
+
+    @keeper.tool(effect="write", permissions=["orders:read"], rules=[lambda _: deny("no")])
+    async def ship() -> str:
+        raise AssertionError("must not run")
+
+    @keeper.tool(effect="read_only", permissions=["orders:read"])
+    async def lookup(q: str) -> str:
+        raise AssertionError("must not run")
+
+    tool = keeper.catalog.get("lookup")
+    assert tool is not None
+    broken = {"type": "object", "properties": {"q": {"type": "string", "pattern": "(unclosed"}}}
+    keeper.catalog.add(replace(tool, spec=replace(tool.spec, input_schema=broken)))
+    return keeper
+
+
+async def _echo_first(keeper: Keeper, call: ToolCall) -> None:
+    """Run `echo` once under the call's id, with other arguments."""
+    assert (await keeper.execute(replace(call, arguments={"text": "first"}))).ok
+
+
+async def _echo_other(keeper: Keeper, call: ToolCall) -> None:
+    """Run `echo` once under another call id (the rate limit's one call)."""
+    assert (await keeper.execute(replace(call, call_id="other"))).ok
+
+
+async def _denied(keeper: Keeper, call: ToolCall) -> None:
+    """Ask for the call's approval, and deny it."""
+    asked = await keeper.execute(call)
+    assert asked.approval_id is not None
+    await keeper.approvals.deny(asked.approval_id, by="ops", reason="no")
+
+
+Prepare = Callable[[Keeper, ToolCall], Awaitable[None]]
+REFUSALS: dict[str, tuple[str | object, object, ErrorCode, Prepare | None]] = {
+    # case: (tool name, arguments, the refusal, what happens to the call id first)
+    "too large as text": (
+        "echo",
+        json.dumps({"text": OVERSIZED}),
+        ErrorCode.PAYLOAD_TOO_LARGE,
+        None,
+    ),
+    "too large as data": ("echo", {"text": OVERSIZED}, ErrorCode.PAYLOAD_TOO_LARGE, None),
+    "not JSON": ("echo", '{"text": ', ErrorCode.INVALID_ARGUMENTS, None),
+    "off the schema": ("echo", {"text": 1}, ErrorCode.INVALID_ARGUMENTS, None),
+    "a lone surrogate": ("echo", {"text": "\ud800"}, ErrorCode.INVALID_ARGUMENTS, None),
+    "no such tool": ("nope", {}, ErrorCode.UNKNOWN_TOOL, None),
+    "a rule's denial": ("ship", {}, ErrorCode.PERMISSION_DENIED, None),
+    "a broken input schema": ("lookup", {"q": "x"}, ErrorCode.TOOL_ERROR, None),
+    "a spent budget": ("capped", {}, ErrorCode.BUDGET_EXCEEDED, None),
+    "a rate limit": ("echo", {"text": "a"}, ErrorCode.RATE_LIMITED, _echo_other),
+    "a denied approval": ("purge", {}, ErrorCode.APPROVAL_DENIED, _denied),
+    "another call's id": ("echo", {"text": "a"}, ErrorCode.CALL_ID_CONFLICT, _echo_first),
+}
+
+
+@pytest.mark.timeout(30)  # (a refusal that spins never yields to `fail_after`)
+@pytest.mark.parametrize("case", list(REFUSALS))
+async def test_every_refusal_proposed_twice_under_one_id_is_refused_twice_at_once(
+    ledger: str | LedgerStore, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal of a call whose record exists ends, on every ledger, and is recorded
+    without a traceback."""
+    name, arguments, code, prepare = REFUSALS[case]
+    keeper = _refuser(ledger)
+    call = ToolCall(call_id="c1", name=name, arguments=arguments, principal=ME)  # type: ignore[arg-type]
+    async with keeper:
+        if prepare is not None:
+            await prepare(keeper, call)
+        for _ in range(2):
+            with anyio.fail_after(1):
+                result = await keeper.execute(call)
+            assert result.error is not None and result.error.code is code
+        record = await keeper.store.get_call("default", "c1")
+    assert record is not None
+    if code is not ErrorCode.CALL_ID_CONFLICT:
+        assert record.status is CallStatus.REJECTED
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -107,6 +107,10 @@ class Executor:
                     try:
                         return await record_refusal(self.runtime, st, refused.error)
                     except LostRace:
+                        if st.reentries >= _MAX_REENTRIES:
+                            # (the refusal stands; only its record is missing)
+                            _log.error("a refusal of %s could not be recorded", call.name)
+                            return _refused(call, refused.error)
                         st = CallState(
                             call=call, principal=st.principal, reentries=st.reentries + 1
                         )

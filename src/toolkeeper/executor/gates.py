@@ -282,9 +282,18 @@ def express(rt: Runtime, call: ToolCall, principal: Principal) -> CallState | No
 async def dedupe(rt: Runtime, st: CallState) -> Any:
     """1. The same call id with the same arguments (and principal) returns the recorded result."""
     _check_ids(st)
-    _parse(rt, st)
+    try:
+        _parse(rt, st)
+    except CallRefused as refused:
+        # Refused once the record is read: a refusal is recorded on the call's own record
+        # when there is one (or is a conflict with the call that record holds).
+        too_large: CallRefused | None = refused
+    else:
+        too_large = None
     record = await rt.store().get_call(st.call.task_id, st.call.call_id)
     if record is None:
+        if too_large is not None:
+            raise too_large
         return None
     st.record = record
     if record.principal_id != st.principal.id or record.tenant != st.principal.tenant:
@@ -295,9 +304,13 @@ async def dedupe(rt: Runtime, st: CallState) -> Any:
             f"call id {st.call.call_id!r} was already used for a different call; use a new call id",
         )
     if record.status is CallStatus.REJECTED:
+        if too_large is not None:
+            raise too_large
         return None  # a refusal ran nothing: evaluate the proposal afresh
-    if record.tool != st.call.name or (
-        record.digest != st.request_digest and not _same_arguments(rt, st, record)
+    if (
+        too_large is not None
+        or record.tool != st.call.name
+        or (record.digest != st.request_digest and not _same_arguments(rt, st, record))
     ):
         raise _refuse(
             ErrorCode.CALL_ID_CONFLICT,
