@@ -609,6 +609,9 @@ REFUSALS: dict[str, tuple[str | object, object, ErrorCode, Prepare | None]] = {
     "off the schema": ("echo", {"text": 1}, ErrorCode.INVALID_ARGUMENTS, None),
     "a lone surrogate": ("echo", {"text": "\ud800"}, ErrorCode.INVALID_ARGUMENTS, None),
     "no such tool": ("nope", {}, ErrorCode.UNKNOWN_TOOL, None),
+    "a name with a lone surrogate": ("no\ud800pe", {}, ErrorCode.UNKNOWN_TOOL, None),
+    "a name with a NUL": ("no\x00pe", {}, ErrorCode.UNKNOWN_TOOL, None),
+    "a name that is not text": (["echo"], {}, ErrorCode.UNKNOWN_TOOL, None),
     "a rule's denial": ("ship", {}, ErrorCode.PERMISSION_DENIED, None),
     "a broken input schema": ("lookup", {"q": "x"}, ErrorCode.TOOL_ERROR, None),
     "a spent budget": ("capped", {}, ErrorCode.BUDGET_EXCEEDED, None),
@@ -624,7 +627,8 @@ async def test_every_refusal_proposed_twice_under_one_id_is_refused_twice_at_onc
     ledger: str | LedgerStore, case: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A refusal of a call whose record exists ends, on every ledger, and is recorded
-    without a traceback."""
+    without a traceback (a NUL in a tool name failed on PostgreSQL, a lone surrogate on
+    SQLite, and was logged, unrecorded)."""
     name, arguments, code, prepare = REFUSALS[case]
     keeper = _refuser(ledger)
     call = ToolCall(call_id="c1", name=name, arguments=arguments, principal=ME)  # type: ignore[arg-type]
