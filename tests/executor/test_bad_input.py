@@ -13,9 +13,18 @@ import anyio
 import pytest
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, Principal, ToolCall, ToolSpec
+from toolkeeper import (
+    Budgets,
+    CallStatus,
+    ErrorCode,
+    Keeper,
+    Principal,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+)
 from toolkeeper.catalog.registry import Tool
-from toolkeeper.ledger.base import LedgerStore
+from toolkeeper.ledger.base import CallRecord, LedgerStore
 from toolkeeper.policy.rules import deny
 from toolkeeper.testing import MemoryAuditSink
 
@@ -141,8 +150,8 @@ async def test_permission_is_checked_before_arguments(orders: Keeper) -> None:
     result = await orders.execute(
         ToolCall(call_id="c1", name="create_order", arguments="{not json", principal=reader)
     )
-    assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
-    assert result.error.details["missing_permissions"] == ["orders:write"]
+    assert result.error is not None and result.error.code is ErrorCode.UNKNOWN_TOOL
+    assert result.error.details == {}
 
 
 async def test_a_tool_outside_the_principals_tenant_does_not_exist_for_it(
@@ -215,7 +224,7 @@ async def test_a_write_tool_without_declared_permissions_needs_its_own_grant(
 
     nobody = Principal(id="eve", grants=frozenset({"orders:*"}))
     denied = await keeper.execute(ToolCall(call_id="c1", name="delete_cache", principal=nobody))
-    assert denied.error is not None and denied.error.code is ErrorCode.PERMISSION_DENIED
+    assert denied.error is not None and denied.error.code is ErrorCode.UNKNOWN_TOOL
     holder = Principal(id="ops", grants=frozenset({"tool:delete_cache"}))
     allowed = await keeper.execute(ToolCall(call_id="c2", name="delete_cache", principal=holder))
     assert allowed.ok
@@ -612,6 +621,7 @@ REFUSALS: dict[str, tuple[str | object, object, ErrorCode, Prepare | None]] = {
     "a name with a lone surrogate": ("no\ud800pe", {}, ErrorCode.UNKNOWN_TOOL, None),
     "a name with a NUL": ("no\x00pe", {}, ErrorCode.UNKNOWN_TOOL, None),
     "a name that is not text": (["echo"], {}, ErrorCode.UNKNOWN_TOOL, None),
+    "a tool it may not see": ("wipe", {}, ErrorCode.UNKNOWN_TOOL, None),
     "a rule's denial": ("ship", {}, ErrorCode.PERMISSION_DENIED, None),
     "a broken input schema": ("lookup", {"q": "x"}, ErrorCode.TOOL_ERROR, None),
     "a spent budget": ("capped", {}, ErrorCode.BUDGET_EXCEEDED, None),
@@ -644,3 +654,92 @@ async def test_every_refusal_proposed_twice_under_one_id_is_refused_twice_at_onc
     if code is not ErrorCode.CALL_ID_CONFLICT:
         assert record.status is CallStatus.REJECTED
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def _said(result: ToolResult, name: str) -> tuple[object, ...]:
+    """What a refusal tells the model, with the name it was given for `name`."""
+    assert result.error is not None
+    return (
+        result.status,
+        result.tool.replace(name, "NAME"),
+        result.error.code,
+        result.error.message.replace(name, "NAME"),
+        json.dumps(result.error.details).replace(name, "NAME"),
+        result.error.retryable,
+        result.version,
+        result.attempt,
+        result.replayed,
+        result.approval_id,
+        json.dumps(result.metadata, default=str).replace(name, "NAME"),
+    )
+
+
+def _kept(record: CallRecord, name: str) -> tuple[object, ...]:
+    """What the ledger keeps of a refusal, with `name` as in `_said`."""
+    return (
+        record.tool.replace(name, "NAME"),
+        record.version,
+        record.status,
+        record.effect,
+        record.idempotent,
+        record.attempt,
+        json.dumps(record.error).replace(name, "NAME"),
+        [status for status, _ in record.history],
+    )
+
+
+@pytest.mark.parametrize("path", ["execute", "execute_many", "call_tool"])
+async def test_a_tool_the_principal_may_not_use_is_refused_as_one_that_does_not_exist(
+    ledger: str | LedgerStore, path: str
+) -> None:
+    """execute answered PERMISSION_DENIED naming the permission missing (`admin:wipe`) for a
+    tool the principal cannot see, and so told it the tool exists."""
+    audit = MemoryAuditSink()
+    keeper = Keeper(ledger=ledger, audit=audit)
+
+    @keeper.tool(effect="destructive", permissions=["admin:wipe"])
+    async def wipe(everything: bool) -> str:
+        raise AssertionError("must not run")
+
+    @keeper.tool(effect="read_only", permissions=["orders:read"])
+    async def echo(text: str) -> str:
+        return text
+
+    if path == "call_tool":
+        keeper.enable_discovery()
+
+    def call(name: str) -> ToolCall:
+        arguments: dict[str, Any] = {"everything": True}
+        if path == "call_tool":
+            return ToolCall(
+                call_id=name,
+                name="call_tool",
+                arguments={"name": name, "arguments": arguments},
+                principal=ME,
+            )
+        return ToolCall(call_id=name, name=name, arguments=arguments, principal=ME)
+
+    said: list[tuple[object, ...]] = []
+    kept: list[tuple[object, ...]] = []
+    logged: list[list[tuple[object, ...]]] = []
+    async with keeper:
+        for name in ("wipe", "zork"):  # one it may not see, one that does not exist
+            audit.events.clear()
+            if path == "execute_many":
+                [result] = await keeper.execute_many([call(name)])
+            else:
+                result = await keeper.execute(call(name))
+            said.append(_said(result, name))
+            record = await keeper.store.get_call("default", name)
+            assert record is not None
+            kept.append(_kept(record, name))
+            logged.append(
+                [
+                    (e.status, e.previous, e.error_code, str(e.message).replace(name, "NAME"))
+                    for e in audit.events
+                ]
+            )
+    assert said[0] == said[1]
+    assert said[0][2] is ErrorCode.UNKNOWN_TOOL
+    assert kept[0] == kept[1]
+    assert logged[0] == logged[1]

@@ -31,7 +31,7 @@ from ..ledger.recovery import mark_unknown
 from ..observe.redact import mask, overlaps, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
-from ..policy.grants import exists_for, may_use, missing_permissions
+from ..policy.grants import exists_for, may_use
 from ..policy.rules import Decision, ParameterMissing, RuleInput, Verdict
 from ..schema.canonical import canonical_json, parse_canonical
 from ..schema.validate import SchemaError, Violation, apply_defaults, violations_text
@@ -361,27 +361,30 @@ def lookup(rt: Runtime, st: CallState) -> Any:
         )
     tool = rt.catalog.get(st.call.name)
     if tool is None or not exists_for(st.principal, tool.spec):
-        visible = [t.spec.name for t in rt.catalog if may_use(st.principal, t.spec)]
-        close = difflib.get_close_matches(st.call.name, visible, n=3, cutoff=0.6)
-        raise _refuse(
-            ErrorCode.UNKNOWN_TOOL,
-            f"there is no tool named {st.call.name!r}",
-            **({"did_you_mean": close} if close else {}),
-        )
+        raise _no_such_tool(rt, st)
     st.tool = tool
     return None
 
 
 def authorize(rt: Runtime, st: CallState) -> Any:
-    """3. The principal must be granted the tool, in its tenant and environment."""
+    """3. The principal must be granted the tool, in its tenant and environment. A tool it
+    may not use is refused as one that does not exist: the same code, message, details and
+    record (a tool it may not see is none of its business)."""
     assert st.tool is not None
-    spec = st.tool.spec
-    if may_use(st.principal, spec):
+    if may_use(st.principal, st.tool.spec):
         return None
-    raise _refuse(
-        ErrorCode.PERMISSION_DENIED,
-        f"not permitted to call {spec.name!r}",
-        missing_permissions=missing_permissions(st.principal, spec),
+    st.tool = None  # (recorded and answered as a call to no tool)
+    raise _no_such_tool(rt, st)
+
+
+def _no_such_tool(rt: Runtime, st: CallState) -> CallRefused:
+    """The refusal of a call to a tool the principal cannot see, whether or not it exists."""
+    visible = [t.spec.name for t in rt.catalog if may_use(st.principal, t.spec)]
+    close = difflib.get_close_matches(st.call.name, visible, n=3, cutoff=0.6)
+    return _refuse(
+        ErrorCode.UNKNOWN_TOOL,
+        f"there is no tool named {st.call.name!r}",
+        **({"did_you_mean": close} if close else {}),
     )
 
 
