@@ -25,6 +25,8 @@ from toolkeeper.connectors.mcp import (
 )
 from toolkeeper.core import ANONYMOUS, CallContext, Effect, OutcomeUnknown, ToolFailed, ToolSpec
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 UPSTREAM = str(Path(__file__).with_name("upstream_server.py"))
@@ -269,7 +271,7 @@ async def test_a_result_the_sdk_cannot_parse_still_ends_the_call_once(tmp_path: 
     # A server cut an emoji in half: without its own parse, the answer is dropped, and this
     # write would time out as UNKNOWN_OUTCOME although the server answered.
     effects = tmp_path / "effects.txt"
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     raw = str(Path(__file__).with_name("raw_upstream.py"))
     params = UpstreamParams(
         name="raw", command=sys.executable, args=(raw,), protocol="legacy", timeout=10.0
@@ -302,7 +304,7 @@ async def test_a_result_the_sdk_cannot_parse_still_ends_the_call_once(tmp_path: 
 async def test_a_servers_own_error_is_a_tool_error_not_a_lost_connection(
     tmp_path: Path, tool: str, message: str
 ) -> None:
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     raw = str(Path(__file__).with_name("raw_upstream.py"))
     params = UpstreamParams(name="raw", command=sys.executable, args=(raw,), protocol="legacy")
     agent = Principal(id="agent", grants=frozenset({"raw:*"}))
@@ -326,7 +328,7 @@ async def test_a_write_answered_with_a_malformed_result_is_recorded_as_done_neve
 ) -> None:
     # The write ran; FAILED would invite the same write again under a new call id.
     effects = tmp_path / "effects.txt"
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     params = UpstreamParams(name="raw", command=sys.executable, args=(RAW,), protocol="legacy")
     call = ToolCall(
         call_id="c1", name="raw.garbled", arguments={"path": str(effects)}, principal=RAW_AGENT
@@ -348,7 +350,7 @@ async def test_an_answer_longer_than_a_line_may_be_ends_the_call_at_once_as_done
     # Dropped unread, it left the call waiting out its deadline: a read was run three times,
     # a write ended UNKNOWN_OUTCOME although the server had answered.
     effects = tmp_path / "effects.txt"
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     params = UpstreamParams(
         name="raw", command=sys.executable, args=(RAW,), protocol="legacy", timeout=120
     )
@@ -388,7 +390,7 @@ async def test_a_failed_refresh_of_the_tool_list_keeps_the_connection_and_its_to
 async def test_an_upstream_never_replaces_another_sources_tool(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(name="t.echo", effect="read_only", permissions=["local:echo"])
     async def local_echo(text: str) -> str:

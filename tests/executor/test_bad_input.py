@@ -28,6 +28,8 @@ from toolkeeper.ledger.base import CallRecord, LedgerStore
 from toolkeeper.policy.rules import deny
 from toolkeeper.testing import MemoryAuditSink
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
@@ -191,7 +193,7 @@ async def test_a_write_that_raises_systemexit_is_recorded_as_it_ended_before_it_
     """A tool whose argparse (or sys.exit) raised SystemExit, an Exception of no kind: it left
     the call RUNNING for as long as the process lived, and proposed again, the call waited for
     an end no one would write."""
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
 
     @keeper.tool(effect="write")
     def deploy(target: str) -> str:
@@ -269,7 +271,7 @@ async def test_the_same_arguments_written_differently_replay_the_same_call(
 
 def _orders_that_must_not_run(tmp_path: Path) -> Keeper:
     """A keeper on a SQLite ledger with a write tool that fails the test if it ever runs."""
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
 
     @keeper.tool(effect="write", permissions=[])
     async def create_order(sku: str, quantity: int) -> str:
@@ -332,7 +334,7 @@ async def test_arguments_nested_deeper_than_the_validator_goes_are_invalid_and_r
 ) -> None:
     """JSON a few hundred levels deep parses, but the validator could not say what is wrong
     with it: the call failed as an INTERNAL_ERROR, recorded nowhere."""
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
 
     @keeper.tool(effect="write")
     async def plot(grid: list[list[int]]) -> str:
@@ -351,7 +353,7 @@ async def test_arguments_nested_deeper_than_the_validator_goes_are_invalid_and_r
 
 
 async def test_the_size_limit_counts_utf8_bytes_whether_arguments_are_text_or_parsed() -> None:
-    keeper = Keeper(ledger="memory://", max_argument_bytes=1000)
+    keeper = Keeper(principal=APP, ledger="memory://", max_argument_bytes=1000)
 
     @keeper.tool(effect="read_only")
     async def echo(s: str) -> str:
@@ -371,7 +373,7 @@ async def test_a_tool_with_a_broken_input_schema_is_refused_and_recorded() -> No
     # What an upstream may declare: listed, but no call to it can be checked.
     from dataclasses import replace
 
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     async def lookup(q: str) -> str:
@@ -553,7 +555,9 @@ async def test_an_oversized_call_proposed_twice_is_refused_twice_at_once(
 def _refuser(ledger: str | LedgerStore) -> Keeper:
     """A keeper with a tool for each refusal a call can meet (see `REFUSALS`)."""
     keeper = Keeper(
-        ledger=ledger, budgets=Budgets(per_tool={"capped": 0}, calls_per_minute=1e-6, burst=1)
+        principal=APP,
+        ledger=ledger,
+        budgets=Budgets(per_tool={"capped": 0}, calls_per_minute=1e-6, burst=1),
     )
 
     @keeper.tool(effect="read_only", permissions=["orders:read"])
@@ -695,7 +699,7 @@ async def test_a_tool_the_principal_may_not_use_is_refused_as_one_that_does_not_
     """execute answered PERMISSION_DENIED naming the permission missing (`admin:wipe`) for a
     tool the principal cannot see, and so told it the tool exists."""
     audit = MemoryAuditSink()
-    keeper = Keeper(ledger=ledger, audit=audit)
+    keeper = Keeper(principal=APP, ledger=ledger, audit=audit)
 
     @keeper.tool(effect="destructive", permissions=["admin:wipe"])
     async def wipe(everything: bool) -> str:

@@ -9,6 +9,8 @@ import pytest
 from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall, ToolResult
 from toolkeeper.policy.budgets import Budgets
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
@@ -84,7 +86,7 @@ async def test_a_failure_in_a_batch_is_recorded_for_that_call_only(keeper: Keepe
 async def test_one_call_id_proposed_twice_at_once_runs_once_and_counts_once() -> None:
     """Both proposals passed the gates before either was recorded: the read ran twice, the
     second was refused by the budget as another call, and the two results disagreed."""
-    keeper = Keeper(ledger="memory://", budgets=Budgets(max_calls_per_task=1))
+    keeper = Keeper(principal=APP, ledger="memory://", budgets=Budgets(max_calls_per_task=1))
     runs: list[int] = []
 
     @keeper.tool(effect="read_only")
@@ -118,7 +120,7 @@ async def test_tasks_using_a_keeper_nobody_opened_open_it_once(
         if backend == "sqlite"
         else PostgresStore(postgres_url(), schema=pg_schema)
     )
-    keeper = Keeper(ledger=ledger)  # type: ignore[arg-type]
+    keeper = Keeper(principal=APP, ledger=ledger)  # type: ignore[arg-type]
     runs: list[int] = []
 
     @keeper.tool(effect="read_only")

@@ -22,6 +22,7 @@ from toolkeeper.policy.approvals import Approvals
 from toolkeeper.server import Deployment, build
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 
+from ..conftest import APP
 from .conftest import TOKENS, UPSTREAM, ClientFactory, config_text
 
 pytestmark = pytest.mark.anyio
@@ -355,7 +356,7 @@ async def test_a_replayed_call_gives_the_client_the_upstreams_image_again(
 
 
 async def test_a_tool_changed_many_times_leaves_one_export_behind() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     gateway = Gateway(
         keeper,
         [
@@ -426,7 +427,7 @@ def test_a_principals_token_is_not_in_its_repr_and_still_authenticates() -> None
         token="secret-token-42",
         exposure="direct",
     )
-    gateway = Gateway(Keeper(ledger="memory://"), [entry])
+    gateway = Gateway(Keeper(principal=APP, ledger="memory://"), [entry])
     assert "secret-token-42" not in repr(entry)
     assert gateway.authenticate("secret-token-42") is entry
 
@@ -434,7 +435,7 @@ def test_a_principals_token_is_not_in_its_repr_and_still_authenticates() -> None
 async def test_a_long_result_reaches_the_client_cut_with_a_note_and_the_ledger_keeps_it_whole() -> (
     None
 ):
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     keeper.add_function(lambda n: "z" * n, name="blob", effect="read_only")
     gateway = Gateway(
         keeper,
@@ -476,11 +477,11 @@ async def test_a_configured_result_limit_of_zero_sends_results_whole(tmp_path: P
 def test_a_result_limit_below_one_is_refused_when_the_gateway_is_made(bad: int) -> None:
     # Not at each call's answer, after the call has run and the ledger holds it done.
     with pytest.raises(ValueError, match="max_result_chars"):
-        Gateway(Keeper(ledger="memory://"), [], max_result_chars=bad)
+        Gateway(Keeper(principal=APP, ledger="memory://"), [], max_result_chars=bad)
 
 
 async def test_a_cut_approval_request_still_says_to_make_the_same_call_again() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     keeper.add_function(lambda: "gone", name="wipe", effect="destructive")
     who = GatewayPrincipal(
         principal=Principal(id="a", grants=frozenset({"*"})), token=None, exposure="direct"
@@ -498,7 +499,7 @@ async def test_a_cut_approval_request_still_says_to_make_the_same_call_again() -
 async def test_a_task_id_no_ledger_can_key_is_refused_as_an_invalid_call_id(
     tmp_path: Path, task: str
 ) -> None:
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path}/ledger.db")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path}/ledger.db")
     keeper.add_function(lambda: "read", name="look", effect="read_only")
     who = GatewayPrincipal(
         principal=Principal(id="a", grants=frozenset({"*"})), token=None, exposure="direct"

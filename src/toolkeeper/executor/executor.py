@@ -82,6 +82,8 @@ class Executor:
             in_flight[key] = None
         try:
             principal = call.principal or self.runtime.principal
+            if principal is None:
+                return _refused(call, _NO_PRINCIPAL)
             quick: CallState | None = None
             if self._express:
                 try:
@@ -227,6 +229,15 @@ class Executor:
             return []
         keys = [named] if isinstance(named, str) else list(named)
         return sorted({f"resource:{k}" for k in keys})
+
+
+_NO_PRINCIPAL = ToolError.of(
+    ErrorCode.PERMISSION_DENIED,
+    "this call names no principal to act for, and the keeper has no default one; nothing ran",
+    details={"principal": None},
+)
+"""The refusal of a call that names no principal on a keeper given none: it is nobody's, so
+it is not recorded (see `Keeper`'s `principal`)."""
 
 
 def _refused(call: ToolCall, error: ToolError) -> ToolResult:
