@@ -747,3 +747,42 @@ async def test_a_tool_the_principal_may_not_use_is_refused_as_one_that_does_not_
     assert said[0][2] is ErrorCode.UNKNOWN_TOOL
     assert kept[0] == kept[1]
     assert logged[0] == logged[1]
+
+
+@pytest.mark.timeout(30)  # (a refusal that spins never yields to `fail_after`)
+async def test_oversized_proposals_of_one_id_at_once_from_two_keepers_all_end_refused(
+    ledger: str | LedgerStore, tmp_path: Path
+) -> None:
+    """Two processes (keepers on one ledger) each propose the oversized call several times at
+    once: whichever records the refusal first, the others meet its record and end too."""
+    if ledger == "memory://":
+        pytest.skip("two keepers share no in-memory ledger")
+    if isinstance(ledger, str):
+        second: str | LedgerStore = ledger
+    else:
+        from toolkeeper.ledger.postgres import PostgresStore
+
+        assert isinstance(ledger, PostgresStore)
+        second = PostgresStore(ledger.url, schema=ledger.schema)
+    keepers = [Keeper(ledger=ledger, principal=ME), Keeper(ledger=second, principal=ME)]
+    for keeper in keepers:
+        keeper.add_function(lambda text: text, name="echo", effect="read_only")
+    call = ToolCall(call_id="c1", name="echo", arguments={"text": OVERSIZED}, principal=ME)
+    results: list[ToolResult] = []
+
+    async def propose(keeper: Keeper) -> None:
+        results.extend(await keeper.execute_many([call] * 3))
+
+    for keeper in keepers:
+        await keeper.open()
+    try:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for keeper in keepers:
+                    tg.start_soon(propose, keeper)
+        [record] = await keepers[0].store.list_calls()
+    finally:
+        for keeper in keepers:
+            await keeper.aclose()
+    assert [r.error.code if r.error else None for r in results] == [ErrorCode.PAYLOAD_TOO_LARGE] * 6
+    assert record.status is CallStatus.REJECTED
