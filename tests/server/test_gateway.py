@@ -590,3 +590,28 @@ async def test_a_question_the_client_fails_to_put_leaves_an_error_result_naming_
     assert approval.status is ApprovalStatus.PENDING
     assert code_of(result) == "APPROVAL_REQUIRED"
     assert (result.meta or {})["dev.toolkeeper/approval-id"] == approval.id
+
+
+async def test_a_tool_a_principal_may_not_use_is_answered_as_one_that_does_not_exist(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    """Direct (bob) and progressive (carol): a hidden tool and a name no tool has get the same
+    answer, and neither is recorded."""
+    answers: dict[str, list[object]] = {"direct": [], "progressive": []}
+    async with http_client(TOKENS["bob"]) as bob, http_client(TOKENS["carol"]) as carol:
+        for name in ("t.append_line", "t.appendline"):  # hidden from both; no such tool
+            with pytest.raises(MCPError) as refused:
+                await bob.call_tool(name, {"path": "x", "line": "y"})
+            answers["direct"].append(
+                (refused.value.error.code, refused.value.message.replace(name, "NAME"))
+            )
+            result = await carol.call_tool(
+                "call_tool", {"name": name, "arguments": {"path": "x", "line": "y"}}
+            )
+            text = result.content[0].text  # type: ignore[union-attr]
+            answers["progressive"].append(
+                (result.is_error, code_of(result), text.replace(name, "NAME"))
+            )
+    for path, (hidden, missing) in answers.items():
+        assert hidden == missing, path
+    assert await deployment.keeper.store.list_calls() == []  # (neither is recorded)
