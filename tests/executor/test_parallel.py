@@ -6,7 +6,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall, ToolResult
+from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall, ToolResult
 from toolkeeper.policy.budgets import Budgets
 
 from ..conftest import APP
@@ -179,3 +179,44 @@ async def test_a_cancelled_batch_gives_back_the_resources_its_calls_hold(keeper:
             [ToolCall(call_id="later", name="put", arguments={"keys": ["a0", "b"], "hold": False})]
         )
     assert later.data == "done"
+
+
+async def test_a_write_to_a_tool_it_may_not_use_waits_for_no_one_elses_write(
+    keeper: Keeper,
+) -> None:
+    """Such a call waited for the writes in flight to the tool it may not see, before it
+    was refused as a call to no tool: how long it took told that the tool exists."""
+    started, release = anyio.Event(), anyio.Event()
+
+    @keeper.tool(effect="write", permissions=["orders:write"])
+    async def ship(order: str) -> str:
+        started.set()
+        await release.wait()
+        return order
+
+    stranger = Principal(id="eve", grants=frozenset())
+    answers: list[ToolResult] = []
+
+    async def first() -> None:
+        answers.extend(
+            await keeper.execute_many(
+                [ToolCall(call_id="a", name="ship", arguments={"order": "A"})]
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first)
+        await started.wait()
+        try:
+            with anyio.fail_after(5):
+                [refused] = await keeper.execute_many(
+                    [
+                        ToolCall(
+                            call_id="b", name="ship", arguments={"order": "B"}, principal=stranger
+                        )
+                    ]
+                )
+        finally:
+            release.set()
+    assert refused.error is not None and refused.error.code is ErrorCode.UNKNOWN_TOOL
+    assert [r.data for r in answers] == ["A"]

@@ -27,6 +27,7 @@ import anyio
 from ..core.errors import CallRefused, ErrorCode, StoreError, ToolError
 from ..core.states import CallStatus
 from ..core.values import ToolCall, ToolResult
+from ..policy.grants import may_use
 from . import gates
 from .gates import Gate
 from .run import LEDGER_UNAVAILABLE, LostRace, record_refusal, run_call
@@ -207,9 +208,17 @@ class Executor:
         ]
 
     def _resources(self, call: ToolCall) -> list[str]:
-        """Sorted resource keys a call writes (sorted, so locks are always taken in order)."""
+        """Sorted resource keys a call writes (sorted, so locks are always taken in order);
+        none for a call to a tool its principal may not use: it is refused as a call to no
+        tool, and must not wait for others' writes to it either (its wait would tell)."""
         tool = self.runtime.catalog.get(call.name)
-        if tool is None or not tool.spec.has_side_effects:
+        principal = call.principal or self.runtime.principal
+        if (
+            tool is None
+            or not tool.spec.has_side_effects
+            or principal is None
+            or not may_use(principal, tool.spec)
+        ):
             return []
         if tool.writes is None:
             return [f"tool:{tool.spec.name}"]
