@@ -6,6 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from toolkeeper import Principal
+
+APP = Principal(id="local", grants=frozenset({"*"}))
+"""An application acting for itself, with every grant: the default principal of the tests'
+keepers, for calls that name none (a keeper has none unless given one)."""
+
 
 @pytest.fixture
 def anyio_backend() -> str:

@@ -11,11 +11,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolkeeper import CallStatus, Keeper, ToolCall, ToolResult
+from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall, ToolResult
 from toolkeeper.core.errors import ConfigurationError, StoreError
 from toolkeeper.core.values import Effect, ToolSpec
 from toolkeeper.ledger.sqlite import SQLiteStore
 from toolkeeper.observe.audit import JsonlAuditSink
+
+from .conftest import APP
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +41,7 @@ async def test_closing_a_keeper_waits_for_its_calls_in_flight_to_be_recorded(
     """Closed under them, the calls whose tools had run came back INTERNAL_ERROR and stayed
     RUNNING in the ledger."""
     db = f"sqlite:///{tmp_path / 'k.db'}"
-    keeper = Keeper(ledger=db)
+    keeper = Keeper(principal=APP, ledger=db)
     started, release = _ship_on_release(keeper)
     results: list[object] = []
 
@@ -60,7 +62,7 @@ async def test_closing_a_keeper_waits_for_its_calls_in_flight_to_be_recorded(
             release.set()
     [result] = results
     assert isinstance(result, ToolResult) and result.status is CallStatus.SUCCEEDED
-    async with Keeper(ledger=db) as again:
+    async with Keeper(principal=APP, ledger=db) as again:
         record = await again.store.get_call("default", "c1")
     assert record is not None and record.status is CallStatus.SUCCEEDED
 
@@ -68,7 +70,7 @@ async def test_closing_a_keeper_waits_for_its_calls_in_flight_to_be_recorded(
 async def test_a_second_close_returns_only_once_the_keeper_is_closed(tmp_path: Path) -> None:
     """It returned at once while the first still waited for a call in flight: code after it
     found the ledger open, and the call unrecorded."""
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'k.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'k.db'}")
     started, release = _ship_on_release(keeper)
     closed: list[str] = []
 
@@ -98,7 +100,7 @@ async def test_approvals_open_the_keeper_as_calls_do(tmp_path: Path) -> None:
     """An approvals dashboard made its own Keeper on the ledger and asked for the pending
     requests: `StoreError: the ledger store is new, not open`, where `execute` opens itself."""
     db = f"sqlite:///{tmp_path / 'a.db'}"
-    agent = Keeper(ledger=db)
+    agent = Keeper(principal=APP, ledger=db)
 
     @agent.tool(effect="destructive")
     async def wipe(disk: str) -> str:
@@ -109,7 +111,7 @@ async def test_approvals_open_the_keeper_as_calls_do(tmp_path: Path) -> None:
         asked = await agent.execute(call)
     assert asked.status is CallStatus.AWAITING_APPROVAL
 
-    dashboard = Keeper(ledger=db)
+    dashboard = Keeper(principal=APP, ledger=db)
     [pending] = await dashboard.approvals.pending()
     assert await dashboard.approvals.get(pending.id) == pending
     await dashboard.approvals.approve(pending.id, by="alice")
@@ -117,7 +119,7 @@ async def test_approvals_open_the_keeper_as_calls_do(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError):  # closed means closed: it is not opened again
         await dashboard.approvals.pending()
 
-    async with Keeper(ledger=db) as again:
+    async with Keeper(principal=APP, ledger=db) as again:
         again.add_function(wipe, effect="destructive")
         ran = await again.execute(call)
     assert ran.status is CallStatus.SUCCEEDED
@@ -139,7 +141,7 @@ async def test_a_call_opening_the_keeper_while_it_closes_is_refused() -> None:
             await super().open()
 
     store = SlowToOpen()
-    keeper = Keeper(ledger=store)
+    keeper = Keeper(principal=APP, ledger=store)
     ran: list[str] = []
 
     @keeper.tool(effect="read_only")
@@ -168,7 +170,7 @@ async def test_a_call_opening_the_keeper_while_it_closes_is_refused() -> None:
 
 
 def test_a_misspelled_effect_names_the_effects_there_are() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     expected = r"use one of read_only, write, destructive \(did you mean 'read_only'\?\)"
     with pytest.raises(ValueError, match=expected):
         keeper.tool(name="t", effect="readonly")(lambda: None)
@@ -180,7 +182,7 @@ def test_a_misspelled_effect_names_the_effects_there_are() -> None:
 @pytest.mark.parametrize("timeout", [0, -1.0, math.nan, math.inf])
 def test_a_tool_without_a_finite_positive_timeout_is_refused(timeout: float) -> None:
     """A NaN timeout was taken, and a tool that hung then held its call for ever."""
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     def ping() -> str:
         return "pong"
@@ -198,6 +200,7 @@ def test_a_rate_limiter_without_a_rate_is_refused(budgets: dict[str, int] | None
 
     with pytest.raises(ConfigurationError, match="calls_per_minute"):
         Keeper(
+            principal=APP,
             ledger="memory://",
             budgets=None if budgets is None else Budgets(**budgets),
             rate_limiter=MemoryRateLimiter(),
@@ -225,7 +228,7 @@ async def test_what_a_reconciler_finds_is_recorded_as_json_and_junk_leaves_only_
         return reconcile
 
     url = f"sqlite:///{tmp_path / 'r.db'}" if ledger == "sqlite" else ledger
-    keeper = Keeper(ledger=url)
+    keeper = Keeper(principal=APP, ledger=url)
     answers = {"a_junk": object(), "b_date": {"on": datetime.date(2024, 5, 1)}, "c_nan": math.nan}
     for name, data in answers.items():
 
@@ -266,7 +269,7 @@ async def test_a_blocking_reconciler_runs_in_a_thread_cut_short_at_its_timeout()
     def answers(ctx: CallContext) -> ToolResult:
         return ToolResult(call_id=ctx.call_id, tool=ctx.tool, status=CallStatus.SUCCEEDED, data=1)
 
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     for name, reconcile in (("a_hangs", hangs), ("b_answers", answers)):
 
         async def lost(name: str = name) -> str:
@@ -292,12 +295,12 @@ async def test_a_ledger_given_as_a_path_is_that_sqlite_file(tmp_path: Path) -> N
     `Path.open()`, which raised FileNotFoundError (or, the file there, returned a file object
     that the keeper then awaited)."""
     db = tmp_path / "ledger.db"
-    keeper = Keeper(ledger=db)
+    keeper = Keeper(principal=APP, ledger=db)
     keeper.add_function(lambda text: text, name="echo", effect="read_only")
     async with keeper:
         result = await keeper.execute(ToolCall(call_id="c1", name="echo", arguments={"text": "a"}))
     assert result.status is CallStatus.SUCCEEDED
-    async with Keeper(ledger=f"sqlite:///{db}") as again:
+    async with Keeper(principal=APP, ledger=f"sqlite:///{db}") as again:
         record = await again.store.get_call("default", "c1")
     assert record is not None and record.status is CallStatus.SUCCEEDED
     assert (tmp_path / "ledger.audit.jsonl").exists()
@@ -344,7 +347,9 @@ async def test_a_ledger_that_fails_to_close_loses_no_audit_event(tmp_path: Path)
     # close left its buffered events unwritten.
     audit = tmp_path / "audit.jsonl"
     keeper = Keeper(
-        ledger=_FailingClose(tmp_path / "l.db"), audit=JsonlAuditSink(audit, flush_every=1000)
+        principal=APP,
+        ledger=_FailingClose(tmp_path / "l.db"),
+        audit=JsonlAuditSink(audit, flush_every=1000),
     )
 
     @keeper.tool(effect="read_only")
@@ -366,11 +371,12 @@ def test_a_script_that_never_closes_its_keeper_loses_no_record_and_no_audit_even
     ledger = tmp_path / "ledger.db"
     script = (
         "import sys, asyncio\n"
-        "from toolkeeper import Keeper, ToolCall\n"
+        "from toolkeeper import Keeper, Principal, ToolCall\n"
         "async def add(a: int, b: int) -> int:\n"
         "    return a + b\n"
         "async def main():\n"
-        "    keeper = Keeper(ledger=sys.argv[1])\n"
+        "    app = Principal(id='app', grants=frozenset({'*'}))\n"
+        "    keeper = Keeper(ledger=sys.argv[1], principal=app)\n"
         "    keeper.add_function(add, effect='read_only')\n"
         "    result = await keeper.execute(ToolCall(call_id='c1', name='add',\n"
         "                                           arguments={'a': 1, 'b': 2}))\n"
@@ -394,7 +400,7 @@ def test_a_script_that_never_closes_its_keeper_loses_no_record_and_no_audit_even
 
 def test_a_lambda_is_a_tool_only_under_a_name_given_to_it() -> None:
     """Both registered as "<lambda>", the second replaced the first without a word."""
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     with pytest.raises(ConfigurationError, match="lambda has no name"):
         keeper.add_function(lambda order_id: order_id)
     keeper.add_function(lambda order_id: order_id, name="echo", effect="read_only")
@@ -403,9 +409,82 @@ def test_a_lambda_is_a_tool_only_under_a_name_given_to_it() -> None:
 
 def test_a_lambda_given_an_empty_name_is_refused_as_one_given_none() -> None:
     """An empty name falls back to the function's own, as None does: "<lambda>" again."""
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     with pytest.raises(ConfigurationError, match="lambda has no name"):
         keeper.add_function(lambda order_id: order_id, name="")
     with pytest.raises(ConfigurationError, match="lambda has no name"):
         keeper.tool(name="", effect="read_only")(lambda order_id: order_id)
     assert list(keeper.catalog) == []
+
+
+ANTHROPIC_RESPONSE = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "toolu_1", "name": "wipe", "input": {}}],
+}
+"""A model's answer proposing a destructive call."""
+
+
+@pytest.mark.parametrize("path", ["execute", "execute_many", "call_tool"])
+async def test_a_parsed_call_on_a_keeper_with_no_default_principal_runs_nothing(
+    path: str,
+) -> None:
+    """`dialect.parse` names no principal, and such a call acted for the keeper's own, which
+    held every grant: the natural first code ran anything the model proposed."""
+    from toolkeeper.dialects import get_dialect
+
+    keeper = Keeper(ledger="memory://")
+    ran: list[str] = []
+
+    @keeper.tool(effect="write")
+    async def wipe() -> str:
+        ran.append("wipe")
+        return "wiped"
+
+    @keeper.tool(effect="read_only")
+    async def ping() -> str:
+        ran.append("ping")
+        return "pong"
+
+    [call] = get_dialect("anthropic").parse(ANTHROPIC_RESPONSE)
+    assert call.principal is None
+    calls = [call, ToolCall(call_id="p1", name="ping")]
+    if path == "call_tool":
+        keeper.enable_discovery()
+        calls = [
+            ToolCall(call_id=c.call_id, name="call_tool", arguments={"name": c.name}) for c in calls
+        ]
+    async with keeper:
+        if path == "execute_many":
+            results = await keeper.execute_many(calls)
+        else:
+            results = [await keeper.execute(c) for c in calls]
+        listed = await keeper.store.list_calls()
+    for result in results:
+        assert result.status is CallStatus.REJECTED
+        assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
+    assert ran == [] and listed == []
+    with pytest.raises(ConfigurationError):
+        keeper.visible_tools()
+
+
+async def test_a_call_naming_no_principal_acts_for_the_default_principal_it_was_given() -> None:
+    reader = Principal(id="reader", grants=frozenset({"orders:read"}))
+    keeper = Keeper(ledger="memory://", principal=reader)
+
+    @keeper.tool(effect="write", permissions=["orders:write"])
+    async def refund() -> str:
+        raise AssertionError("must not run")
+
+    @keeper.tool(effect="read_only", permissions=["orders:read"])
+    async def lookup() -> str:
+        return "found"
+
+    async with keeper:
+        refused = await keeper.execute(ToolCall(call_id="r", name="refund"))
+        found = await keeper.execute(ToolCall(call_id="l", name="lookup"))
+        record = await keeper.store.get_call("default", "l")
+    assert refused.error is not None and refused.error.code is ErrorCode.UNKNOWN_TOOL
+    assert found.ok and record is not None and record.principal_id == "reader"
+    assert [s.name for s in keeper.visible_tools()] == ["lookup"]

@@ -8,8 +8,10 @@ async def get_order(order_id: str) -> dict: ...
 
 async with keeper:
     result = await keeper.execute(ToolCall(call_id="c1", name="get_order",
-                                           arguments='{"order_id": "42"}'))
+                                           arguments='{"order_id": "42"}', principal=agent))
 ```
+A call acts for the principal it names, else for `Keeper(principal=...)`; with neither it is
+refused.
 """
 
 from __future__ import annotations
@@ -75,7 +77,6 @@ _log = logging.getLogger("toolkeeper")
 DEFAULT_LEDGER = "sqlite:///./toolkeeper.db"
 DEFAULT_TOOL_THREADS = 40
 """Sync tool functions that may run at once (as many as anyio's default thread limiter)."""
-LOCAL_PRINCIPAL = Principal(id="local", grants=frozenset({"*"}))
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -164,8 +165,12 @@ class Keeper:
     Args:
         ledger: A `LedgerStore`, or a URL: `sqlite:///path.db` (default `./toolkeeper.db`),
             `postgresql://...`, or `memory://`; or the path of a SQLite file (a `Path`).
-        principal: Who calls act for when a `ToolCall` names nobody. Defaults to a local
-            principal holding every grant (`*`): an embedded application acting for itself.
+        principal: Who a `ToolCall` that names nobody (as `dialect.parse` returns it) acts
+            for, and whose tools `visible_tools()` and `select()` show when given none. By
+            default there is none: such a call is refused (`PERMISSION_DENIED`, not
+            recorded) and runs nothing, so a model's call never acts with grants nobody
+            gave it. An application acting for itself says so:
+            `Keeper(principal=Principal(id="app", grants=frozenset({"*"})))`.
         audit: Where audit events go; defaults to a JSON lines file beside a SQLite ledger
             (`toolkeeper.audit.jsonl`), else an in-memory sink (`keeper.audit.events`).
         retry: Retry policy for tools that declare none.
@@ -241,7 +246,7 @@ class Keeper:
             store=lambda: self.store,
             approvals=self.approvals,
             audit=self.audit,
-            principal=principal or LOCAL_PRINCIPAL,
+            principal=principal,
             retry=retry or RetryPolicy(),
             rules=tuple(rules),
             budgets=budgets,
@@ -395,9 +400,23 @@ class Keeper:
         self.catalog.add(tool)
 
     def visible_tools(self, principal: Principal | None = None) -> list[ToolSpec]:
-        """The specs a principal may see and call (all others are never shown to it)."""
-        who = principal or self.runtime.principal
+        """The specs a principal may see and call (all others are never shown to it).
+
+        Raises:
+            ConfigurationError: no principal is given and the keeper has no default one.
+        """
+        who = self._acting_for(principal, "visible_tools")
         return [spec for spec in self.catalog.specs() if may_use(who, spec)]
+
+    def _acting_for(self, principal: Principal | None, method: str) -> Principal:
+        """`principal`, else the keeper's own; never anyone's grants by default."""
+        who = principal or self.runtime.principal
+        if who is None:
+            raise ConfigurationError(
+                f"Keeper.{method}() needs a principal: pass principal=..., or give the keeper "
+                "a default one (Keeper(principal=...))"
+            )
+        return who
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -579,10 +598,11 @@ class Keeper:
         Raises:
             TypeError: `query` is not a str, or `context` not a `QueryContext`.
             ValueError: `k` is not a whole number of at least 1.
-            ConfigurationError: the keeper is closed.
+            ConfigurationError: the keeper is closed, or no principal is given and the keeper
+                has no default one.
         """
         return self.selector.select(
-            query, principal=principal or self.runtime.principal, k=k, context=context
+            query, principal=self._acting_for(principal, "select"), k=k, context=context
         )
 
     def enable_discovery(self) -> list[Tool]:
@@ -624,13 +644,16 @@ class Keeper:
             return call
         arguments: Any = call.arguments
         if isinstance(arguments, str):
+            if len(arguments) > self.runtime.max_argument_bytes:
+                return call  # (its own pipeline refuses it, unparsed)
             try:
                 arguments = json.loads(arguments)
             except (ValueError, RecursionError):  # (nested too deep to parse: refused as such)
                 return call
         principal = call.principal or self.runtime.principal
         if (
-            not isinstance(arguments, Mapping)
+            principal is None
+            or not isinstance(arguments, Mapping)
             or not self.runtime.prepared(tool).validator.is_valid(dict(arguments))
             or not may_use(principal, tool.spec)
         ):
@@ -650,7 +673,8 @@ class Keeper:
     # -- calls -----------------------------------------------------------------------------
 
     async def execute(self, call: ToolCall) -> ToolResult:
-        """Check, run and record one proposed call. Never raises for bad input."""
+        """Check, run and record one proposed call, for the principal it names (else the
+        keeper's default one; with neither, it is refused). Never raises for bad input."""
         self._in_flight.append(None)  # (counted while it opens the keeper too: `aclose` waits)
         try:
             if self.state is not KeeperState.OPEN:

@@ -72,7 +72,6 @@ async def test_a_tool_not_granted_never_runs_in_the_library(
     assert effects(effect_file) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 12: a parsed call acts with every grant")
 @pytest.mark.parametrize("path", ["execute", "execute_many"])
 async def test_a_call_parsed_from_a_model_does_not_act_with_every_grant(
     keeper: Keeper, effect_file: Path, path: str

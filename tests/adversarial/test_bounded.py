@@ -32,10 +32,8 @@ pytestmark = pytest.mark.anyio
 
 CHILD = Path(__file__).with_name("oversized_child.py")
 HUGE = "x" * (1024 * 1024 + 10)
-DEFECT_1 = pytest.mark.xfail(strict=True, reason="issue 23 defect 1: a second proposal spins")
 
 
-@DEFECT_1
 @pytest.mark.parametrize("path", ["execute", "execute_many", "call_tool"])
 def test_an_oversized_call_proposed_twice_is_refused_twice_at_once(
     tmp_path: Path, path: str
@@ -53,7 +51,6 @@ def test_an_oversized_call_proposed_twice_is_refused_twice_at_once(
     assert all(a["seconds"] < 2.0 for a in answers), answers
 
 
-@DEFECT_1
 async def test_an_oversized_call_proposed_twice_to_the_gateway_does_not_freeze_it(
     config_file: Path,
 ) -> None:
@@ -85,7 +82,6 @@ async def test_an_oversized_call_proposed_twice_to_the_gateway_does_not_freeze_i
                 process.kill()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 defect 17: such a refusal is not recorded")
 @pytest.mark.parametrize(
     ("backend", "name"),
     [("sqlite", "adv.\ud800"), pytest.param("postgresql", "adv.\x00", marks=pytest.mark.postgres)],

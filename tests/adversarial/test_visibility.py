@@ -76,12 +76,7 @@ async def _ask(keeper: Keeper, path: str, name: str) -> ToolResult:
 @pytest.mark.parametrize(
     "reason",
     [
-        pytest.param(
-            "permission",
-            marks=pytest.mark.xfail(
-                strict=True, reason="issue 23 defect 13: PERMISSION_DENIED tells it exists"
-            ),
-        ),
+        "permission",
         "tenant",
         "environment",
     ],

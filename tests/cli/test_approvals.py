@@ -10,10 +10,12 @@ import pytest
 from toolkeeper import Keeper, ToolCall
 from toolkeeper.cli import main
 
+from ..conftest import APP
+
 
 def _request(db: Path, call_id: str, name: str = "users") -> str:
     async def run() -> str:
-        keeper = Keeper(ledger=f"sqlite:///{db}")
+        keeper = Keeper(principal=APP, ledger=f"sqlite:///{db}")
 
         @keeper.tool(effect="destructive")
         async def drop_table(name: str) -> str:

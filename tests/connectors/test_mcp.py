@@ -29,6 +29,8 @@ from toolkeeper.connectors.mcp import (
 )
 from toolkeeper.core import ANONYMOUS, CallContext, Effect, OutcomeUnknown, ToolFailed, ToolSpec
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 UPSTREAM = str(Path(__file__).with_name("upstream_server.py"))
@@ -352,7 +354,7 @@ async def test_a_result_the_sdk_cannot_parse_still_ends_the_call_once(tmp_path: 
     # A server cut an emoji in half: without its own parse, the answer is dropped, and this
     # write would time out as UNKNOWN_OUTCOME although the server answered.
     effects = tmp_path / "effects.txt"
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     raw = str(Path(__file__).with_name("raw_upstream.py"))
     params = UpstreamParams(
         trust_hints=True,
@@ -390,7 +392,7 @@ async def test_a_result_the_sdk_cannot_parse_still_ends_the_call_once(tmp_path: 
 async def test_a_servers_own_error_is_a_tool_error_not_a_lost_connection(
     tmp_path: Path, tool: str, message: str
 ) -> None:
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     raw = str(Path(__file__).with_name("raw_upstream.py"))
     params = UpstreamParams(
         trust_hints=True, name="raw", command=sys.executable, args=(raw,), protocol="legacy"
@@ -416,7 +418,7 @@ async def test_a_write_answered_with_a_malformed_result_is_recorded_as_done_neve
 ) -> None:
     # The write ran; FAILED would invite the same write again under a new call id.
     effects = tmp_path / "effects.txt"
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     params = UpstreamParams(
         trust_hints=True, name="raw", command=sys.executable, args=(RAW,), protocol="legacy"
     )
@@ -440,7 +442,7 @@ async def test_an_answer_longer_than_a_line_may_be_ends_the_call_at_once_as_done
     # Dropped unread, it left the call waiting out its deadline: a read was run three times,
     # a write ended UNKNOWN_OUTCOME although the server had answered.
     effects = tmp_path / "effects.txt"
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     params = UpstreamParams(
         trust_hints=True,
         name="raw",
@@ -487,7 +489,7 @@ async def test_a_failed_refresh_of_the_tool_list_keeps_the_connection_and_its_to
 async def test_an_upstream_never_replaces_another_sources_tool(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(name="t.echo", effect="read_only", permissions=["local:echo"])
     async def local_echo(text: str) -> str:

@@ -14,6 +14,8 @@ import pytest
 from toolkeeper import CallContext, CallStatus, ErrorCode, Keeper, RetryPolicy, ToolCall
 from toolkeeper.core.errors import ConfigurationError
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
@@ -29,7 +31,7 @@ def _logged(func: Callable[..., Any]) -> Callable[..., Any]:
 
 async def test_an_async_function_behind_a_sync_wrapper_runs_before_its_call_succeeds() -> None:
     ran: list[str] = []
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="write")
     @_logged
@@ -60,7 +62,7 @@ async def test_an_async_function_behind_a_sync_wrapper_runs_before_its_call_succ
 async def test_an_async_generator_behind_a_sync_wrapper_runs_and_returns_what_it_yields() -> None:
     """It never ran: the wrapper returned the generator unstarted, and the call SUCCEEDED with
     a note that its result was not JSON."""
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     @_logged
@@ -74,7 +76,7 @@ async def test_an_async_generator_behind_a_sync_wrapper_runs_and_returns_what_it
 
 
 async def test_a_positional_only_context_parameter_receives_the_context() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     def whoami(ctx: CallContext, /, greeting: str) -> str:
@@ -91,7 +93,7 @@ async def test_a_generator_tool_runs_to_its_end_in_its_call_and_returns_what_it_
     """An async generator never ran, and its call SUCCEEDED with a note that the result was not
     JSON; a sync one ran on the event loop once its call had ended, so what it raised
     (ValueError) was taken for an unrecordable result of a call that succeeded."""
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     ran: list[tuple[str, bool]] = []
 
     @keeper.tool(effect="read_only")
@@ -129,7 +131,7 @@ async def test_a_generator_tool_runs_to_its_end_in_its_call_and_returns_what_it_
 async def test_a_sync_tool_that_outlives_its_timeout_ends_at_it_on_every_event_loop() -> None:
     """On trio the call waited for the thread: a write blocked for minutes ended SUCCEEDED."""
     unblock = threading.Event()
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="write", timeout=0.1)
     def stuck() -> str:
@@ -165,7 +167,7 @@ async def test_a_sync_tool_finding_no_thread_free_by_its_timeout_is_retryable_an
 ):
     """It waited for a thread and was recorded UNKNOWN_OUTCOME, though its function never ran."""
     busy, release, ran = anyio.Event(), threading.Event(), threading.Event()
-    keeper = Keeper(ledger="memory://", tool_threads=1)
+    keeper = Keeper(principal=APP, ledger="memory://", tool_threads=1)
 
     _holding(keeper, busy, release)
 
@@ -196,7 +198,7 @@ async def test_a_sync_tool_finding_no_thread_free_by_its_timeout_is_retryable_an
 async def test_sync_tools_holding_every_thread_leave_the_applications_threads_free() -> None:
     """They took anyio's default threads: the application's own `to_thread` calls waited."""
     busy, release = anyio.Event(), threading.Event()
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     default = anyio.to_thread.current_default_thread_limiter()
     tokens = default.total_tokens
     default.total_tokens = 1  # (the test's run only; given back below)
@@ -217,13 +219,13 @@ async def test_sync_tools_holding_every_thread_leave_the_applications_threads_fr
 
 def test_a_keeper_refuses_fewer_than_one_tool_thread() -> None:
     with pytest.raises(ConfigurationError):
-        Keeper(ledger="memory://", tool_threads=0)
+        Keeper(principal=APP, ledger="memory://", tool_threads=0)
 
 
 async def test_a_positional_only_parameter_left_out_before_one_given_takes_its_default() -> None:
     """Its default (math.inf) is no JSON, so nothing fills it in: the next argument took its
     place, and a call giving only floor=5 ran clamp(5, 1.0)."""
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     seen: list[tuple[float, float]] = []
 
     @keeper.tool(effect="read_only")

@@ -10,6 +10,7 @@ from toolkeeper.core.states import CallStatus
 from toolkeeper.core.values import ToolResult, ToolSpec
 from toolkeeper.dialects import Action, Anthropic, LossError, OpenAIChat, ToolChoice
 
+from ..conftest import APP
 from .fixtures import load
 from .sdk import DEFINITION
 
@@ -143,7 +144,7 @@ async def test_property_names_anthropic_refuses_are_renamed_and_named_back_in_ca
         long_name: True,
         "where": [{"field name": "a"}],
     }
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     keeper.catalog.add(Tool(spec=spec, connector=Upstream()))
     async with keeper:
         result = await keeper.execute(call)

@@ -14,6 +14,8 @@ from toolkeeper.dialects import Anthropic
 from toolkeeper.dialects.keys import wire_keys
 from toolkeeper.schema.validate import compile_validator
 
+from ..conftest import APP
+
 ALLOWED = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 BASE = {"type": "object", "properties": {"id": {}}}
 
@@ -183,7 +185,7 @@ async def test_a_refusal_of_arguments_names_properties_as_the_model_was_shown_th
         "required": ["customer email"],
     }
     spec = ToolSpec(name="notify", input_schema=schema, effect="read_only")  # type: ignore[arg-type]
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     keeper.catalog.add(Tool(spec=spec, connector=Upstream()))
     sent = {"_type": "robot", "rows": [{"order_by": 3}]}
     message = {"content": [{"type": "tool_use", "id": "u1", "name": "notify", "input": sent}]}

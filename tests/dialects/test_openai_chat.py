@@ -20,6 +20,7 @@ from toolkeeper.core.values import ToolResult, ToolSpec
 from toolkeeper.dialects import Action, LossError, OpenAIChat
 from toolkeeper.schema.validate import compile_validator
 
+from ..conftest import APP
 from .fixtures import load
 from .sdk import DEFINITION
 
@@ -206,7 +207,7 @@ class Address(BaseModel):
 async def test_nulls_strict_mode_puts_in_nested_objects_are_dropped_and_the_call_runs() -> None:
     from toolkeeper import CallStatus, Keeper
 
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     async def ship(to: Address, copies: list[Address] | None = None) -> str:
@@ -241,7 +242,7 @@ async def test_nulls_strict_mode_puts_in_nested_objects_are_dropped_and_the_call
 @pytest.mark.anyio
 async def test_a_root_choice_is_merged_into_one_strict_object_and_its_calls_run() -> None:
     # OpenAI (and Anthropic) refuse anyOf/oneOf/allOf at the root of tool parameters.
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     seen: list[object] = []
 
     class Upstream:  # an imported tool: its schema is what its server declared
@@ -316,7 +317,7 @@ def _exported_params(keeper: Keeper, **dialect: bool) -> tuple[dict[str, object]
 
 
 def test_a_described_model_parameter_is_strict_without_siblings_beside_its_ref() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     async def ship(to: Annotated[Address, Field(description="where it goes")]) -> str:
@@ -332,7 +333,7 @@ def test_a_described_model_parameter_is_strict_without_siblings_beside_its_ref()
 @pytest.mark.parametrize("strict_schema", [True, False])
 def test_tuples_and_bare_arrays_get_items_openai_requires(strict_schema: bool) -> None:
     # OpenAI refuses any array without `items`: "array schema missing items", strict or not.
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     async def plot(figsize: tuple[float, float], cell: tuple[int, str], tags: list) -> str:  # type: ignore[type-arg]
@@ -350,7 +351,7 @@ def test_tuples_and_bare_arrays_get_items_openai_requires(strict_schema: bool) -
 
 
 def test_a_tuple_alone_stays_strict() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     async def plot(figsize: tuple[float, float]) -> str:
@@ -373,7 +374,7 @@ class Bank(BaseModel):
 
 @pytest.mark.anyio
 async def test_strict_nulls_are_dropped_in_the_union_branch_the_value_follows() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     async def pay(method: Card | Bank) -> str:

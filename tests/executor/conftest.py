@@ -5,6 +5,8 @@ import pytest
 from toolkeeper import Keeper
 from toolkeeper.testing import FakeClock, MemoryAuditSink, MemoryStore
 
+from ..conftest import APP
+
 
 @pytest.fixture
 def clock() -> FakeClock:
@@ -18,6 +20,6 @@ def audit() -> MemoryAuditSink:
 
 @pytest.fixture
 async def keeper(clock: FakeClock, audit: MemoryAuditSink) -> AsyncIterator[Keeper]:
-    k = Keeper(ledger=MemoryStore(), audit=audit, clock=clock, sleep=clock.sleep)
+    k = Keeper(principal=APP, ledger=MemoryStore(), audit=audit, clock=clock, sleep=clock.sleep)
     async with k:
         yield k

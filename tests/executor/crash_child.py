@@ -10,11 +10,14 @@ from pathlib import Path
 
 import anyio
 
-from toolkeeper import CallContext, Keeper, ToolCall
+from toolkeeper import CallContext, Keeper, Principal, ToolCall
+
+APP = Principal(id="local", grants=frozenset({"*"}))
+"""The application, acting for itself."""
 
 
 def build(ledger: str, effects: Path, *, die: bool) -> Keeper:
-    keeper = Keeper(ledger=ledger)
+    keeper = Keeper(principal=APP, ledger=ledger)
 
     def reconcile(ctx: CallContext) -> object:
         from toolkeeper import CallStatus, ToolResult

@@ -26,6 +26,8 @@ from toolkeeper.policy.approvals import Approvals
 from toolkeeper.policy.budgets import MemoryRateLimiter
 from toolkeeper.testing import FakeClock
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
@@ -168,20 +170,20 @@ async def test_approvals_survive_a_restart(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     published: list[str] = []
     call = ToolCall(call_id="p1", name="publish", arguments={"text": "A"})
-    first = Keeper(ledger=url)
+    first = Keeper(principal=APP, ledger=url)
     _publisher(first, published)
     async with first:
         waiting = await first.execute(call)
     assert waiting.approval_id is not None
 
-    second = Keeper(ledger=url)
+    second = Keeper(principal=APP, ledger=url)
     _publisher(second, published)
     async with second:
         [pending] = await second.approvals.pending()
         assert pending.id == waiting.approval_id
         await second.approvals.approve(pending.id, by="alice")
 
-    third = Keeper(ledger=url)
+    third = Keeper(principal=APP, ledger=url)
     _publisher(third, published)
     async with third:
         ran = await third.execute(call)
@@ -247,6 +249,7 @@ async def test_an_approved_call_refused_by_its_rate_limit_keeps_its_approval(
 ) -> None:
     """RATE_LIMITED says "retry later": retried, the approved call asked a person again."""
     keeper = Keeper(
+        principal=APP,
         ledger="memory://",
         clock=clock,
         budgets=Budgets(calls_per_minute=60, burst=1),
@@ -356,7 +359,7 @@ async def test_a_proposal_waiting_on_a_call_that_asks_for_approval_is_told_so(
     go_on = anyio.Event()
 
     def build() -> Keeper:
-        keeper = Keeper(ledger=db)
+        keeper = Keeper(principal=APP, ledger=db)
 
         @keeper.tool(effect="write", permissions=[])
         async def wire(amount: int, ctx: CallContext) -> str:
@@ -472,7 +475,7 @@ def one_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], L
 
 def _replica(store: LedgerStore, version: str, wiped: list[str], **options: Any) -> Keeper:
     """A gateway replica serving `wipe` at `version` (a rolling deploy runs two)."""
-    keeper = Keeper(ledger=store, **options)
+    keeper = Keeper(principal=APP, ledger=store, **options)
 
     @keeper.tool(effect="destructive", version=version)
     async def wipe(disk: str) -> str:
@@ -593,7 +596,7 @@ async def test_an_approval_for_a_big_count_never_runs_a_count_next_to_it(
     """ECMAScript writes the double 41778229342798592 as 41778229342798590: the approved
     int's text. Neither it nor the next int runs under that approval, by its call id or
     another."""
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     paid: list[int] = []
 
     @keeper.tool(effect="destructive")

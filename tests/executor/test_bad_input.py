@@ -4,15 +4,31 @@ import dataclasses
 import datetime
 import json
 import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import pytest
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall, ToolSpec
+from toolkeeper import (
+    Budgets,
+    CallStatus,
+    ErrorCode,
+    Keeper,
+    Principal,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+)
 from toolkeeper.catalog.registry import Tool
+from toolkeeper.ledger.base import CallRecord, LedgerStore
+from toolkeeper.policy.rules import deny
 from toolkeeper.testing import MemoryAuditSink
+
+from ..conftest import APP
 
 pytestmark = pytest.mark.anyio
 
@@ -136,8 +152,8 @@ async def test_permission_is_checked_before_arguments(orders: Keeper) -> None:
     result = await orders.execute(
         ToolCall(call_id="c1", name="create_order", arguments="{not json", principal=reader)
     )
-    assert result.error is not None and result.error.code is ErrorCode.PERMISSION_DENIED
-    assert result.error.details["missing_permissions"] == ["orders:write"]
+    assert result.error is not None and result.error.code is ErrorCode.UNKNOWN_TOOL
+    assert result.error.details == {}
 
 
 async def test_a_tool_outside_the_principals_tenant_does_not_exist_for_it(
@@ -177,7 +193,7 @@ async def test_a_write_that_raises_systemexit_is_recorded_as_it_ended_before_it_
     """A tool whose argparse (or sys.exit) raised SystemExit, an Exception of no kind: it left
     the call RUNNING for as long as the process lived, and proposed again, the call waited for
     an end no one would write."""
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
 
     @keeper.tool(effect="write")
     def deploy(target: str) -> str:
@@ -210,7 +226,7 @@ async def test_a_write_tool_without_declared_permissions_needs_its_own_grant(
 
     nobody = Principal(id="eve", grants=frozenset({"orders:*"}))
     denied = await keeper.execute(ToolCall(call_id="c1", name="delete_cache", principal=nobody))
-    assert denied.error is not None and denied.error.code is ErrorCode.PERMISSION_DENIED
+    assert denied.error is not None and denied.error.code is ErrorCode.UNKNOWN_TOOL
     holder = Principal(id="ops", grants=frozenset({"tool:delete_cache"}))
     allowed = await keeper.execute(ToolCall(call_id="c2", name="delete_cache", principal=holder))
     assert allowed.ok
@@ -281,7 +297,7 @@ async def test_arguments_the_tool_would_receive_differently_are_another_call(
 
 def _orders_that_must_not_run(tmp_path: Path) -> Keeper:
     """A keeper on a SQLite ledger with a write tool that fails the test if it ever runs."""
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
 
     @keeper.tool(effect="write", permissions=[])
     async def create_order(sku: str, quantity: int) -> str:
@@ -344,7 +360,7 @@ async def test_arguments_nested_deeper_than_the_validator_goes_are_invalid_and_r
 ) -> None:
     """JSON a few hundred levels deep parses, but the validator could not say what is wrong
     with it: the call failed as an INTERNAL_ERROR, recorded nowhere."""
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
 
     @keeper.tool(effect="write")
     async def plot(grid: list[list[int]]) -> str:
@@ -363,7 +379,7 @@ async def test_arguments_nested_deeper_than_the_validator_goes_are_invalid_and_r
 
 
 async def test_the_size_limit_counts_utf8_bytes_whether_arguments_are_text_or_parsed() -> None:
-    keeper = Keeper(ledger="memory://", max_argument_bytes=1000)
+    keeper = Keeper(principal=APP, ledger="memory://", max_argument_bytes=1000)
 
     @keeper.tool(effect="read_only")
     async def echo(s: str) -> str:
@@ -383,7 +399,7 @@ async def test_a_tool_with_a_broken_input_schema_is_refused_and_recorded() -> No
     # What an upstream may declare: listed, but no call to it can be checked.
     from dataclasses import replace
 
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     async def lookup(q: str) -> str:
@@ -527,3 +543,294 @@ async def test_a_proposed_call_id_is_logged_by_its_repr_and_escaped_on_the_conso
     first, *_ = VisibleFormatter("%(message)s").format(record).splitlines()
     said = "'c1\\nCRITICAL toolkeeper: all calls approved\\x1b[2J\\u202e'"
     assert first == f"crash raised (call {said}, attempt 1)"
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> str | LedgerStore:
+    """Each ledger backend (on PostgreSQL, a schema of this test's own)."""
+    if request.param == "memory":
+        return "memory://"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'x.db'}"
+    from toolkeeper.ledger.postgres import PostgresStore
+
+    from ..conftest import postgres_url
+
+    return PostgresStore(postgres_url(), schema=request.getfixturevalue("pg_schema"))
+
+
+OVERSIZED = "x" * ((1 << 20) + 10)
+"""A string argument over the default limit of 1 MiB."""
+ME = Principal(id="me", grants=frozenset({"orders:read", "tools:call"}))
+
+
+@pytest.mark.timeout(30)  # (a refusal that spins never yields to `fail_after`)
+@pytest.mark.parametrize("path", ["execute", "execute_many", "call_tool"])
+async def test_an_oversized_call_proposed_twice_is_refused_twice_at_once(
+    ledger: str | LedgerStore, path: str
+) -> None:
+    """The second proposal spun at 100% CPU for ever: its refusal was recorded as a new
+    call's, the ledger held the first, and the pipeline started over without end."""
+    keeper = Keeper(ledger=ledger, principal=ME)
+
+    @keeper.tool(effect="read_only")
+    async def echo(text: str) -> str:
+        return text
+
+    text = json.dumps({"text": OVERSIZED})
+    call = ToolCall(call_id="c1", name="echo", arguments=text, principal=ME)
+    if path == "call_tool":
+        keeper.enable_discovery()
+        call = ToolCall(
+            call_id="c1",
+            name="call_tool",
+            arguments=json.dumps({"name": "echo", "arguments": {"text": OVERSIZED}}),
+            principal=ME,
+        )
+    async with keeper:
+        for _ in range(2):
+            with anyio.fail_after(1):
+                if path == "execute_many":
+                    [result] = await keeper.execute_many([call])
+                else:
+                    result = await keeper.execute(call)
+            assert result.status is CallStatus.REJECTED
+            assert result.error is not None and result.error.code is ErrorCode.PAYLOAD_TOO_LARGE
+        [record] = await keeper.store.list_calls()
+    assert record.status is CallStatus.REJECTED
+
+
+def _refuser(ledger: str | LedgerStore) -> Keeper:
+    """A keeper with a tool for each refusal a call can meet (see `REFUSALS`)."""
+    keeper = Keeper(
+        principal=APP,
+        ledger=ledger,
+        budgets=Budgets(per_tool={"capped": 0}, calls_per_minute=1e-6, burst=1),
+    )
+
+    @keeper.tool(effect="read_only", permissions=["orders:read"])
+    async def echo(text: str) -> str:
+        return text
+
+    @keeper.tool(effect="read_only", permissions=["orders:read"])
+    async def capped() -> str:
+        raise AssertionError("must not run")
+
+    @keeper.tool(effect="destructive", permissions=["admin:wipe"])
+    async def wipe() -> str:
+        raise AssertionError("must not run")
+
+    @keeper.tool(effect="destructive", permissions=["orders:read"])
+    async def purge() -> str:
+        raise AssertionError("must not run")
+
+    @keeper.tool(effect="write", permissions=["orders:read"], rules=[lambda _: deny("no")])
+    async def ship() -> str:
+        raise AssertionError("must not run")
+
+    @keeper.tool(effect="read_only", permissions=["orders:read"])
+    async def lookup(q: str) -> str:
+        raise AssertionError("must not run")
+
+    tool = keeper.catalog.get("lookup")
+    assert tool is not None
+    broken = {"type": "object", "properties": {"q": {"type": "string", "pattern": "(unclosed"}}}
+    keeper.catalog.add(replace(tool, spec=replace(tool.spec, input_schema=broken)))
+    return keeper
+
+
+async def _echo_first(keeper: Keeper, call: ToolCall) -> None:
+    """Run `echo` once under the call's id, with other arguments."""
+    assert (await keeper.execute(replace(call, arguments={"text": "first"}))).ok
+
+
+async def _echo_other(keeper: Keeper, call: ToolCall) -> None:
+    """Run `echo` once under another call id (the rate limit's one call)."""
+    assert (await keeper.execute(replace(call, call_id="other"))).ok
+
+
+async def _denied(keeper: Keeper, call: ToolCall) -> None:
+    """Ask for the call's approval, and deny it."""
+    asked = await keeper.execute(call)
+    assert asked.approval_id is not None
+    await keeper.approvals.deny(asked.approval_id, by="ops", reason="no")
+
+
+Prepare = Callable[[Keeper, ToolCall], Awaitable[None]]
+REFUSALS: dict[str, tuple[str | object, object, ErrorCode, Prepare | None]] = {
+    # case: (tool name, arguments, the refusal, what happens to the call id first)
+    "too large as text": (
+        "echo",
+        json.dumps({"text": OVERSIZED}),
+        ErrorCode.PAYLOAD_TOO_LARGE,
+        None,
+    ),
+    "too large as data": ("echo", {"text": OVERSIZED}, ErrorCode.PAYLOAD_TOO_LARGE, None),
+    "not JSON": ("echo", '{"text": ', ErrorCode.INVALID_ARGUMENTS, None),
+    "off the schema": ("echo", {"text": 1}, ErrorCode.INVALID_ARGUMENTS, None),
+    "a lone surrogate": ("echo", {"text": "\ud800"}, ErrorCode.INVALID_ARGUMENTS, None),
+    "no such tool": ("nope", {}, ErrorCode.UNKNOWN_TOOL, None),
+    "a name with a lone surrogate": ("no\ud800pe", {}, ErrorCode.UNKNOWN_TOOL, None),
+    "a name with a NUL": ("no\x00pe", {}, ErrorCode.UNKNOWN_TOOL, None),
+    "a name that is not text": (["echo"], {}, ErrorCode.UNKNOWN_TOOL, None),
+    "a tool it may not see": ("wipe", {}, ErrorCode.UNKNOWN_TOOL, None),
+    "a rule's denial": ("ship", {}, ErrorCode.PERMISSION_DENIED, None),
+    "a broken input schema": ("lookup", {"q": "x"}, ErrorCode.TOOL_ERROR, None),
+    "a spent budget": ("capped", {}, ErrorCode.BUDGET_EXCEEDED, None),
+    "a rate limit": ("echo", {"text": "a"}, ErrorCode.RATE_LIMITED, _echo_other),
+    "a denied approval": ("purge", {}, ErrorCode.APPROVAL_DENIED, _denied),
+    "another call's id": ("echo", {"text": "a"}, ErrorCode.CALL_ID_CONFLICT, _echo_first),
+}
+
+
+@pytest.mark.timeout(30)  # (a refusal that spins never yields to `fail_after`)
+@pytest.mark.parametrize("case", list(REFUSALS))
+async def test_every_refusal_proposed_twice_under_one_id_is_refused_twice_at_once(
+    ledger: str | LedgerStore, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal of a call whose record exists ends, on every ledger, and is recorded
+    without a traceback (a NUL in a tool name failed on PostgreSQL, a lone surrogate on
+    SQLite, and was logged, unrecorded)."""
+    name, arguments, code, prepare = REFUSALS[case]
+    keeper = _refuser(ledger)
+    call = ToolCall(call_id="c1", name=name, arguments=arguments, principal=ME)  # type: ignore[arg-type]
+    async with keeper:
+        if prepare is not None:
+            await prepare(keeper, call)
+        for _ in range(2):
+            with anyio.fail_after(1):
+                result = await keeper.execute(call)
+            assert result.error is not None and result.error.code is code
+        record = await keeper.store.get_call("default", "c1")
+    assert record is not None
+    if code is not ErrorCode.CALL_ID_CONFLICT:
+        assert record.status is CallStatus.REJECTED
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def _said(result: ToolResult, name: str) -> tuple[object, ...]:
+    """What a refusal tells the model, with the name it was given for `name`."""
+    assert result.error is not None
+    return (
+        result.status,
+        result.tool.replace(name, "NAME"),
+        result.error.code,
+        result.error.message.replace(name, "NAME"),
+        json.dumps(result.error.details).replace(name, "NAME"),
+        result.error.retryable,
+        result.version,
+        result.attempt,
+        result.replayed,
+        result.approval_id,
+        json.dumps(result.metadata, default=str).replace(name, "NAME"),
+    )
+
+
+def _kept(record: CallRecord, name: str) -> tuple[object, ...]:
+    """What the ledger keeps of a refusal, with `name` as in `_said`."""
+    return (
+        record.tool.replace(name, "NAME"),
+        record.version,
+        record.status,
+        record.effect,
+        record.idempotent,
+        record.attempt,
+        json.dumps(record.error).replace(name, "NAME"),
+        [status for status, _ in record.history],
+    )
+
+
+@pytest.mark.parametrize("path", ["execute", "execute_many", "call_tool"])
+async def test_a_tool_the_principal_may_not_use_is_refused_as_one_that_does_not_exist(
+    ledger: str | LedgerStore, path: str
+) -> None:
+    """execute answered PERMISSION_DENIED naming the permission missing (`admin:wipe`) for a
+    tool the principal cannot see, and so told it the tool exists."""
+    audit = MemoryAuditSink()
+    keeper = Keeper(principal=APP, ledger=ledger, audit=audit)
+
+    @keeper.tool(effect="destructive", permissions=["admin:wipe"])
+    async def wipe(everything: bool) -> str:
+        raise AssertionError("must not run")
+
+    @keeper.tool(effect="read_only", permissions=["orders:read"])
+    async def echo(text: str) -> str:
+        return text
+
+    if path == "call_tool":
+        keeper.enable_discovery()
+
+    def call(name: str) -> ToolCall:
+        arguments: dict[str, Any] = {"everything": True}
+        if path == "call_tool":
+            return ToolCall(
+                call_id=name,
+                name="call_tool",
+                arguments={"name": name, "arguments": arguments},
+                principal=ME,
+            )
+        return ToolCall(call_id=name, name=name, arguments=arguments, principal=ME)
+
+    said: list[tuple[object, ...]] = []
+    kept: list[tuple[object, ...]] = []
+    logged: list[list[tuple[object, ...]]] = []
+    async with keeper:
+        for name in ("wipe", "zork"):  # one it may not see, one that does not exist
+            audit.events.clear()
+            if path == "execute_many":
+                [result] = await keeper.execute_many([call(name)])
+            else:
+                result = await keeper.execute(call(name))
+            said.append(_said(result, name))
+            record = await keeper.store.get_call("default", name)
+            assert record is not None
+            kept.append(_kept(record, name))
+            logged.append(
+                [
+                    (e.status, e.previous, e.error_code, str(e.message).replace(name, "NAME"))
+                    for e in audit.events
+                ]
+            )
+    assert said[0] == said[1]
+    assert said[0][2] is ErrorCode.UNKNOWN_TOOL
+    assert kept[0] == kept[1]
+    assert logged[0] == logged[1]
+
+
+@pytest.mark.timeout(30)  # (a refusal that spins never yields to `fail_after`)
+async def test_oversized_proposals_of_one_id_at_once_from_two_keepers_all_end_refused(
+    ledger: str | LedgerStore, tmp_path: Path
+) -> None:
+    """Two processes (keepers on one ledger) each propose the oversized call several times at
+    once: whichever records the refusal first, the others meet its record and end too."""
+    if ledger == "memory://":
+        pytest.skip("two keepers share no in-memory ledger")
+    if isinstance(ledger, str):
+        second: str | LedgerStore = ledger
+    else:
+        from toolkeeper.ledger.postgres import PostgresStore
+
+        assert isinstance(ledger, PostgresStore)
+        second = PostgresStore(ledger.url, schema=ledger.schema)
+    keepers = [Keeper(ledger=ledger, principal=ME), Keeper(ledger=second, principal=ME)]
+    for keeper in keepers:
+        keeper.add_function(lambda text: text, name="echo", effect="read_only")
+    call = ToolCall(call_id="c1", name="echo", arguments={"text": OVERSIZED}, principal=ME)
+    results: list[ToolResult] = []
+
+    async def propose(keeper: Keeper) -> None:
+        results.extend(await keeper.execute_many([call] * 3))
+
+    for keeper in keepers:
+        await keeper.open()
+    try:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for keeper in keepers:
+                    tg.start_soon(propose, keeper)
+        [record] = await keepers[0].store.list_calls()
+    finally:
+        for keeper in keepers:
+            await keeper.aclose()
+    assert [r.error.code if r.error else None for r in results] == [ErrorCode.PAYLOAD_TOO_LARGE] * 6
+    assert record.status is CallStatus.REJECTED

@@ -11,7 +11,7 @@ from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall
 from toolkeeper.ledger.base import LedgerStore
 from toolkeeper.ledger.postgres import PostgresStore
 
-from ..conftest import postgres_url
+from ..conftest import APP, postgres_url
 
 pytestmark = pytest.mark.anyio
 
@@ -129,7 +129,7 @@ async def test_ids_no_ledger_can_key_are_refused_on_every_store(
         PostgresStore(postgres_url(), schema=pg_schema),
     ]
     for ledger in stores:
-        keeper = Keeper(ledger=ledger)
+        keeper = Keeper(principal=APP, ledger=ledger)
 
         @keeper.tool(effect="write", permissions=[])
         async def bump(by: int) -> int:

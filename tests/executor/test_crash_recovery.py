@@ -12,6 +12,7 @@ import pytest
 
 from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall
 
+from ..conftest import APP
 from .crash_child import CALL, build
 
 pytestmark = pytest.mark.anyio
@@ -90,7 +91,7 @@ async def test_a_failing_or_hanging_reconciler_leaves_only_its_own_call_unknown(
     def answers(ctx: CallContext) -> ToolResult:
         return ToolResult(call_id=ctx.call_id, tool=ctx.tool, status=CallStatus.SUCCEEDED, data=1)
 
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     for name, reconcile in (("a_broken", broken), ("b_hanging", hanging), ("c_fine", answers)):
 
         async def lost(name: str = name) -> str:
@@ -118,14 +119,14 @@ async def test_every_unknown_call_is_listed_not_the_first_thousand() -> None:
     store = MemoryStore()
     for i in range(1001):
         await store.claim_call(call(f"c{i}", status=CallStatus.UNKNOWN_OUTCOME))
-    async with Keeper(ledger=store) as keeper:
+    async with Keeper(principal=APP, ledger=store) as keeper:
         assert len(await keeper.unknown()) == 1001
 
 
 async def test_a_person_settles_an_unknown_call_through_the_keeper() -> None:
     from toolkeeper.core.signals import OutcomeUnknown
 
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     sent: list[int] = []
 
     @keeper.tool(effect="write", permissions=[])

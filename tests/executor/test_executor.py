@@ -7,6 +7,8 @@ from toolkeeper.core.errors import StoreError
 from toolkeeper.ledger import CallRecord
 from toolkeeper.testing import MemoryStore
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
@@ -19,7 +21,7 @@ class UnreachableStore(MemoryStore):
 
 async def test_a_call_the_ledger_cannot_look_up_is_refused_as_retryable_and_not_run() -> None:
     ran: list[str] = []
-    keeper = Keeper(ledger=UnreachableStore(), audit=None)
+    keeper = Keeper(principal=APP, ledger=UnreachableStore(), audit=None)
 
     @keeper.tool(effect="write")
     def send(text: str) -> str:

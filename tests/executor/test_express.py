@@ -16,6 +16,8 @@ from toolkeeper import CallContext, CallStatus, ErrorCode, Keeper, ToolCall, Too
 from toolkeeper.policy.rules import Decision
 from toolkeeper.testing import FakeClock, MemoryAuditSink, MemoryStore
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
@@ -26,7 +28,13 @@ def _no_say(_: Any) -> Decision | None:
 
 def _keeper(*, gated: bool, suspends: bool = False) -> tuple[Keeper, MemoryStore, MemoryAuditSink]:
     store, audit = MemoryStore(digest_key=b"k" * 32), MemoryAuditSink()  # (digests compared)
-    keeper = Keeper(ledger=store, audit=audit, clock=FakeClock(), rules=[_no_say] if gated else ())
+    keeper = Keeper(
+        principal=APP,
+        ledger=store,
+        audit=audit,
+        clock=FakeClock(),
+        rules=[_no_say] if gated else (),
+    )
 
     @keeper.tool(effect="read_only")
     async def lookup(city: str, days: int = 1) -> dict[str, Any]:
@@ -77,7 +85,7 @@ async def test_the_short_way_ends_a_call_exactly_as_the_general_way_does(argumen
 
 
 async def test_a_tool_that_suspends_is_timed_and_recorded_as_any_other() -> None:
-    keeper = Keeper(ledger=MemoryStore(), audit=None)
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), audit=None)
     runs: list[float] = []
 
     @keeper.tool(effect="read_only", timeout=0.05)
@@ -108,7 +116,7 @@ async def test_a_tool_that_suspends_is_timed_and_recorded_as_any_other() -> None
 async def test_a_result_that_is_not_plain_json_goes_the_general_way_once(
     answer: Callable[[], Any], expected: Any
 ) -> None:
-    keeper = Keeper(ledger=MemoryStore(), audit=None)
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), audit=None)
     runs: list[int] = []
 
     @keeper.tool(effect="read_only")
@@ -125,7 +133,7 @@ async def test_a_result_that_is_not_plain_json_goes_the_general_way_once(
 
 
 async def test_a_first_step_that_raises_is_a_tool_error_and_is_retried_as_a_read() -> None:
-    keeper = Keeper(ledger=MemoryStore(), audit=None, sleep=FakeClock().sleep)
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), audit=None, sleep=FakeClock().sleep)
     runs: list[int] = []
 
     @keeper.tool(effect="read_only")
@@ -156,7 +164,7 @@ async def test_a_conflict_found_after_the_short_way_is_answered_as_by_dedupe() -
 
 async def test_the_record_event_context_and_result_hold_each_field_in_its_place() -> None:
     store, audit, clock = MemoryStore(), MemoryAuditSink(), FakeClock()
-    keeper = Keeper(ledger=store, audit=audit, clock=clock)
+    keeper = Keeper(principal=APP, ledger=store, audit=audit, clock=clock)
     seen: list[CallContext] = []
 
     @keeper.tool(effect="read_only", version="7")
@@ -218,7 +226,7 @@ async def test_the_record_event_context_and_result_hold_each_field_in_its_place(
 async def test_a_result_spent_by_its_first_reading_is_noted_as_not_json_not_shown_empty() -> None:
     ends = []
     for suspends in (False, True):
-        keeper = Keeper(ledger=MemoryStore(), audit=None)
+        keeper = Keeper(principal=APP, ledger=MemoryStore(), audit=None)
 
         @keeper.tool(effect="read_only")
         async def fetch(suspends: bool = suspends) -> Any:
@@ -248,7 +256,7 @@ async def test_an_interrupt_while_the_call_is_checked_leaves_its_id_free_for_the
                 raise KeyboardInterrupt
             return value
 
-    keeper = Keeper(ledger=MemoryStore(), audit=None)
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), audit=None)
 
     @keeper.tool(effect="read_only")
     async def where(point: Point) -> int:

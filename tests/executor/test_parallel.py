@@ -6,8 +6,10 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall, ToolResult
+from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall, ToolResult
 from toolkeeper.policy.budgets import Budgets
+
+from ..conftest import APP
 
 pytestmark = pytest.mark.anyio
 
@@ -84,7 +86,7 @@ async def test_a_failure_in_a_batch_is_recorded_for_that_call_only(keeper: Keepe
 async def test_one_call_id_proposed_twice_at_once_runs_once_and_counts_once() -> None:
     """Both proposals passed the gates before either was recorded: the read ran twice, the
     second was refused by the budget as another call, and the two results disagreed."""
-    keeper = Keeper(ledger="memory://", budgets=Budgets(max_calls_per_task=1))
+    keeper = Keeper(principal=APP, ledger="memory://", budgets=Budgets(max_calls_per_task=1))
     runs: list[int] = []
 
     @keeper.tool(effect="read_only")
@@ -118,7 +120,7 @@ async def test_tasks_using_a_keeper_nobody_opened_open_it_once(
         if backend == "sqlite"
         else PostgresStore(postgres_url(), schema=pg_schema)
     )
-    keeper = Keeper(ledger=ledger)  # type: ignore[arg-type]
+    keeper = Keeper(principal=APP, ledger=ledger)  # type: ignore[arg-type]
     runs: list[int] = []
 
     @keeper.tool(effect="read_only")
@@ -177,3 +179,44 @@ async def test_a_cancelled_batch_gives_back_the_resources_its_calls_hold(keeper:
             [ToolCall(call_id="later", name="put", arguments={"keys": ["a0", "b"], "hold": False})]
         )
     assert later.data == "done"
+
+
+async def test_a_write_to_a_tool_it_may_not_use_waits_for_no_one_elses_write(
+    keeper: Keeper,
+) -> None:
+    """Such a call waited for the writes in flight to the tool it may not see, before it
+    was refused as a call to no tool: how long it took told that the tool exists."""
+    started, release = anyio.Event(), anyio.Event()
+
+    @keeper.tool(effect="write", permissions=["orders:write"])
+    async def ship(order: str) -> str:
+        started.set()
+        await release.wait()
+        return order
+
+    stranger = Principal(id="eve", grants=frozenset())
+    answers: list[ToolResult] = []
+
+    async def first() -> None:
+        answers.extend(
+            await keeper.execute_many(
+                [ToolCall(call_id="a", name="ship", arguments={"order": "A"})]
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first)
+        await started.wait()
+        try:
+            with anyio.fail_after(5):
+                [refused] = await keeper.execute_many(
+                    [
+                        ToolCall(
+                            call_id="b", name="ship", arguments={"order": "B"}, principal=stranger
+                        )
+                    ]
+                )
+        finally:
+            release.set()
+    assert refused.error is not None and refused.error.code is ErrorCode.UNKNOWN_TOOL
+    assert [r.data for r in answers] == ["A"]

@@ -11,7 +11,7 @@ import pytest
 from toolkeeper import CallContext, Keeper, ToolCall
 from toolkeeper.ledger.base import ApprovalStatus
 
-from ..conftest import postgres_url
+from ..conftest import APP, postgres_url
 
 pytestmark = pytest.mark.postgres
 
@@ -20,7 +20,7 @@ def _racer(url: str, schema: str, effects: str, barrier: Any, out: Any) -> None:
     from toolkeeper.ledger.postgres import PostgresStore
 
     async def main() -> None:
-        keeper = Keeper(ledger=PostgresStore(url, schema=schema))
+        keeper = Keeper(principal=APP, ledger=PostgresStore(url, schema=schema))
 
         @keeper.tool(effect="write")
         def ship(order: str, ctx: CallContext) -> str:
@@ -74,7 +74,10 @@ async def test_keepers_racing_to_ask_for_one_approval_leave_one_pending(pg_schem
     # are withdrawn, so a person never approves one that no call waits for.
     from toolkeeper.ledger.postgres import PostgresStore
 
-    keepers = [Keeper(ledger=PostgresStore(postgres_url(), schema=pg_schema)) for _ in range(4)]
+    keepers = [
+        Keeper(principal=APP, ledger=PostgresStore(postgres_url(), schema=pg_schema))
+        for _ in range(4)
+    ]
     for keeper in keepers:
 
         @keeper.tool(effect="destructive")

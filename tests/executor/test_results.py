@@ -19,6 +19,8 @@ from toolkeeper.ledger.base import LedgerStore
 from toolkeeper.ledger.sqlite import SQLiteStore
 from toolkeeper.testing import MemoryStore
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
@@ -27,7 +29,7 @@ async def test_lone_surrogates_in_a_result_become_replacement_characters(tmp_pat
     still end SUCCEEDED, recorded, and be replayed as recorded; not fail after its effect."""
     db = f"sqlite:///{tmp_path / 'l.db'}"
     runs: list[str] = []
-    keeper = Keeper(ledger=db)
+    keeper = Keeper(principal=APP, ledger=db)
 
     @keeper.tool(effect="write", permissions=[])
     async def label(name: str) -> dict[str, object]:
@@ -47,7 +49,7 @@ async def test_lone_surrogates_in_a_result_become_replacement_characters(tmp_pat
     assert failed.error is not None and failed.error.message == "bad \ufffd input"
     assert failed.error.details == {"at\ufffd": "x"}
 
-    async with Keeper(ledger=db) as again:
+    async with Keeper(principal=APP, ledger=db) as again:
         again.add_function(label, effect="write", permissions=[])
         replayed = await again.execute(call)
         stored = await again.store.get_call("default", "c2")
@@ -64,7 +66,10 @@ async def test_nan_and_infinities_in_a_result_are_recorded_as_null(
     """JSON holds no NaN: the SQLite ledger refused the result (the call was recorded with a
     note in place of all its data) where the in-memory ledger kept it; every ledger now
     records null there, as a model is shown it, and keeps the rest."""
-    keeper = Keeper(ledger="memory://" if ledger == "memory" else f"sqlite:///{tmp_path / 'n.db'}")
+    keeper = Keeper(
+        principal=APP,
+        ledger="memory://" if ledger == "memory" else f"sqlite:///{tmp_path / 'n.db'}",
+    )
 
     @keeper.tool(effect="read_only")
     async def stats() -> dict[str, object]:
@@ -80,7 +85,7 @@ async def test_nan_and_infinities_in_a_result_are_recorded_as_null(
 
 
 async def test_a_tool_that_changes_a_default_changes_it_for_itself_only() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     seen: list[list[int]] = []
 
     @keeper.tool(effect="read_only")
@@ -100,7 +105,7 @@ async def test_a_tool_that_changes_a_default_changes_it_for_itself_only() -> Non
 
 
 async def test_positional_only_and_aliased_parameters_are_called_as_declared() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     async def scale(value: int, /, factor: int = 2) -> int:
@@ -121,7 +126,7 @@ async def test_positional_only_and_aliased_parameters_are_called_as_declared() -
 
 
 async def test_binary_bytes_from_a_write_tool_are_base64_not_a_failure() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     png = bytes([0x89, 0x50, 0x4E, 0x47])
 
     @keeper.tool(effect="write", permissions=[])
@@ -180,7 +185,7 @@ async def test_any_connectors_data_is_made_json_once_so_a_replay_shows_the_same(
         "price": "1.50",
         "by_id": {"1": "a"},
     }
-    keeper = Keeper(ledger=ledger)
+    keeper = Keeper(principal=APP, ledger=ledger)
     answers = {
         "plain": value,
         "output": ToolOutput(data=value, effect_ref="r1"),
@@ -210,7 +215,7 @@ async def test_a_failures_details_and_message_are_made_json_as_results_are(
     were shown as Python's str of them first and as JSON on a replay (and reached Gemini as
     Python objects), and a message that was no text (`ToolFailed(exc)`) or details the ledger
     could not hold left a write RUNNING, answered as UNKNOWN_OUTCOME though it had failed."""
-    keeper = Keeper(ledger=ledger)
+    keeper = Keeper(principal=APP, ledger=ledger)
     failures = {
         "dated": ToolFailed(
             "expired", details={"at": datetime.datetime(2024, 1, 2), "ids": {3}, "n": Decimal(1)}
@@ -244,7 +249,7 @@ async def test_a_failures_details_and_message_are_made_json_as_results_are(
 async def test_a_python_tools_content_blocks_are_kept_as_an_upstreams_are() -> None:
     """The Python connector rebuilt a returned `ToolOutput` to convert its data, and dropped
     its `content` on the way; the executor now converts every connector's data."""
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     image = {"type": "image", "data": "AA==", "mimeType": "image/png"}
 
     @keeper.tool(effect="read_only")
@@ -284,7 +289,7 @@ async def test_a_write_whose_result_cannot_be_stored_is_recorded_as_it_ended(
     which invites the model to propose it again, nor left RUNNING), and replays that note."""
     db = f"sqlite:///{tmp_path / 'deep.db'}"
     made: list[int] = []
-    keeper = Keeper(ledger=db)
+    keeper = Keeper(principal=APP, ledger=db)
 
     @keeper.tool(effect="write", permissions=[])
     async def build(depth: int) -> dict[str, object]:
@@ -319,7 +324,7 @@ async def test_a_tool_that_raises_is_logged_with_its_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The model is told only the exception's type; the developer had nothing else at all."""
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="write")
     def lookup(key: str) -> str:

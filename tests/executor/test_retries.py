@@ -21,6 +21,8 @@ from toolkeeper.core.errors import ToolError
 from toolkeeper.ledger import CallRecord
 from toolkeeper.testing import FakeClock, MemoryAuditSink, MemoryStore
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
@@ -186,7 +188,7 @@ async def test_a_write_waiting_to_retry_is_not_taken_for_abandoned() -> None:
         clock.advance(seconds)  # the end of the wait
         seen.append(record.deadline is not None and record.deadline > clock())
 
-    keeper = Keeper(ledger=MemoryStore(), clock=clock, sleep=sleep)
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), clock=clock, sleep=sleep)
 
     @keeper.tool(
         effect="write",
@@ -266,7 +268,7 @@ async def test_a_call_cancelled_while_waiting_to_retry_what_never_left_is_cancel
         waiting.set()
         await anyio.sleep_forever()
 
-    keeper = Keeper(ledger="memory://", sleep=sleep)
+    keeper = Keeper(principal=APP, ledger="memory://", sleep=sleep)
     tries: list[int] = []
 
     @keeper.tool(effect="write", permissions=[])
@@ -331,7 +333,9 @@ async def test_a_retry_leaves_a_call_another_process_took_over_to_that_process(
 
     store = Shared()
     runs: list[int] = []
-    keeper = Keeper(ledger=store, audit=MemoryAuditSink(), clock=clock, sleep=clock.sleep)
+    keeper = Keeper(
+        principal=APP, ledger=store, audit=MemoryAuditSink(), clock=clock, sleep=clock.sleep
+    )
 
     @keeper.tool(effect="write", idempotent=True, retry=RetryPolicy(max_attempts=2, jitter=0.0))
     async def upsert(ctx: CallContext) -> str:

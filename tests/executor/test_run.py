@@ -11,6 +11,8 @@ from toolkeeper.core.errors import StoreError
 from toolkeeper.ledger import CallRecord
 from toolkeeper.testing import FakeClock, MemoryStore
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
@@ -42,7 +44,7 @@ class FlakyStore(MemoryStore):
 
 
 def _keeper(store: FlakyStore, effects: list[str], *, idempotent: bool) -> Keeper:
-    keeper = Keeper(ledger=store, audit=None, clock=FakeClock())
+    keeper = Keeper(principal=APP, ledger=store, audit=None, clock=FakeClock())
 
     @keeper.tool(effect="write", idempotent=idempotent)
     async def transfer(amount: int, ctx: CallContext) -> dict[str, str]:
@@ -104,7 +106,7 @@ async def test_a_cancelled_write_whose_end_cannot_be_recorded_is_still_cancelled
     retryable INTERNAL_ERROR ("try it again later") for a write that had taken effect, and the
     record stayed RUNNING under its live owner."""
     store, effects = FlakyStore(), []
-    keeper = Keeper(ledger=store, audit=None, clock=FakeClock())
+    keeper = Keeper(principal=APP, ledger=store, audit=None, clock=FakeClock())
     started = anyio.Event()
 
     @keeper.tool(effect="write")
@@ -142,7 +144,7 @@ async def test_a_tool_asking_for_approval_while_the_ledger_fails_leaves_no_reque
     from toolkeeper.ledger.base import ApprovalStatus
 
     store, asked, sent = FlakyStore(), [], []
-    keeper = Keeper(ledger=store, audit=None, clock=FakeClock())
+    keeper = Keeper(principal=APP, ledger=store, audit=None, clock=FakeClock())
 
     @keeper.tool(effect="write")
     async def wire(amount: int, ctx: CallContext) -> str:

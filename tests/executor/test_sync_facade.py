@@ -12,9 +12,11 @@ import pytest
 
 from toolkeeper import Keeper, ToolCall
 
+from ..conftest import APP
+
 
 def test_execute_sync_runs_and_records(tmp_path: Path) -> None:
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
 
     @keeper.tool(effect="read_only")
     def shout(text: str) -> str:
@@ -35,7 +37,7 @@ def test_execute_sync_runs_and_records(tmp_path: Path) -> None:
 
 
 def test_execute_sync_inside_an_event_loop_is_refused_not_a_deadlock() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     def shout(text: str) -> str:
@@ -62,8 +64,9 @@ def test_a_script_that_never_calls_close_sync_exits_once_its_threads_are_done(
     db = tmp_path / "l.db"
     script.write_text(
         "import threading, time\n"
-        "from toolkeeper import Keeper, ToolCall\n"
-        f"keeper = Keeper(ledger={f'sqlite:///{db}'!r})\n"
+        "from toolkeeper import Keeper, Principal, ToolCall\n"
+        "app = Principal(id='app', grants=frozenset({'*'}))\n"
+        f"keeper = Keeper(ledger={f'sqlite:///{db}'!r}, principal=app)\n"
         "@keeper.tool(effect='write', permissions=[])\n"
         "def note(text: str) -> str:\n"
         "    time.sleep(0.2)\n"
@@ -93,8 +96,9 @@ def test_a_forked_child_of_a_script_using_execute_sync_exits(tmp_path: Path) -> 
     db = tmp_path / "l.db"
     script.write_text(
         "import os, sys\n"
-        "from toolkeeper import Keeper, ToolCall\n"
-        f"keeper = Keeper(ledger={f'sqlite:///{db}'!r})\n"
+        "from toolkeeper import Keeper, Principal, ToolCall\n"
+        "app = Principal(id='app', grants=frozenset({'*'}))\n"
+        f"keeper = Keeper(ledger={f'sqlite:///{db}'!r}, principal=app)\n"
         "keeper.add_function(lambda a: a, name='echo', effect='read_only')\n"
         "call = ToolCall(call_id='c1', name='echo', arguments={'a': 1})\n"
         "print(keeper.execute_sync(call).data, flush=True)\n"
@@ -115,7 +119,7 @@ def test_threads_calling_execute_sync_at_once_share_one_loop(tmp_path: Path) -> 
     or hung, and the same call id could run more than once."""
     import threading
 
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     runs: list[int] = []
 
     @keeper.tool(effect="read_only")
@@ -148,7 +152,7 @@ def test_keepers_closed_by_close_sync_leave_no_exit_handler_behind(
     tmp_path: Path,
 ) -> None:
     def use_one(call_id: str) -> None:
-        keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+        keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
         keeper.add_function(lambda text: text, name="echo", effect="read_only")
         keeper.execute_sync(ToolCall(call_id=call_id, name="echo", arguments={"text": "a"}))
         keeper.close_sync()
@@ -168,7 +172,7 @@ def test_closing_on_one_event_loop_waits_for_an_execute_sync_call_and_is_woken_b
     the closing loop was never woken, and `aclose` hung for ever."""
     import threading
 
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     opened, started, release = threading.Event(), threading.Event(), threading.Event()
 
     @keeper.tool(effect="write")
@@ -215,7 +219,7 @@ def test_a_call_ending_after_a_cancelled_aclose_does_not_wait_on_its_stopped_loo
     import asyncio
     import threading
 
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}")
     started, release = threading.Event(), threading.Event()
 
     @keeper.tool(effect="write")

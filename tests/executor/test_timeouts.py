@@ -10,6 +10,8 @@ from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, RetryPolicy, Tool
 from toolkeeper.ledger.base import CallRecord
 from toolkeeper.testing import MemoryStore
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
@@ -24,7 +26,7 @@ async def _no_wait(seconds: float) -> None:
 
 
 async def test_a_tool_that_never_suspends_returns_its_value() -> None:
-    async with Keeper(ledger=MemoryStore()) as keeper:
+    async with Keeper(principal=APP, ledger=MemoryStore()) as keeper:
 
         @keeper.tool()
         async def double(x: int) -> int:
@@ -35,7 +37,7 @@ async def test_a_tool_that_never_suspends_returns_its_value() -> None:
 
 
 async def test_a_tool_that_suspends_runs_to_its_end() -> None:
-    async with Keeper(ledger=MemoryStore()) as keeper:
+    async with Keeper(principal=APP, ledger=MemoryStore()) as keeper:
 
         @keeper.tool(timeout=5)
         async def later(x: int) -> int:
@@ -48,7 +50,7 @@ async def test_a_tool_that_suspends_runs_to_its_end() -> None:
 
 
 async def test_a_tool_with_its_own_cancel_scopes_keeps_them_apart_from_the_timeout() -> None:
-    async with Keeper(ledger=MemoryStore()) as keeper:
+    async with Keeper(principal=APP, ledger=MemoryStore()) as keeper:
 
         @keeper.tool(effect="read_only", timeout=0.2, retry=RetryPolicy(max_attempts=1))
         async def careful() -> str:
@@ -67,7 +69,7 @@ async def test_a_tool_with_its_own_cancel_scopes_keeps_them_apart_from_the_timeo
 
 async def test_cancelling_the_caller_cancels_the_tool_and_not_as_a_timeout() -> None:
     started = anyio.Event()
-    async with Keeper(ledger=MemoryStore()) as keeper:
+    async with Keeper(principal=APP, ledger=MemoryStore()) as keeper:
 
         @keeper.tool(effect="write", idempotent=True, timeout=60)
         async def slow() -> str:
@@ -103,7 +105,7 @@ async def test_a_call_cancelled_while_running_is_written_ends_cancelled_without_
     that never ran."""
     store = _SlowAnswer()
     ran: list[str] = []
-    async with Keeper(ledger=store) as keeper:
+    async with Keeper(principal=APP, ledger=store) as keeper:
 
         @keeper.tool(effect="write", permissions=[])
         async def charge() -> str:
@@ -125,7 +127,7 @@ async def test_a_call_cancelled_while_running_is_written_ends_cancelled_without_
 
 async def test_a_timeout_the_tool_raises_itself_is_not_reported_as_the_keepers() -> None:
     """A socket timing out at once was "did not finish within 30 s" after 2 ms."""
-    async with Keeper(ledger=MemoryStore()) as keeper:
+    async with Keeper(principal=APP, ledger=MemoryStore()) as keeper:
 
         @keeper.tool(effect="read_only", timeout=30, retry=RetryPolicy(max_attempts=1))
         async def lookup_dns() -> str:
@@ -148,7 +150,7 @@ async def test_a_cancelled_read_or_idempotent_call_runs_when_proposed_again() ->
     does not count the cancelled run as another call."""
     started = anyio.Event()
     runs: list[str] = []
-    keeper = Keeper(ledger=MemoryStore(), budgets=Budgets(max_calls_per_task=1))
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), budgets=Budgets(max_calls_per_task=1))
     async with keeper:
 
         @keeper.tool(effect="write", idempotent=True, permissions=[])
@@ -174,7 +176,7 @@ async def test_a_cancelled_call_refused_when_proposed_again_still_counts() -> No
     call run. And a call whose tool is no longer idempotent is not re-run on the old promise."""
     started = anyio.Event()
     charged: list[str] = []
-    keeper = Keeper(ledger=MemoryStore(), budgets=Budgets(max_calls_per_task=1))
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), budgets=Budgets(max_calls_per_task=1))
     async with keeper:
 
         @keeper.tool(effect="write", idempotent=True, permissions=["pay"])
@@ -218,7 +220,7 @@ async def _cancel_once_started(keeper: Keeper, call: ToolCall, started: anyio.Ev
 
 
 async def test_a_retried_call_that_times_out_says_the_timeout_is_per_attempt() -> None:
-    async with Keeper(ledger=MemoryStore(), sleep=_no_wait) as keeper:
+    async with Keeper(principal=APP, ledger=MemoryStore(), sleep=_no_wait) as keeper:
 
         @keeper.tool(
             effect="read_only",
@@ -241,7 +243,7 @@ async def test_a_retried_call_that_times_out_says_the_timeout_is_per_attempt() -
 async def test_a_draining_keeper_ends_calls_after_their_current_attempt() -> None:
     # A server asked to stop drains its keeper: a hung read retried three times held the
     # shutdown for three timeouts.
-    async with Keeper(ledger=MemoryStore(), sleep=_no_wait) as keeper:
+    async with Keeper(principal=APP, ledger=MemoryStore(), sleep=_no_wait) as keeper:
 
         @keeper.tool(effect="read_only", timeout=0.05, retry=RetryPolicy(max_attempts=3))
         async def stuck() -> str:
@@ -256,7 +258,7 @@ async def test_a_draining_keeper_ends_calls_after_their_current_attempt() -> Non
 async def test_draining_ends_a_call_waiting_to_retry_at_once() -> None:
     from toolkeeper import RetryLater
 
-    async with Keeper(ledger=MemoryStore()) as keeper:
+    async with Keeper(principal=APP, ledger=MemoryStore()) as keeper:
 
         @keeper.tool(effect="read_only", retry=RetryPolicy(max_attempts=3, max_interval=60.0))
         async def busy() -> str:
@@ -292,7 +294,7 @@ async def test_a_drain_while_the_next_attempt_is_recorded_ends_the_call_without_
             pass
 
     sink = DrainOnRetryRecord()
-    async with Keeper(ledger=MemoryStore(), audit=sink) as keeper:
+    async with Keeper(principal=APP, ledger=MemoryStore(), audit=sink) as keeper:
         sink.keeper = keeper
 
         @keeper.tool(effect="write", idempotent=True, retry=RetryPolicy(max_attempts=3))
@@ -314,7 +316,7 @@ async def test_a_read_cancelled_again_when_proposed_again_runs_once_more_not_six
     under the cancellation) until it gave up, five times later."""
     runs: list[int] = []
     started = [anyio.Event(), anyio.Event()]
-    async with Keeper(ledger=MemoryStore()) as keeper:
+    async with Keeper(principal=APP, ledger=MemoryStore()) as keeper:
 
         @keeper.tool(effect="read_only")
         async def look(key: str) -> str:

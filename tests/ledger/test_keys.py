@@ -24,7 +24,7 @@ from toolkeeper.ledger.memory import MemoryStore
 from toolkeeper.ledger.sqlite import SQLiteStore
 from toolkeeper.schema.canonical import canonical_json
 
-from ..conftest import postgres_url
+from ..conftest import APP, postgres_url
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +32,7 @@ Pin = Annotated[str, Field(json_schema_extra={"x-sensitive": True})]
 
 
 def _keeper(path: Path) -> tuple[Keeper, list[str]]:
-    keeper = Keeper(ledger=f"sqlite:///{path}")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{path}")
     opened: list[str] = []
 
     @keeper.tool(effect="write")
@@ -214,7 +214,7 @@ async def test_a_postgresql_ledger_needs_a_key_and_its_processes_share_it(
 
     monkeypatch.delenv(DIGEST_KEY_ENV, raising=False)
     monkeypatch.delenv(DIGEST_KEY_FILE_ENV, raising=False)
-    keyless = Keeper(ledger=PostgresStore(postgres_url(), schema=pg_schema))
+    keyless = Keeper(principal=APP, ledger=PostgresStore(postgres_url(), schema=pg_schema))
     with pytest.raises(ConfigurationError):
         await keeper_open(keyless)
     await keyless.store.aclose()
@@ -223,7 +223,7 @@ async def test_a_postgresql_ledger_needs_a_key_and_its_processes_share_it(
     digests = []
     for _ in range(2):  # two processes, or one restarted
         store = PostgresStore(postgres_url(), schema=pg_schema)
-        keeper = Keeper(ledger=store)
+        keeper = Keeper(principal=APP, ledger=store)
 
         @keeper.tool(effect="write")
         async def unlock(pin: Pin) -> str:

@@ -16,7 +16,7 @@ from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import LedgerStore, PostgresStore, SQLiteStore, recover_abandoned
 from toolkeeper.ledger.recovery import mark_unknown
 
-from ..conftest import postgres_url
+from ..conftest import APP, postgres_url
 from .records import call
 
 pytestmark = pytest.mark.anyio
@@ -109,7 +109,7 @@ async def test_an_open_keeper_sees_and_settles_calls_of_a_process_that_died_sinc
     from toolkeeper import Keeper
 
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
-    async with Keeper(ledger=ledger) as keeper:
+    async with Keeper(principal=APP, ledger=ledger) as keeper:
         assert await keeper.unknown() == []
         _claim_and_die(ledger)
         [unknown] = await keeper.unknown()

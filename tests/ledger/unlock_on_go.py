@@ -13,7 +13,7 @@ from typing import Annotated
 import anyio
 from pydantic import Field
 
-from toolkeeper import Keeper, ToolCall
+from toolkeeper import Keeper, Principal, ToolCall
 
 Pin = Annotated[str, Field(json_schema_extra={"x-sensitive": True})]
 
@@ -21,7 +21,9 @@ Pin = Annotated[str, Field(json_schema_extra={"x-sensitive": True})]
 async def main(ledger: str, effects: str) -> None:
     print("ready", flush=True)
     sys.stdin.readline()
-    keeper = Keeper(ledger=f"sqlite:///{ledger}")
+    keeper = Keeper(
+        principal=Principal(id="local", grants=frozenset({"*"})), ledger=f"sqlite:///{ledger}"
+    )
 
     @keeper.tool(effect="write")
     def unlock(door: str, pin: Pin) -> str:

@@ -24,12 +24,14 @@ from toolkeeper.observe.audit import AuditEvent, JsonlAuditSink
 from toolkeeper.observe.redact import REDACTED, hidden_values, mask, redact, sensitive_pointers
 from toolkeeper.testing import FakeClock, MemoryAuditSink, MemoryStore
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
 async def test_secrets_are_redacted_in_ledger_and_audit(tmp_path: Path) -> None:
     sink = JsonlAuditSink(tmp_path / "audit.jsonl")
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=sink)
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=sink)
     seen: list[str] = []
 
     @keeper.tool(effect="write")
@@ -58,7 +60,7 @@ async def test_secrets_are_redacted_in_ledger_and_audit(tmp_path: Path) -> None:
 
 async def test_refusals_are_audited_with_their_code() -> None:
     sink = MemoryAuditSink()
-    keeper = Keeper(ledger=MemoryStore(), audit=sink)
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), audit=sink)
     async with keeper:
         await keeper.execute(ToolCall(call_id="c1", name="nope"))
     [event] = sink.events
@@ -131,7 +133,7 @@ async def test_secrets_inside_lists_and_maps_and_refused_values_are_never_stored
     tmp_path: Path,
 ) -> None:
     sink = JsonlAuditSink(tmp_path / "audit.jsonl")
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=sink)
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=sink)
 
     @keeper.tool(effect="destructive")
     async def rotate(
@@ -184,7 +186,11 @@ async def test_a_tool_quoting_its_sensitive_arguments_in_a_failure_shows_them_ma
     sink = JsonlAuditSink(tmp_path / "audit.jsonl")
     clock = FakeClock()  # (a read is retried: its waits pass at once)
     keeper = Keeper(
-        ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=sink, clock=clock, sleep=clock.sleep
+        principal=APP,
+        ledger=f"sqlite:///{tmp_path / 'l.db'}",
+        audit=sink,
+        clock=clock,
+        sleep=clock.sleep,
     )
 
     @keeper.tool(effect="read_only")
@@ -319,7 +325,7 @@ def test_the_default_audit_file_sits_beside_a_sqlite_ledger_however_it_is_named(
         "url": f"sqlite:///{tmp_path / 'l.db'}",
         "memory": "sqlite:///:memory:",
     }[spelling]
-    sink = Keeper(ledger=ledger).audit
+    sink = Keeper(principal=APP, ledger=ledger).audit
     if spelling == "memory":
         assert isinstance(sink, MemoryAuditSink)
         assert not list(tmp_path.iterdir())  # no ":memory:.audit.jsonl" beside nothing
@@ -374,7 +380,7 @@ def test_an_unwritable_audit_file_is_one_warning_and_a_count(
 
 async def test_a_sensitive_number_quoted_by_a_failing_tool_is_masked(tmp_path: Path) -> None:
     sink = JsonlAuditSink(tmp_path / "audit.jsonl")
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=sink)
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=sink)
 
     @keeper.tool(effect="write")
     async def unlock(pin: Annotated[int, Field(json_schema_extra={"x-sensitive": True})]) -> str:

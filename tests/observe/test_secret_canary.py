@@ -24,6 +24,8 @@ from toolkeeper.observe.audit import JsonlAuditSink
 from toolkeeper.observe.redact import REDACTED, hidden_values, mask
 from toolkeeper.policy.rules import RuleInput
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 CORE = "CANARY-7f3b9c"
@@ -35,7 +37,9 @@ PIN = 48151623
 
 def _keeper(tmp_path: Path) -> Keeper:
     keeper = Keeper(
-        ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=JsonlAuditSink(tmp_path / "a.jsonl")
+        principal=APP,
+        ledger=f"sqlite:///{tmp_path / 'l.db'}",
+        audit=JsonlAuditSink(tmp_path / "a.jsonl"),
     )
 
     @keeper.tool(effect="read_only")
@@ -177,7 +181,9 @@ async def test_a_secret_the_tool_writes_with_json_escapes_or_as_a_float_is_maske
     """Any character of JSON text may be an escape (`\\u0043`, `\\/`), and a PIN may come
     back as a float: each showed the secret to the model and kept it in the ledger."""
     keeper = Keeper(
-        ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=JsonlAuditSink(tmp_path / "a.jsonl")
+        principal=APP,
+        ledger=f"sqlite:///{tmp_path / 'l.db'}",
+        audit=JsonlAuditSink(tmp_path / "a.jsonl"),
     )
     secret = f"{CORE}/é😀"
 
@@ -215,7 +221,9 @@ async def test_a_secret_in_the_effect_reference_is_kept_in_no_record(tmp_path: P
     """A tool that names its effect after a card number ('charge-4111...') had it kept in
     the ledger's effect_ref in clear, and handed back in the result."""
     keeper = Keeper(
-        ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=JsonlAuditSink(tmp_path / "a.jsonl")
+        principal=APP,
+        ledger=f"sqlite:///{tmp_path / 'l.db'}",
+        audit=JsonlAuditSink(tmp_path / "a.jsonl"),
     )
 
     @keeper.tool(effect="write", permissions=[])
@@ -268,6 +276,7 @@ async def test_a_secret_in_a_retry_an_unknown_outcome_or_a_cut_result_is_masked(
     raises on a later attempt, and a result cut at the gateway's size limit."""
     caplog.set_level(logging.DEBUG)
     keeper = Keeper(
+        principal=APP,
         ledger=f"sqlite:///{tmp_path / 'l.db'}",
         audit=JsonlAuditSink(tmp_path / "a.jsonl"),
         sleep=lambda _: anyio.lowlevel.checkpoint(),

@@ -10,6 +10,8 @@ from toolkeeper.ledger.sqlite import SQLiteStore
 from toolkeeper.policy.approvals import Approvals
 from toolkeeper.testing import FakeClock, MemoryStore
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
@@ -27,7 +29,7 @@ async def test_a_decision_that_names_no_one_or_no_reason_is_refused(
 ) -> None:
     """`approve(id, by="")` granted a destructive call that no one in the audit trail had
     approved, and `deny(..., reason="")` told the model nothing (the CLI refused both)."""
-    keeper = Keeper(ledger=MemoryStore())
+    keeper = Keeper(principal=APP, ledger=MemoryStore())
 
     @keeper.tool(effect="destructive")
     async def wipe(disk: str) -> str:
@@ -63,7 +65,9 @@ async def test_listing_requests_while_another_process_expires_them_leaves_them_o
     """Two `toolkeeper approvals list` at once (or a listing racing a decision) both found an
     expired request pending: the one that marked it expired second failed with ValueError."""
     clock = FakeClock()
-    keeper = Keeper(ledger=SQLiteStore(tmp_path / "ledger.db"), clock=clock, approval_ttl=60)
+    keeper = Keeper(
+        principal=APP, ledger=SQLiteStore(tmp_path / "ledger.db"), clock=clock, approval_ttl=60
+    )
 
     @keeper.tool(effect="destructive")
     async def wipe(disk: str) -> str:
@@ -84,7 +88,7 @@ async def test_listing_requests_while_another_process_expires_them_leaves_them_o
 
 async def test_pending_holds_every_waiting_request() -> None:
     # The store lists 1,000 requests unless told otherwise: `pending()` is not a page of them.
-    keeper = Keeper(ledger=MemoryStore())
+    keeper = Keeper(principal=APP, ledger=MemoryStore())
 
     @keeper.tool(effect="destructive")
     async def wipe(disk: str) -> str:
@@ -112,5 +116,5 @@ def test_an_approval_ttl_that_is_not_a_positive_number_of_seconds_is_refused(
     with pytest.raises(ValueError, match="ttl"):
         Approvals(lambda: store, ttl=ttl)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="approval_ttl"):
-        Keeper(ledger=store, approval_ttl=ttl)  # type: ignore[arg-type]
-    assert Keeper(ledger=store, approval_ttl=None).approvals is not None
+        Keeper(principal=APP, ledger=store, approval_ttl=ttl)  # type: ignore[arg-type]
+    assert Keeper(principal=APP, ledger=store, approval_ttl=None).approvals is not None

@@ -7,12 +7,15 @@ from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, Principal, ToolCa
 from toolkeeper.policy.budgets import MemoryRateLimiter
 from toolkeeper.testing import FakeClock, MemoryStore
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
 async def test_task_and_tool_budgets_are_enforced_before_running() -> None:
     ran: list[int] = []
     keeper = Keeper(
+        principal=APP,
         ledger=MemoryStore(),
         budgets=Budgets(max_calls_per_task=3, max_calls_per_tool_per_task=2),
     )
@@ -48,6 +51,7 @@ async def test_rate_limit_says_when_to_retry() -> None:
     clock = FakeClock()
     limiter = MemoryRateLimiter(clock=clock)
     keeper = Keeper(
+        principal=APP,
         ledger=MemoryStore(),
         budgets=Budgets(calls_per_minute=60, burst=2),
         rate_limiter=limiter,
@@ -73,6 +77,7 @@ async def test_a_call_proposed_again_after_its_retry_after_is_not_refused_again(
     0.5004 s said 0.5, and a client that waited exactly that was refused a second time."""
     clock = FakeClock()
     keeper = Keeper(
+        principal=APP,
         ledger=MemoryStore(),
         budgets=Budgets(calls_per_minute=60, burst=1),
         rate_limiter=MemoryRateLimiter(clock=clock),
@@ -102,7 +107,9 @@ async def test_concurrent_calls_cannot_all_pass_the_budget(
     ran: list[int] = []
     url = "memory://" if ledger == "memory" else f"sqlite:///{tmp_path}/l.db"
     keeper = Keeper(
-        ledger=url, budgets=Budgets(max_calls_per_task=3, max_calls_per_tool_per_task=2)
+        principal=APP,
+        ledger=url,
+        budgets=Budgets(max_calls_per_task=3, max_calls_per_tool_per_task=2),
     )
 
     @keeper.tool(effect=effect, permissions=[])  # type: ignore[arg-type]
@@ -171,6 +178,7 @@ async def test_tenants_have_budgets_and_rate_limits_of_their_own() -> None:
     task budget, and a principal id shared across tenants one token bucket."""
     clock = FakeClock()
     keeper = Keeper(
+        principal=APP,
         ledger=MemoryStore(),
         budgets=Budgets(max_calls_per_task=2, calls_per_minute=1, burst=1),
         rate_limiter=MemoryRateLimiter(clock=clock),
@@ -216,6 +224,7 @@ def test_budgets_out_of_range_are_refused(bad: dict[str, object]) -> None:
 async def test_the_keepers_fake_clock_drives_its_rate_limits() -> None:
     clock = FakeClock()
     keeper = Keeper(
+        principal=APP,
         ledger=MemoryStore(),
         budgets=Budgets(calls_per_minute=60, burst=1),
         clock=clock,

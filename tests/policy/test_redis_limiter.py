@@ -6,6 +6,8 @@ import uuid
 
 import pytest
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 REDIS_URL = os.environ.get("TOOLKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -85,7 +87,12 @@ async def test_a_connection_the_server_closed_is_reopened_not_refused(
     name = prefix.replace(":", "-").rstrip("-")
     url = f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}client_name={name}"
     limiter = RedisRateLimiter(url, prefix=prefix)
-    keeper = Keeper(ledger="memory://", budgets=Budgets(calls_per_minute=60), rate_limiter=limiter)
+    keeper = Keeper(
+        principal=APP,
+        ledger="memory://",
+        budgets=Budgets(calls_per_minute=60),
+        rate_limiter=limiter,
+    )
 
     @keeper.tool(effect="read_only")
     async def ping() -> str:
@@ -110,6 +117,7 @@ async def test_an_unreachable_limiter_refuses_the_call_and_records_it() -> None:
 
     ran: list[bool] = []
     keeper = Keeper(
+        principal=APP,
         ledger="memory://",
         budgets=Budgets(calls_per_minute=60),
         rate_limiter=RedisRateLimiter("redis://127.0.0.1:1/0"),  # nothing listens on port 1
@@ -208,7 +216,12 @@ async def test_on_trio_calls_are_refused_and_the_log_says_why(
     from toolkeeper.policy.redis_limiter import RedisRateLimiter
 
     limiter = RedisRateLimiter(REDIS_URL, prefix=f"tk:test:{uuid.uuid4().hex}:")
-    keeper = Keeper(ledger="memory://", budgets=Budgets(calls_per_minute=60), rate_limiter=limiter)
+    keeper = Keeper(
+        principal=APP,
+        ledger="memory://",
+        budgets=Budgets(calls_per_minute=60),
+        rate_limiter=limiter,
+    )
 
     @keeper.tool(effect="read_only")
     async def ping() -> str:

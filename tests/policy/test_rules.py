@@ -23,11 +23,13 @@ from toolkeeper.observe.redact import REDACTED
 from toolkeeper.policy.rules import Decision, RuleInput
 from toolkeeper.testing import MemoryAuditSink, MemoryStore
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 
 async def test_business_rules_guard_arguments(tmp_path: Path) -> None:
-    keeper = Keeper(ledger=MemoryStore())
+    keeper = Keeper(principal=APP, ledger=MemoryStore())
     done: list[str] = []
 
     @keeper.tool(
@@ -63,7 +65,7 @@ async def test_an_amount_above_the_cap_asks_for_approval_without_quoting_it() ->
     """The reason said `salary=987654.25 is above 1000`: a sensitive amount, redacted in the
     request's arguments, reached the model, the request and the audit log in its reason."""
     audit = MemoryAuditSink()
-    keeper = Keeper(ledger=MemoryStore(), audit=audit)
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), audit=audit)
 
     @keeper.tool(
         effect="write", permissions=[], rules=[at_most("salary", 1000, approve_above=True)]
@@ -90,7 +92,7 @@ async def test_global_rules_run_after_tool_rules() -> None:
         seen.append("global")
         return deny("not on weekends")
 
-    keeper = Keeper(ledger=MemoryStore(), rules=[no_weekend])
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), rules=[no_weekend])
 
     @keeper.tool(effect="read_only", rules=[lambda inp: seen.append("tool")])
     async def ping() -> str:
@@ -112,7 +114,7 @@ def _broken(inp: object) -> object:
 async def test_a_broken_rule_or_one_answering_no_decision_fails_closed(rule: object) -> None:
     """A rule answering True or "deny" was an INTERNAL_ERROR, with nothing recorded."""
     ran: list[str] = []
-    keeper = Keeper(ledger=MemoryStore())
+    keeper = Keeper(principal=APP, ledger=MemoryStore())
 
     @keeper.tool(effect="read_only", rules=[rule])
     async def ping() -> str:
@@ -138,7 +140,7 @@ async def test_a_rule_that_never_answers_fails_closed_within_the_tools_timeout()
         await never.wait()
         return None
 
-    keeper = Keeper(ledger=MemoryStore())
+    keeper = Keeper(principal=APP, ledger=MemoryStore())
 
     @keeper.tool(effect="write", timeout=0.05, rules=[ask_policy_service])
     async def send() -> str:
@@ -157,7 +159,7 @@ async def test_a_rule_that_never_answers_fails_closed_within_the_tools_timeout()
 async def test_ready_made_rules_check_every_element_and_fail_closed(tmp_path: Path) -> None:
     """A list of paths was checked as its text (and passed); a pointer, a misspelled name or a
     value of another type let any amount through."""
-    keeper = Keeper(ledger=MemoryStore())
+    keeper = Keeper(principal=APP, ledger=MemoryStore())
     done: list[object] = []
 
     class Payment(BaseModel):
@@ -199,7 +201,7 @@ async def test_ready_made_rules_check_every_element_and_fail_closed(tmp_path: Pa
 
 async def test_decisions_written_with_text_mean_the_members() -> None:
     """`Decision(verdict="deny")` let the call run: verdicts are compared by identity."""
-    keeper = Keeper(ledger=MemoryStore())
+    keeper = Keeper(principal=APP, ledger=MemoryStore())
     ran: list[str] = []
 
     @keeper.tool(
@@ -231,7 +233,7 @@ async def test_pointers_go_through_arrays_and_a_keeper_wide_rule_skips_tools_wit
     class Payment(BaseModel):
         amount: float
 
-    keeper = Keeper(ledger=MemoryStore(), rules=[at_most("amount", 100)])
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), rules=[at_most("amount", 100)])
     done: list[object] = []
 
     @keeper.tool(effect="write", permissions=[], rules=[path_inside("/files/path", tmp_path)])
@@ -272,7 +274,7 @@ async def test_a_rule_checks_what_is_given_even_where_the_schema_is_loose() -> N
     from toolkeeper import ToolSpec
     from toolkeeper.catalog.registry import Tool
 
-    keeper = Keeper(ledger=MemoryStore(), rules=[at_most("amount", 100)])
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), rules=[at_most("amount", 100)])
     paid: list[object] = []
 
     class Upstream:  # what an upstream server's tool looks like to the keeper
@@ -316,7 +318,9 @@ async def test_a_rule_quoting_a_sensitive_argument_in_its_reason_shows_it_masked
     tmp_path: Path,
 ) -> None:
     keeper = Keeper(
-        ledger=f"sqlite:///{tmp_path / 'l.db'}", audit=JsonlAuditSink(tmp_path / "a.jsonl")
+        principal=APP,
+        ledger=f"sqlite:///{tmp_path / 'l.db'}",
+        audit=JsonlAuditSink(tmp_path / "a.jsonl"),
     )
 
     def revoked(inp: RuleInput) -> Decision | None:
@@ -352,7 +356,7 @@ async def test_a_domain_given_as_text_is_that_domain_and_no_url_without_a_host_p
     """`domain_in("url", "example.com")` allowed the domains of its characters, "." among them
     as "": every URL without a host (`file:///etc/passwd`, a bare path) passed, and
     example.com itself was refused."""
-    keeper = Keeper(ledger=MemoryStore())
+    keeper = Keeper(principal=APP, ledger=MemoryStore())
     fetched: list[str] = []
 
     @keeper.tool(effect="read_only", rules=[domain_in("url", "example.com")])
@@ -393,7 +397,7 @@ async def test_path_inside_takes_only_absolute_paths_the_tool_opens_as_they_were
     (outside / "secret.txt").write_text("secret")
     (tmp_path / "in.txt").write_text("cwd")
     monkeypatch.chdir(tmp_path)
-    keeper = Keeper(ledger=MemoryStore())
+    keeper = Keeper(principal=APP, ledger=MemoryStore())
     opened: list[str] = []
 
     class Target(BaseModel):
@@ -438,7 +442,7 @@ async def test_path_inside_checks_a_paths_compatibility_normalisation_too(tmp_pa
     `/../` to a tool or a server that normalises text (NFKC) before it opens the path."""
     sandbox = tmp_path / "sandbox"
     sandbox.mkdir()
-    keeper = Keeper(ledger=MemoryStore())
+    keeper = Keeper(principal=APP, ledger=MemoryStore())
     opened: list[str] = []
 
     @keeper.tool(effect="read_only", rules=[path_inside("path", sandbox)])

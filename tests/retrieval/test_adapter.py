@@ -15,6 +15,8 @@ from toolkeeper.retrieval.adapter import (
 from toolkeeper.retrieval.embed import HashingEmbedder
 from toolkeeper.retrieval.selector import Selector
 
+from ..conftest import APP
+
 np = pytest.importorskip("numpy")
 
 
@@ -156,9 +158,9 @@ def test_a_keeper_selects_with_the_query_adapter_it_was_given(
     monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
 
     adapter = QueryAdapter(np.zeros((384, 384)))
-    keeper = Keeper(ledger="memory://", query_adapter=adapter)
-    plain = Keeper(ledger="memory://", query_adapter=False)
-    default = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://", query_adapter=adapter)
+    plain = Keeper(principal=APP, ledger="memory://", query_adapter=False)
+    default = Keeper(principal=APP, ledger="memory://")
     try:
         assert keeper.selector._embedder.query_adapter is adapter  # type: ignore[union-attr]
         assert plain.selector._embedder.query_adapter is None  # type: ignore[union-attr]

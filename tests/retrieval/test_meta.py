@@ -22,7 +22,7 @@ from toolkeeper.retrieval.meta import meta_specs, meta_tools, summary
 from toolkeeper.retrieval.selector import Selector
 from toolkeeper.testing import MemoryAuditSink, MemoryStore
 
-from ..conftest import open_files
+from ..conftest import APP, open_files
 
 pytest.importorskip("tantivy")
 
@@ -40,7 +40,7 @@ def _forbidden_fields(reason: str) -> dict[str, Any]:
 
 
 async def _keeper_with(query: str, reason: str) -> tuple[Keeper, Selector]:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     def forbidden_tool(note: str = "") -> str:
         return "ran"
@@ -148,7 +148,7 @@ async def test_call_tool_itself_needs_its_permission() -> None:
             )
         )
         assert result.error is not None
-        assert result.error.code == "PERMISSION_DENIED"
+        assert result.error.code == "UNKNOWN_TOOL"  # (it may not see call_tool either)
 
 
 def test_meta_tools_are_small_enough_to_start_with() -> None:
@@ -168,7 +168,7 @@ async def test_keeper_selects_and_discovers_with_the_bundled_model(
 ) -> None:
     pytest.importorskip("onnxruntime")
     monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     def get_weather(city: str) -> str:
         """Current weather for a city."""
@@ -197,7 +197,7 @@ async def test_keeper_selects_and_discovers_with_the_bundled_model(
 
 @pytest.mark.anyio
 async def test_a_destructive_tool_behind_call_tool_runs_once_approved() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     refunded: list[str] = []
 
     @keeper.tool(effect="destructive", permissions=["orders:refund"])
@@ -227,7 +227,7 @@ async def test_a_destructive_tool_behind_call_tool_runs_once_approved() -> None:
 def test_discovery_refuses_to_take_the_name_of_a_users_tool() -> None:
     from toolkeeper.core.errors import ConfigurationError
 
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     async def search_tools(text: str) -> str:
@@ -240,7 +240,7 @@ def test_discovery_refuses_to_take_the_name_of_a_users_tool() -> None:
 
 
 def test_a_meta_tool_that_replaces_an_indexed_tool_leaves_no_stale_entry() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     async def call_tool(text: str) -> str:
@@ -269,7 +269,7 @@ def weather_keepers(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     made: list[Keeper] = []
 
     def make(**options: Any) -> Keeper:
-        keeper = Keeper(ledger="memory://", **options)
+        keeper = Keeper(principal=APP, ledger="memory://", **options)
         keeper.add_function(get_weather, effect="read_only")
         made.append(keeper)
         return keeper
@@ -344,7 +344,7 @@ async def test_a_call_tool_result_answers_under_the_name_the_model_called(
 
 @pytest.mark.anyio
 async def test_call_tool_refuses_a_forbidden_tool_as_one_that_does_not_exist() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     selector = Selector.for_catalog(keeper.catalog, embedder=HashingEmbedder())
 
     @keeper.tool(effect="read_only", permissions=["hr:read"])
@@ -368,7 +368,7 @@ async def test_call_tool_records_no_inner_argument_of_its_own_in_the_clear() -> 
     is recorded as `call_tool`: its record and audit event held the inner tool's arguments,
     a password its schema marks sensitive included, in clear."""
     audit = MemoryAuditSink()
-    keeper = Keeper(ledger=MemoryStore(), audit=audit)
+    keeper = Keeper(principal=APP, ledger=MemoryStore(), audit=audit)
 
     @keeper.tool(effect="write", permissions=["vault:write"])
     def rotate(password: Annotated[str, Field(json_schema_extra={"x-sensitive": True})]) -> str:
@@ -416,7 +416,7 @@ def test_a_closed_keeper_never_selects_a_tool_as_it_was_before_a_change(
 async def test_a_search_that_finds_no_tool_says_none_fits_even_when_never_abstaining() -> None:
     # With `abstain_below=None`, a principal who may use no tool was told
     # {"tools": [], "no_tool_fits": false}.
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     def list_salaries() -> str:
         """List salaries of the team."""

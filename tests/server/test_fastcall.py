@@ -12,6 +12,8 @@ from toolkeeper import Keeper, Principal
 from toolkeeper.server._fastcall import FastCalls
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 
+from ..conftest import APP
+
 pytestmark = pytest.mark.anyio
 
 ENVELOPE = {
@@ -35,7 +37,7 @@ async def test_a_request_id_reused_after_a_cancellation_can_be_cancelled_again()
     """A client may use the id of a call it cancelled for a new call. The cancelled call's
     handler, ending after the new call was taken, dropped the new call's cancel scope: a
     cancellation of the new call went unheard and the call ran on."""
-    keeper = Keeper(ledger="memory://", audit=None)
+    keeper = Keeper(principal=APP, ledger="memory://", audit=None)
     started: list[int] = []
     cancelled: list[int] = []
 

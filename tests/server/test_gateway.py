@@ -24,6 +24,7 @@ from toolkeeper.schema.canonical import canonical_json
 from toolkeeper.server import Deployment, build
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 
+from ..conftest import APP
 from .conftest import TOKENS, UPSTREAM, ClientFactory, config_text, connected, serving
 
 pytestmark = pytest.mark.anyio
@@ -399,7 +400,7 @@ async def test_a_replayed_call_gives_the_client_the_upstreams_image_again(
 
 
 async def test_a_tool_changed_many_times_leaves_one_export_behind() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     gateway = Gateway(
         keeper,
         [
@@ -470,7 +471,7 @@ def test_a_principals_token_is_not_in_its_repr_and_still_authenticates() -> None
         token="secret-token-42",
         exposure="direct",
     )
-    gateway = Gateway(Keeper(ledger="memory://"), [entry])
+    gateway = Gateway(Keeper(principal=APP, ledger="memory://"), [entry])
     assert "secret-token-42" not in repr(entry)
     assert gateway.authenticate("secret-token-42") is entry
 
@@ -478,7 +479,7 @@ def test_a_principals_token_is_not_in_its_repr_and_still_authenticates() -> None
 async def test_a_long_result_reaches_the_client_cut_with_a_note_and_the_ledger_keeps_it_whole() -> (
     None
 ):
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     keeper.add_function(lambda n: "z" * n, name="blob", effect="read_only")
     gateway = Gateway(
         keeper,
@@ -520,11 +521,11 @@ async def test_a_configured_result_limit_of_zero_sends_results_whole(tmp_path: P
 def test_a_result_limit_below_one_is_refused_when_the_gateway_is_made(bad: int) -> None:
     # Not at each call's answer, after the call has run and the ledger holds it done.
     with pytest.raises(ValueError, match="max_result_chars"):
-        Gateway(Keeper(ledger="memory://"), [], max_result_chars=bad)
+        Gateway(Keeper(principal=APP, ledger="memory://"), [], max_result_chars=bad)
 
 
 async def test_a_cut_approval_request_still_says_to_make_the_same_call_again() -> None:
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     keeper.add_function(lambda: "gone", name="wipe", effect="destructive")
     who = GatewayPrincipal(
         principal=Principal(id="a", grants=frozenset({"*"})), token=None, exposure="direct"
@@ -542,7 +543,7 @@ async def test_a_cut_approval_request_still_says_to_make_the_same_call_again() -
 async def test_a_task_id_no_ledger_can_key_is_refused_as_an_invalid_call_id(
     tmp_path: Path, task: str
 ) -> None:
-    keeper = Keeper(ledger=f"sqlite:///{tmp_path}/ledger.db")
+    keeper = Keeper(principal=APP, ledger=f"sqlite:///{tmp_path}/ledger.db")
     keeper.add_function(lambda: "read", name="look", effect="read_only")
     who = GatewayPrincipal(
         principal=Principal(id="a", grants=frozenset({"*"})),
@@ -863,3 +864,28 @@ async def test_an_upstreams_echo_of_a_write_only_argument_reaches_no_client_over
     assert "([REDACTED])" in shown[0]
     assert [s for s in shown if core in s or escaped in s.replace("\\", "")] == []
     assert core.encode() not in _ledger_bytes(tmp_path)
+
+
+async def test_a_tool_a_principal_may_not_use_is_answered_as_one_that_does_not_exist(
+    http_client: ClientFactory, deployment: Deployment
+) -> None:
+    """Direct (bob) and progressive (carol): a hidden tool and a name no tool has get the same
+    answer, and neither is recorded."""
+    answers: dict[str, list[object]] = {"direct": [], "progressive": []}
+    async with http_client(TOKENS["bob"]) as bob, http_client(TOKENS["carol"]) as carol:
+        for name in ("t.append_line", "t.appendline"):  # hidden from both; no such tool
+            with pytest.raises(MCPError) as refused:
+                await bob.call_tool(name, {"path": "x", "line": "y"})
+            answers["direct"].append(
+                (refused.value.error.code, refused.value.message.replace(name, "NAME"))
+            )
+            result = await carol.call_tool(
+                "call_tool", {"name": name, "arguments": {"path": "x", "line": "y"}}
+            )
+            text = result.content[0].text  # type: ignore[union-attr]
+            answers["progressive"].append(
+                (result.is_error, code_of(result), text.replace(name, "NAME"))
+            )
+    for path, (hidden, missing) in answers.items():
+        assert hidden == missing, path
+    assert await deployment.keeper.store.list_calls() == []  # (neither is recorded)

@@ -16,7 +16,7 @@ from toolkeeper.keeper import Keeper
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 from toolkeeper.server.transports import serve_http
 
-from ..conftest import MCP_INITIALIZE
+from ..conftest import APP, MCP_INITIALIZE
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +30,7 @@ async def serving(
     """A gateway served by uvicorn on `host`; yields its port."""
     principal = Principal(id="bot", grants=frozenset({"*"}))
     gateway = Gateway(
-        Keeper(ledger="memory://"),
+        Keeper(principal=APP, ledger="memory://"),
         [GatewayPrincipal(principal=principal, token=TOKEN, exposure="direct")],
     )
     ready = anyio.Event()

@@ -12,7 +12,7 @@ from toolkeeper.core.errors import ConfigurationError
 from toolkeeper.server import build
 from toolkeeper.server.progressive import MetaTools
 
-from ..conftest import open_files
+from ..conftest import APP, open_files
 from .conftest import config_text
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.anyio
 def keeper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Keeper:
     """A keeper with one weather tool, its tool vectors cached under `tmp_path`."""
     monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
     async def get_forecast(city: str) -> str:
@@ -75,7 +75,7 @@ async def test_search_tools_ranks_and_abstains_as_the_keepers_own_select(
     from toolkeeper.retrieval.fusion import FusionConfig
 
     monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
-    keeper = Keeper(ledger="memory://", selection=FusionConfig(abstain_below=None))
+    keeper = Keeper(principal=APP, ledger="memory://", selection=FusionConfig(abstain_below=None))
 
     @keeper.tool(effect="read_only")
     async def get_forecast(city: str) -> str:

@@ -340,3 +340,23 @@ async def test_sigterm_stops_the_stdio_gateway_with_calls_in_flight_recorded(
     assert "Traceback" not in errors
     statuses = {r.tool: r.status for r in await calls_in(tmp_path)}
     assert statuses == {"t.echo": CallStatus.SUCCEEDED, "t.hang": CallStatus.CANCELLED}
+
+
+async def test_an_oversized_call_proposed_twice_over_stdio_is_refused_twice_at_once(
+    config_file: Path, tmp_path: Path
+) -> None:
+    """The gateway derives the same call id for the same call: the second proposal spun the
+    gateway's event loop at 100% CPU for ever (no other request, nor SIGTERM, was served)."""
+    text = "x" * ((1 << 20) + 10)
+    with anyio.fail_after(60):
+        async with Client(stdio_server(config_file)) as alice:
+            for _ in range(2):
+                with anyio.fail_after(5):
+                    result = await alice.call_tool("t.echo", {"text": text})
+                assert result.is_error and code_of(result) == "PAYLOAD_TOO_LARGE"
+            after = await alice.call_tool("t.echo", {"text": "still serving"})
+    assert not after.is_error
+    assert {r.status for r in await calls_in(tmp_path)} == {
+        CallStatus.REJECTED,
+        CallStatus.SUCCEEDED,
+    }

@@ -27,7 +27,7 @@ from toolkeeper.server import Deployment
 from toolkeeper.server.gateway import Gateway, GatewayPrincipal
 from toolkeeper.server.transports import http_app, serve_http
 
-from ..conftest import MCP_INITIALIZE
+from ..conftest import APP, MCP_INITIALIZE
 from .conftest import ROOT, TOKENS, ClientFactory, config_text
 
 pytestmark = pytest.mark.anyio
@@ -368,7 +368,7 @@ async def test_an_http_upstream_refusing_the_token_provides_no_tools_and_says_wh
 @pytest.mark.parametrize("host", ["::1", "[::1]", "127.0.0.1"])
 async def test_a_loopback_gateway_refuses_requests_for_another_host(host: str) -> None:
     """DNS rebinding: `--host [::1]` (brackets, as in a URL) turned the Host check off."""
-    keeper = Keeper(ledger="memory://")
+    keeper = Keeper(principal=APP, ledger="memory://")
     token = "tok-0123456789abcdef"
     gateway = Gateway(
         keeper,

@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 
 from ..core.states import CallStatus
-from ..core.values import Effect, ToolCall, ToolResult
+from ..core.values import Effect, Principal, ToolCall, ToolResult
 from ..keeper import Keeper
 from .peers import PEERS, Case, Peer, PeerUnavailable, version_of
 from .report import CaseReport, ExecutorBench, Target
@@ -71,10 +71,14 @@ def _succeeded(result: Any, expected: int) -> bool:
     )
 
 
+_BENCH = Principal(id="bench", grants=frozenset({"*"}))
+"""The benchmark, acting for itself (as the peers' bare tool calls do)."""
+
+
 async def _toolkeeper_case(
     stack: AsyncExitStack, key: str, label: str, ledger: str, effect: Effect
 ) -> tuple[Case, str]:
-    keeper = Keeper(ledger=ledger)
+    keeper = Keeper(ledger=ledger, principal=_BENCH)
     keeper.add_function(add, effect=effect)
     await stack.enter_async_context(keeper)
     execute = keeper.execute

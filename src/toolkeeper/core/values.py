@@ -239,7 +239,8 @@ class ToolCall:
     task_id: str = "default"
     """The task (conversation, run, job) the call belongs to; dedupe is per task."""
     principal: Principal | None = None
-    """Who the call acts for; the executor's default principal when None."""
+    """Who the call acts for; when None, the keeper's default principal, and a keeper given
+    none refuses the call (`Keeper`'s `principal`)."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     """Where the call came from (dialect, raw id, ...); never used for decisions."""
 

@@ -28,6 +28,7 @@ from ..core.errors import CallRefused, ErrorCode, StoreError, ToolError
 from ..core.states import CallStatus
 from ..core.values import ToolCall, ToolResult
 from ..observe.redact import log_exception
+from ..policy.grants import may_use
 from . import gates
 from .gates import Gate
 from .run import LEDGER_UNAVAILABLE, LostRace, record_refusal, run_call
@@ -83,6 +84,8 @@ class Executor:
             in_flight[key] = None
         try:
             principal = call.principal or self.runtime.principal
+            if principal is None:
+                return _refused(call, _NO_PRINCIPAL)
             quick: CallState | None = None
             if self._express:
                 try:
@@ -108,6 +111,10 @@ class Executor:
                     try:
                         return await record_refusal(self.runtime, st, refused.error)
                     except LostRace:
+                        if st.reentries >= _MAX_REENTRIES:
+                            # (the refusal stands; only its record is missing)
+                            _log.error("a refusal of %s could not be recorded", call.name)
+                            return _refused(call, refused.error)
                         st = CallState(
                             call=call, principal=st.principal, reentries=st.reentries + 1
                         )
@@ -202,9 +209,17 @@ class Executor:
         ]
 
     def _resources(self, call: ToolCall) -> list[str]:
-        """Sorted resource keys a call writes (sorted, so locks are always taken in order)."""
+        """Sorted resource keys a call writes (sorted, so locks are always taken in order);
+        none for a call to a tool its principal may not use: it is refused as a call to no
+        tool, and must not wait for others' writes to it either (its wait would tell)."""
         tool = self.runtime.catalog.get(call.name)
-        if tool is None or not tool.spec.has_side_effects:
+        principal = call.principal or self.runtime.principal
+        if (
+            tool is None
+            or not tool.spec.has_side_effects
+            or principal is None
+            or not may_use(principal, tool.spec)
+        ):
             return []
         if tool.writes is None:
             return [f"tool:{tool.spec.name}"]
@@ -224,6 +239,15 @@ class Executor:
             return []
         keys = [named] if isinstance(named, str) else list(named)
         return sorted({f"resource:{k}" for k in keys})
+
+
+_NO_PRINCIPAL = ToolError.of(
+    ErrorCode.PERMISSION_DENIED,
+    "this call names no principal to act for, and the keeper has no default one; nothing ran",
+    details={"principal": None},
+)
+"""The refusal of a call that names no principal on a keeper given none: it is nobody's, so
+it is not recorded (see `Keeper`'s `principal`)."""
 
 
 def _refused(call: ToolCall, error: ToolError) -> ToolResult:

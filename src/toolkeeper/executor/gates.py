@@ -30,7 +30,7 @@ from ..ledger.recovery import mark_unknown
 from ..observe.redact import log_exception, mask, overlaps, redact
 from ..policy.approvals import ApprovalCheck
 from ..policy.budgets import COUNTED_STATUSES, rate_key
-from ..policy.grants import exists_for, may_use, missing_permissions
+from ..policy.grants import exists_for, may_use
 from ..policy.rules import Decision, ParameterMissing, RuleInput, Verdict
 from ..schema.canonical import canonical_json, digest_bytes, parse_canonical
 from ..schema.validate import SchemaError, Violation, apply_defaults, violations_text
@@ -281,9 +281,18 @@ def express(rt: Runtime, call: ToolCall, principal: Principal) -> CallState | No
 async def dedupe(rt: Runtime, st: CallState) -> Any:
     """1. The same call id with the same arguments (and principal) returns the recorded result."""
     _check_ids(st)
-    _parse(rt, st)
+    try:
+        _parse(rt, st)
+    except CallRefused as refused:
+        # Refused once the record is read: a refusal is recorded on the call's own record
+        # when there is one (or is a conflict with the call that record holds).
+        too_large: CallRefused | None = refused
+    else:
+        too_large = None
     record = await rt.store().get_call(st.call.task_id, st.call.call_id)
     if record is None:
+        if too_large is not None:
+            raise too_large
         return None
     st.record = record
     if record.principal_id != st.principal.id or record.tenant != st.principal.tenant:
@@ -294,9 +303,13 @@ async def dedupe(rt: Runtime, st: CallState) -> Any:
             f"call id {st.call.call_id!r} was already used for a different call; use a new call id",
         )
     if record.status is CallStatus.REJECTED:
+        if too_large is not None:
+            raise too_large
         return None  # a refusal ran nothing: evaluate the proposal afresh
-    if record.tool != st.call.name or (
-        record.digest != st.request_digest and not _same_arguments(rt, st, record)
+    if (
+        too_large is not None
+        or record.tool != st.call.name
+        or (record.digest != st.request_digest and not _same_arguments(rt, st, record))
     ):
         raise _refuse(
             ErrorCode.CALL_ID_CONFLICT,
@@ -347,27 +360,30 @@ def lookup(rt: Runtime, st: CallState) -> Any:
         )
     tool = rt.catalog.get(st.call.name)
     if tool is None or not exists_for(st.principal, tool.spec):
-        visible = [t.spec.name for t in rt.catalog if may_use(st.principal, t.spec)]
-        close = difflib.get_close_matches(st.call.name, visible, n=3, cutoff=0.6)
-        raise _refuse(
-            ErrorCode.UNKNOWN_TOOL,
-            f"there is no tool named {st.call.name!r}",
-            **({"did_you_mean": close} if close else {}),
-        )
+        raise _no_such_tool(rt, st)
     st.tool = tool
     return None
 
 
 def authorize(rt: Runtime, st: CallState) -> Any:
-    """3. The principal must be granted the tool, in its tenant and environment."""
+    """3. The principal must be granted the tool, in its tenant and environment. A tool it
+    may not use is refused as one that does not exist: the same code, message, details and
+    record (a tool it may not see is none of its business)."""
     assert st.tool is not None
-    spec = st.tool.spec
-    if may_use(st.principal, spec):
+    if may_use(st.principal, st.tool.spec):
         return None
-    raise _refuse(
-        ErrorCode.PERMISSION_DENIED,
-        f"not permitted to call {spec.name!r}",
-        missing_permissions=missing_permissions(st.principal, spec),
+    st.tool = None  # (recorded and answered as a call to no tool)
+    raise _no_such_tool(rt, st)
+
+
+def _no_such_tool(rt: Runtime, st: CallState) -> CallRefused:
+    """The refusal of a call to a tool the principal cannot see, whether or not it exists."""
+    visible = [t.spec.name for t in rt.catalog if may_use(st.principal, t.spec)]
+    close = difflib.get_close_matches(st.call.name, visible, n=3, cutoff=0.6)
+    return _refuse(
+        ErrorCode.UNKNOWN_TOOL,
+        f"there is no tool named {st.call.name!r}",
+        **({"did_you_mean": close} if close else {}),
     )
 
 

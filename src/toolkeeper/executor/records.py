@@ -12,7 +12,7 @@ from ..core.values import MCP_CONTENT, Effect, ToolResult
 from ..ledger.base import ApprovalRecord, CallRecord, current_owner
 from ..observe.audit import AuditEvent
 from ..policy.approvals import Binding
-from ..schema.canonical import digest
+from ..schema.canonical import digest, safe_text
 from .runtime import Runtime, idempotency_key
 from .state import CallState
 
@@ -22,6 +22,7 @@ __all__ = [
     "audit",
     "binding",
     "new_record",
+    "recorded_name",
     "replay",
 ]
 
@@ -89,7 +90,7 @@ def new_record(
     return _new_record(  # (every field, in CallRecord's order)
         st.call.task_id,
         st.call.call_id,
-        st.call.name,
+        st.call.name if spec is not None else recorded_name(st.call.name),  # tool
         spec.version if spec is not None else "",  # version
         st.request_digest,
         st.redacted,  # arguments
@@ -112,6 +113,14 @@ def new_record(
         now,  # updated_at
         ((status, now),),  # history
     )
+
+
+def recorded_name(name: object) -> str:
+    """The name of a call to no tool as its record holds it: text every store can hold (a
+    NUL and a lone UTF-16 surrogate each become U+FFFD; a name that is not text, its kind)."""
+    if not isinstance(name, str):
+        return f"<{type(name).__name__}>"
+    return safe_text(name).replace("\x00", "\ufffd")
 
 
 _new_record = fast_new(CallRecord)

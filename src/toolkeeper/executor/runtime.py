@@ -61,8 +61,8 @@ class Runtime:
     """Approval requests and checks."""
     audit: AuditSink
     """Where audit events go."""
-    principal: Principal
-    """The principal of calls that name none."""
+    principal: Principal | None
+    """The principal of calls that name none; None: such a call is refused."""
     retry: RetryPolicy
     """Retry policy of tools that declare none."""
     rules: Sequence[Any] = ()

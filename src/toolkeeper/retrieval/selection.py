@@ -96,8 +96,9 @@ class Selection:
         their names mapped back against exactly the tools this selection exported.
 
         Names are mapped back by the list they were exported in (a rewritten name may stand
-        for another tool in another list), and a parsed call that names no principal acts
-        for the keeper's own: here, neither can go wrong.
+        for another tool in another list), and each call names the selection's principal (a
+        parsed call names none, and a keeper refuses it unless it was given a default one):
+        here, neither can go wrong.
 
         Args:
             dialect: The format `to` exported the tools in.
