@@ -251,3 +251,14 @@ def _sha256_guesses_of_pin_only() -> set[str]:
         hashlib.sha256(canonical_json({"pin": f"{n:04}"}).encode()).hexdigest()
         for n in range(10_000)
     }
+
+
+async def test_the_key_is_in_no_repr_of_the_keeper_its_runtime_or_its_store(
+    tmp_path: Path,
+) -> None:
+    keeper, _ = _keeper(tmp_path / "ledger.db")
+    async with keeper:
+        key = (tmp_path / "ledger.db.key").read_bytes().strip()
+        assert keeper.runtime.digest_key == key
+        shown = " ".join(repr(x) for x in (keeper, keeper.runtime, keeper.store))
+    assert key.decode() not in shown and repr(key) not in shown
