@@ -59,7 +59,7 @@ async def test_a_scenario_run_alone_counts_only_what_it_exercises() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 23 defects 2, 3 (gateway re-runs), 4 (number twins), 12 (parsed calls)",
+    reason="issue 23 defect 12: a parsed call runs with every grant (blocks 25 of 30)",
 )
 async def test_every_route_holds_every_promise_at_its_bound() -> None:
     report = await run_safety(trials=2, seed=7, kills=0, gateway=True)
