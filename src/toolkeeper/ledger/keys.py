@@ -92,7 +92,9 @@ def parse_key(text: str | bytes, source: str) -> bytes:
 def key_file(path: str | os.PathLike[str], *, create: bool = True) -> bytes:
     """The key held in the file at `path`; when it is missing and `create`, a new random one,
     written with mode 0600 and put in place atomically (several processes opening one new
-    ledger at once all read the same key: the first one's).
+    ledger at once all read the same key: the first one's). An existing file that others
+    than its owner and group may read, or others than its owner may write, is used with a
+    warning logged.
 
     Raises:
         ConfigurationError: the file cannot be read or made, is missing (without `create`),
