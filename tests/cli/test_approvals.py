@@ -154,6 +154,7 @@ def test_a_request_is_shown_whole_where_the_list_cuts_its_arguments(
     shown = capsys.readouterr().out
     assert "x" * 80 + "_END \\u202e" in shown and "\u202e" not in shown
     assert "drop_table" in shown and "c1" in shown and "pending" in shown
+    assert "HMAC-SHA256 under the ledger's digest key" in shown  # (what the digest is)
     assert main(["approvals", "show", approval, "--ledger", str(db), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["arguments"] == {"name": name}
     assert main(["approvals", "show", "nope", "--ledger", str(db)]) == 1

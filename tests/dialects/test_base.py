@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -112,3 +113,26 @@ def test_a_forced_tool_is_named_as_it_was_exported_among_the_tools(dialect: str)
 def test_forcing_a_tool_needs_its_name() -> None:
     with pytest.raises(ValueError, match="needs the name"):
         ToolChoice(mode="tool")
+
+
+@pytest.mark.parametrize(
+    ("dialect", "response"),
+    [
+        ("gemini", lambda pin: [{"functionCall": {"name": "unlock", "args": {"pin": pin}}}]),
+        (
+            "openai_responses",
+            lambda pin: [
+                {"type": "function_call", "name": "unlock", "arguments": f'{{"pin": "{pin}"}}'}
+            ],
+        ),
+        ("mcp", lambda pin: [{"name": "unlock", "arguments": {"pin": pin}}]),
+    ],
+)
+def test_a_made_up_call_id_says_nothing_of_the_arguments(dialect: str, response: Any) -> None:
+    """A call the vendor gave no id gets one from its response (its turn), position and name;
+    not from its arguments, which may hold a secret that an unkeyed hash in the ledger's call
+    ids would let anyone guess back (a 4-digit PIN: 10,000 hashes)."""
+    [first] = get_dialect(dialect).parse(response("4821"), turn="t1")
+    [other] = get_dialect(dialect).parse(response("0000"), turn="t1")
+    [later] = get_dialect(dialect).parse(response("4821"), turn="t2")
+    assert first.call_id == other.call_id != later.call_id

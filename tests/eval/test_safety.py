@@ -3,6 +3,8 @@ deliberately unsafe configuration is seen by each rate; the rates follow from th
 
 from __future__ import annotations
 
+import shutil
+import sys
 from typing import Any
 
 import pytest
@@ -86,3 +88,27 @@ def test_rates_are_the_tally_counted() -> None:
         "timeout_rate": (1, 4, 0.25),
         "retry_recovery_rate": (0, 0, None),
     }
+
+
+async def test_a_kill_that_did_not_happen_fails_the_run_instead_of_passing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The process-kill scenario proves nothing unless its child applied the transfer and was
+    killed: a child that exits without doing so (here: it is not even Python) is an error of
+    the run, not a kill that held."""
+    true = shutil.which("true")
+    assert true is not None
+    monkeypatch.setattr(sys, "executable", true)
+    with pytest.raises(RuntimeError, match="process-kill"):
+        await run_safety(trials=1, kills=1, gateway=False, only=[])
+
+
+async def test_a_gateway_call_run_without_its_approval_counts_as_a_bypass() -> None:
+    """Under the control that waives the destructive tool's approval, the gateway's first
+    proposal runs at once: that is a bypass, as on the library's routes, and so is its twin."""
+    only = ["tampered_approvals"]
+    alone = await run_safety(trials=1, kills=0, gateway=False, controls=True, only=only)
+    both = await run_safety(trials=1, kills=0, gateway=True, controls=True, only=only)
+    _, bypassed, proposals = _rate(alone["controls"], "approval_bypass_rate")
+    _, with_gateway, gateway_proposals = _rate(both["controls"], "approval_bypass_rate")
+    assert (with_gateway - bypassed, gateway_proposals - proposals) == (2, 2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import sqlite3
 import stat
 import subprocess
@@ -251,3 +252,33 @@ def _sha256_guesses_of_pin_only() -> set[str]:
         hashlib.sha256(canonical_json({"pin": f"{n:04}"}).encode()).hexdigest()
         for n in range(10_000)
     }
+
+
+async def test_the_key_is_in_no_repr_of_the_keeper_its_runtime_or_its_store(
+    tmp_path: Path,
+) -> None:
+    keeper, _ = _keeper(tmp_path / "ledger.db")
+    async with keeper:
+        key = (tmp_path / "ledger.db.key").read_bytes().strip()
+        assert keeper.runtime.digest_key == key
+        shown = " ".join(repr(x) for x in (keeper, keeper.runtime, keeper.store))
+    assert key.decode() not in shown and repr(key) not in shown
+
+
+@pytest.mark.parametrize(
+    ("mode", "warned"),
+    [(0o600, False), (0o640, False), (0o644, True), (0o660, True), (0o606, True)],
+)
+async def test_a_key_file_open_to_other_users_is_used_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: int, warned: bool
+) -> None:
+    key = tmp_path / "ledger.db.key"
+    key.write_text("k" * 64 + "\n")
+    key.chmod(mode)
+    with caplog.at_level(logging.WARNING, logger="toolkeeper"):
+        async with SQLiteStore(tmp_path / "ledger.db") as store:
+            assert store.digest_key() == b"k" * 64
+    about_key = [r for r in caplog.records if str(key) in r.getMessage()]
+    assert bool(about_key) is warned
+    assert all("k" * 32 not in r.getMessage() for r in caplog.records)
+    assert _mode(key) == mode  # (the operator's to set: not changed)

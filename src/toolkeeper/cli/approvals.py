@@ -76,7 +76,7 @@ def _shown(record: ApprovalRecord) -> str:
         note = f": {visible(record.note)}" if record.note else ""
         by = visible(record.decided_by)
         lines.append(f"decided    by {by} at {_when(record.decided_at)} UTC{note}")
-    lines.append(f"arguments  (SHA-256 of their canonical JSON: {record.digest})")
+    lines.append(f"arguments  (HMAC-SHA256 under the ledger's digest key: {record.digest})")
     lines.append(visible_json(dict(record.arguments), indent=2, sort_keys=True))
     return "\n".join(lines)
 

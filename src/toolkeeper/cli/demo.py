@@ -13,6 +13,7 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..core.errors import ToolkeeperError
     from ..demo import run_demo
 
     workdir = Path(args.dir) if args.dir else None
@@ -32,7 +33,11 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-    anyio.run(run_demo, workdir)
+    try:
+        anyio.run(run_demo, workdir)
+    except ToolkeeperError as exc:  # a ledger it cannot open (its digest key unreadable...)
+        print(f"toolkeeper demo: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -121,9 +121,7 @@ class Anthropic(Dialect):
                 continue
             name = str(block.get("name") or "")
             arguments = block.get("input")
-            call_id = block.get("id") or self.synthetic_id(
-                "tk-anthropic-", position, name, arguments, turn
-            )
+            call_id = block.get("id") or self.synthetic_id("tk-anthropic-", position, name, turn)
             calls.append(
                 self.call(
                     call_id=str(call_id), wire_name=name, raw_arguments=arguments, tools=tools

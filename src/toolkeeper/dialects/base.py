@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 from ..core.values import MCP_CONTENT, Effect, ToolCall, ToolResult, ToolSpec
-from ..schema.canonical import canonical_json
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .keys import rename_properties, translate
 from .schemas import merged_root
@@ -690,18 +689,13 @@ class Dialect(Importer):
         return value if isinstance(value, str) and value else None
 
     @staticmethod
-    def synthetic_id(
-        prefix: str, position: int, name: str, arguments: Any, turn: str | None
-    ) -> str:
+    def synthetic_id(prefix: str, position: int, name: str, turn: str | None) -> str:
         """A call id for vendors that give none: from the response it came in (`turn`, the
-        vendor's response id or the caller's), its position, name and arguments. The same
-        response parsed twice gives the same ids (a retry replays); another response gives new
-        ones. Without a turn the id is new every time: two turns' identical calls were taken
-        for one, and the second replayed the first's (stale) result."""
+        vendor's response id or the caller's), its position and name. The same response
+        parsed twice gives the same ids (a retry replays); another response gives new ones.
+        Without a turn the id is new every time: two turns' identical calls were taken for
+        one, and the second replayed the first's (stale) result. The arguments are no part of
+        it: the id is an unkeyed hash kept in the ledger, and they may hold a secret."""
         if not turn:
             turn = uuid.uuid4().hex
-        try:
-            text = canonical_json(arguments)
-        except (TypeError, ValueError):
-            text = repr(arguments)
-        return f"{prefix}{_hash(f'{turn}:{position}:{name}:{text}', 16)}"
+        return f"{prefix}{_hash(f'{turn}:{position}:{name}', 16)}"

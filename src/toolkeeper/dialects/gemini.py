@@ -200,9 +200,7 @@ class Gemini(Dialect):
                 )
             name = str(fc.get("name") or "")
             arguments = fc.get("args")
-            call_id = fc.get("id") or self.synthetic_id(
-                SYNTHETIC_ID_PREFIX, position, name, arguments, turn
-            )
+            call_id = fc.get("id") or self.synthetic_id(SYNTHETIC_ID_PREFIX, position, name, turn)
             calls.append(
                 self.call(
                     call_id=str(call_id),

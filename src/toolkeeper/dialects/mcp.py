@@ -136,7 +136,7 @@ class MCP(Dialect):
             call_id = (
                 str(request_id)
                 if request_id is not None
-                else self.synthetic_id("tk-mcp-", position, name, arguments, turn)
+                else self.synthetic_id("tk-mcp-", position, name, turn)
             )
             calls.append(
                 self.call(call_id=call_id, wire_name=name, raw_arguments=arguments, tools=tools)

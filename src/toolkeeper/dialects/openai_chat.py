@@ -250,7 +250,7 @@ class OpenAIChat(Dialect):
             function = mapping(item.get("function"))
             name = str(function.get("name") or "")
             arguments = function.get("arguments")
-            call_id = item.get("id") or self.synthetic_id(prefix, position, name, arguments, turn)
+            call_id = item.get("id") or self.synthetic_id(prefix, position, name, turn)
             call = self.call(
                 call_id=str(call_id), wire_name=name, raw_arguments=arguments, tools=tools
             )

@@ -101,9 +101,7 @@ class OpenAIResponses(Dialect):
                 continue
             name = str(item.get("name") or "")
             arguments = item.get("arguments")
-            call_id = item.get("call_id") or self.synthetic_id(
-                "tk-openai-", position, name, arguments, turn
-            )
+            call_id = item.get("call_id") or self.synthetic_id("tk-openai-", position, name, turn)
             extra = {"item_id": item["id"]} if item.get("id") else {}
             call = self.call(
                 call_id=str(call_id),

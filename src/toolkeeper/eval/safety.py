@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -211,10 +212,17 @@ async def _kills(folder: Path, count: int, tally: Tally) -> None:
     for n in range(count):
         op = f"kill-{n}"
         tally.scenarios["process_kill"] += 1
-        await anyio.run_process(
+        child = await anyio.run_process(
             [sys.executable, "-m", "toolkeeper.eval._killed", ledger, str(service.path), op],
             check=False,
         )
+        if child.returncode != -signal.SIGKILL or service.applied(op) != 1:
+            # (else the transfer proposed again below runs afresh, and nothing was tested)
+            said = child.stderr.decode("utf-8", "replace").strip()[-500:]
+            raise RuntimeError(
+                f"the process-kill scenario's child did not apply its transfer and die "
+                f"(exit status {child.returncode}): {said or 'nothing on stderr'}"
+            )
         keeper = Keeper(ledger=ledger)
         add_file_tools(keeper, service, die=False)
         async with keeper:
@@ -282,6 +290,7 @@ async def run_safety(
 
     Raises:
         ValueError: `only` names a scenario that does not exist.
+        RuntimeError: a process that was to be killed mid-call was not (it failed before).
     """
     chosen = set(SCENARIOS) if only is None else set(only)
     if chosen - set(SCENARIOS):

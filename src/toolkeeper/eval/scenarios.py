@@ -323,7 +323,9 @@ async def tampered_approvals(w: World) -> None:
     if gate is None:
         return
     op = w.fresh("gwdel")
-    first_code = await gate(AGENT, "svc.delete", {"op": op, "count": BIG})
+    requested = {"op": op, "count": BIG}
+    first_code = await gate(AGENT, "svc.delete", requested)
+    w.tally.bypassed.append(w.applied("svc.delete", requested)() > 0)
     if first_code is ErrorCode.APPROVAL_REQUIRED:
         for pending in await w.keeper.approvals.pending():
             if pending.arguments.get("op") == op:

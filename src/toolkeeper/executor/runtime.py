@@ -73,8 +73,9 @@ class Runtime:
     """Rate limiter for `budgets.calls_per_minute`."""
     max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
     """Argument payloads larger than this are refused."""
-    digest_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
-    """The key of argument digests (`ledger.keys`): `Keeper.open` sets the ledger's."""
+    digest_key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
+    """The key of argument digests (`ledger.keys`): `Keeper.open` sets the ledger's. Never
+    shown by `repr`: whoever holds it can check guesses of sensitive arguments."""
     clock: Callable[[], float] = time.time
     """Wall clock (epoch seconds)."""
     sleep: Callable[[float], Any] | None = None

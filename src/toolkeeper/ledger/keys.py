@@ -20,8 +20,10 @@ and a gateway client's proposal gets a new derived id.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ __all__ = ["DIGEST_KEY_ENV", "DIGEST_KEY_FILE_ENV", "digest_key", "key_file", "p
 
 DIGEST_KEY_ENV = "TOOLKEEPER_DIGEST_KEY"
 DIGEST_KEY_FILE_ENV = "TOOLKEEPER_DIGEST_KEY_FILE"
+
+_log = logging.getLogger("toolkeeper")
 
 _MIN_LENGTH = 32
 """Characters a key given as text must have: a short one could itself be guessed."""
@@ -88,7 +92,9 @@ def parse_key(text: str | bytes, source: str) -> bytes:
 def key_file(path: str | os.PathLike[str], *, create: bool = True) -> bytes:
     """The key held in the file at `path`; when it is missing and `create`, a new random one,
     written with mode 0600 and put in place atomically (several processes opening one new
-    ledger at once all read the same key: the first one's).
+    ledger at once all read the same key: the first one's). An existing file that others
+    than its owner and group may read, or others than its owner may write, is used with a
+    warning logged.
 
     Raises:
         ConfigurationError: the file cannot be read or made, is missing (without `create`),
@@ -96,7 +102,9 @@ def key_file(path: str | os.PathLike[str], *, create: bool = True) -> bytes:
     """
     file = Path(path)
     try:
-        return parse_key(file.read_bytes(), str(file))
+        key = parse_key(file.read_bytes(), str(file))
+        _check_mode(file)
+        return key
     except FileNotFoundError:
         if not create:
             raise ConfigurationError(f"the digest key file {file} does not exist") from None
@@ -107,6 +115,26 @@ def key_file(path: str | os.PathLike[str], *, create: bool = True) -> bytes:
         return parse_key(file.read_bytes(), str(file))
     except OSError as exc:
         raise ConfigurationError(f"cannot make the digest key file {file}: {exc}") from exc
+
+
+_TOO_OPEN = stat.S_IWGRP | stat.S_IROTH | stat.S_IWOTH
+"""Who should have no access to a key file: others than its owner and group, and any writer
+but its owner (a group of processes sharing one ledger may need to read it, none to write)."""
+
+
+def _check_mode(file: Path) -> None:
+    """Warn when the key file is open to more users than need it (its mode is the operator's
+    to set, as the ledger's is: it is not refused)."""
+    with contextlib.suppress(OSError):
+        mode = stat.S_IMODE(file.stat().st_mode)
+        if mode & _TOO_OPEN:
+            _log.warning(
+                "the digest key file %s has mode %04o: whoever can read it can check guesses of "
+                "sensitive arguments against the ledger's digests, and whoever can write it "
+                "can change the key; make it 0600 (0640 for a group sharing the ledger)",
+                file,
+                mode,
+            )
 
 
 def _write_once(file: Path, data: bytes) -> None:
