@@ -163,13 +163,13 @@ class CallIds:
         return made if _same_call(latest) else made + 1
 
     def ended(self, task_id: str, call_id: str, status: CallStatus) -> None:
-        """Note that a derived call was answered with `status`: once a call has ended (or its
-        settled success was answered), its next proposal is a new call, so the next lookup
-        starts at the next generation."""
+        """Note that a derived call was answered with `status` (the caller passes derived ids
+        only): once a call has ended (or its settled success was answered), its next proposal
+        is a new call, so the next lookup starts at the next generation."""
         if status in _OPEN or not call_id.startswith("mcp-"):
             return
         base, _, number = call_id.partition(".")
-        generation = int(number) if number.isdigit() else 0
+        generation = int(number) if number.isascii() and number.isdigit() else 0
         key = (task_id, base)
         if self._known.get(key, (0, False))[0] <= generation:
             self._remember(key, generation + 1, True)
