@@ -13,7 +13,8 @@ Otherwise:
   still the same call: open in the ledger (waiting for approval, refused, cancelled, running),
   of unknown outcome, or settled as done by a person or a reconciler after an unknown outcome
   and not yet answered by this process. Such a retry gets that call's result (its replay, or
-  its one run), so 10 identical proposals at once run once, and a write whose outcome is
+  its one run), so 10 identical proposals made while the first runs run once (one that
+  arrives after it ended is a new call, however soon), and a write whose outcome is
   unknown is never run again until it is settled. Once the latest generation has ended
   (succeeded, failed, timed out), or its settled success was answered here, the same arguments
   make a new call (the next generation): repeating a read or a deliberate write is never
