@@ -151,6 +151,10 @@ class ServerSettings(_Model):
     max_sessions_per_principal: int = Field(default=100, ge=1)
     """The most MCP sessions (handshake-era clients) one principal may hold open at once; one
     more is refused (HTTP 429) while every other principal still connects."""
+    max_requests_per_principal: int = Field(default=200, ge=1)
+    """The most HTTP requests one principal may have in flight at once: calls being answered,
+    open event streams and 2026-07-28 `subscriptions/listen` streams, responses its client is
+    slow to read. One more is refused (HTTP 429) while every other principal is served."""
     session_idle_timeout: float = Field(default=300.0, gt=0)
     """Seconds a session may go without a request (an open event stream counts as one)
     before it is ended; its client then opens a new one."""

@@ -212,6 +212,37 @@ async def test_a_client_that_accepts_every_question_does_not_approve_its_own_des
     assert effects(effect_file) == []
 
 
+async def test_a_client_not_allowed_to_answer_cannot_forge_the_answer_to_its_own_question(
+    http_client: ClientFactory, deployment: Deployment, effect_file: Path
+) -> None:
+    """A 2026-07-28 client sends the answering round it was never asked for: a yes, with the
+    approval id its first result named as the request state; another principal's client, one
+    that may answer its own questions, sends the same round for it."""
+    args = {"path": str(effect_file), "value": "all"}
+    yes = {
+        "toolkeeper-approval": mcp_types.ElicitResult(action="accept", content={"approve": True})
+    }
+    async with http_client(TOKENS["asker"]) as asker, http_client(TOKENS["person"]) as person:
+        first = await asker.call_tool("adv.take", args)
+        approval = (first.meta or {})["dev.toolkeeper/approval-id"]
+        rounds = [
+            await client.session.call_tool(
+                "adv.take",
+                args,
+                input_responses=yes,
+                request_state=approval,
+                allow_input_required=True,
+            )
+            for client in (asker, asker, person)
+        ]
+        decided = await deployment.keeper.approvals.get(approval)
+    for answer in rounds:
+        assert isinstance(answer, mcp_types.CallToolResult)
+        assert code_of(answer) == "APPROVAL_REQUIRED"
+    assert decided is not None and decided.status.value == "pending"
+    assert effects(effect_file) == []
+
+
 async def test_a_grant_pattern_either_works_or_is_refused_when_loaded(tmp_path: Path) -> None:
     text = config_text(tmp_path).replace('grants = ["adv:read"]', 'grants = ["adv:re*"]', 1)
     try:

@@ -18,9 +18,18 @@ import pytest
 from mcp import Client
 
 from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall
+from toolkeeper.server import Deployment
 
 from ..conftest import postgres_url
-from .conftest import TOKENS, TRANSPORTS, ClientFactory, code_of, gateway_client, stdio_params
+from .conftest import (
+    CLI,
+    TOKENS,
+    TRANSPORTS,
+    ClientFactory,
+    code_of,
+    gateway_client,
+    stdio_params,
+)
 from .crash_child import ledger_of, proposal
 from .tools import MALLORY, effects, register
 
@@ -96,6 +105,43 @@ async def test_a_write_with_an_unknown_outcome_is_not_run_again_by_the_same_prop
     assert code_of(first) == "UNKNOWN_OUTCOME"
     assert code_of(again) == "UNKNOWN_OUTCOME"
     assert effects(marker) == ["started"]
+
+
+async def test_a_write_settled_as_not_done_runs_once_when_proposed_again_at_once(
+    http_client: ClientFactory, deployment: Deployment, tmp_path: Path
+) -> None:
+    """After `ledger settle --failed`, ten identical proposals at once: the next generation
+    runs once (it dies again: the nine others join its unknown outcome, whenever they come)."""
+    marker = tmp_path / "marker.txt"
+    args = {"path": str(marker)}
+    async with http_client(TOKENS["mallory"]) as mallory:
+        assert code_of(await mallory.call_tool("t.die_midway", args)) == "UNKNOWN_OUTCOME"
+        [record] = await deployment.keeper.store.list_calls()
+        settle(tmp_path, record.task_id, record.call_id, "--failed", "--note", "not done")
+        results = []
+
+        async def one() -> None:
+            results.append(await mallory.call_tool("t.die_midway", args))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for _ in range(10):
+                    tg.start_soon(one)
+    assert [code_of(r) for r in results] == ["UNKNOWN_OUTCOME"] * 10
+    assert effects(marker) == ["started", "started"]
+
+
+def settle(tmp_path: Path, task: str, call: str, *how: str) -> None:
+    """`toolkeeper ledger settle` on this test's ledger, as a person runs it."""
+    root = Path(__file__).resolve().parents[2]
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    subprocess.run(
+        [sys.executable, "-c", CLI, "ledger", "settle", "--ledger", ledger, task, call, *how],
+        check=True,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(root / "src")},
+    )
 
 
 def _crash(ledger: str, effect_file: Path, path: str, schema: str | None) -> None:

@@ -237,6 +237,27 @@ async def test_list_changed_notification_adds_the_new_tool(
     assert spec_of(catalog, "t.newbie").effect is Effect.READ_ONLY
 
 
+async def test_a_tool_an_untrusted_server_adds_at_once_is_listed_with_no_relaxed_policy() -> None:
+    """A tool the server adds as soon as the connection is open is listed (the change came
+    before the 2026-07-28 listen stream was open, and was lost until the next one), and is
+    read as the first ones were: an untrusted server's `readOnlyHint` waives no approval and
+    allows no retry."""
+    catalog = Catalog()
+    params = UpstreamParams(name="t", command=sys.executable, args=(UPSTREAM,))
+    added = anyio.Event()
+    catalog.subscribe(
+        lambda e: added.set() if e.kind is ChangeKind.ADDED and e.tool.name == "t.newbie" else None
+    )
+    async with McpUpstream(params, catalog) as upstream:
+        spec = spec_of(catalog, "t.add_tool")
+        await upstream.invoke(spec, {"name": "newbie"}, ctx(spec))
+        with anyio.fail_after(10):
+            await added.wait()
+        later = spec_of(catalog, "t.newbie")
+    assert later.metadata["annotations"].get("readOnlyHint") is True  # what the server claims
+    assert (later.effect, later.retry_safe) == (Effect.DESTRUCTIVE, False)
+
+
 async def test_hung_upstream_times_out_by_the_deadline(
     test_upstream: tuple[McpUpstream, Catalog],
 ) -> None:

@@ -352,3 +352,23 @@ async def test_a_write_the_client_gave_up_waiting_for_is_not_run_again_by_its_re
     assert meta_of(again)[REPLAYED] is True
     assert (tmp_path / "effects.txt").read_text() == "x\n"
     assert [r.status for r in await calls_in(tmp_path)] == [CallStatus.UNKNOWN_OUTCOME]
+
+
+@pytest.mark.parametrize("generation", ["²", "9" * 475], ids=["superscript", "longest"])
+async def test_a_client_call_id_shaped_like_a_derived_one_is_its_own_call(
+    http_client: ClientFactory, generation: str
+) -> None:
+    """A client's own call id `<derived id>.<generation>` (the derived id read from an earlier
+    result's `_meta`) is the client's call: it is answered, and it moves nothing of how the
+    gateway derives its ids. (`²` is a digit to `str.isdigit`, not to `int`: the write ran and
+    its answer was a traceback; a generation of 475 nines made the derived id of the call's
+    next proposal too long for the ledger, which refused it.)"""
+    args = {"text": "a"}
+    async with http_client(TOKENS["alice"]) as alice:
+        first = await alice.call_tool("demo.add_note", args)
+        given = {CALL_ID: f"{meta_of(first)[CALL_ID]}.{generation}"}
+        own = await alice.call_tool("demo.add_note", args, meta=given)
+        plain = await alice.call_tool("demo.add_note", args)
+    assert not own.is_error and meta_of(own)[CALL_ID] == given[CALL_ID]
+    assert not plain.is_error, plain
+    assert meta_of(plain)[CALL_ID] == f"{meta_of(first)[CALL_ID]}.1"

@@ -55,6 +55,28 @@ async def test_a_principal_at_its_session_cap_is_refused_and_the_others_still_co
     assert not listed.is_error and not again.is_error
 
 
+async def test_a_principal_at_its_request_cap_is_refused_and_the_others_still_connect(
+    deployment: Deployment,
+) -> None:
+    """A 2026-07-28 client holds no session, but each `subscriptions/listen` stream holds a
+    connection and a task for as long as it is open: one read-only token's streams took every
+    file descriptor of the gateway, and every principal's connection was then refused."""
+    async with serving(deployment, max_requests_per_principal=2) as url:
+        async with AsyncExitStack() as stack:
+            bob = await stack.enter_async_context(connected(url, TOKENS["bob"]))
+            for _ in range(2):
+                await stack.enter_async_context(bob.listen(tools_list_changed=True))
+            with pytest.raises(MCPError):
+                async with bob.listen(tools_list_changed=True):
+                    pass
+            async with connected(url, TOKENS["alice"]) as alice:
+                listed = await alice.call_tool("demo.list_notes", {})
+        # Its streams ended: it may open others.
+        async with connected(url, TOKENS["bob"]) as bob, bob.listen(tools_list_changed=True):
+            again = await bob.call_tool("demo.list_notes", {})
+    assert not listed.is_error and not again.is_error
+
+
 async def test_concurrent_and_failed_openings_keep_the_count_exact(
     deployment: Deployment, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -185,5 +207,6 @@ async def test_a_slow_answer_is_not_cut_off(deployment: Deployment) -> None:
 def test_the_configured_defaults_are_the_transports() -> None:
     settings = ServerSettings()
     assert settings.max_sessions_per_principal == T.DEFAULT_SESSIONS_PER_PRINCIPAL == 100
+    assert settings.max_requests_per_principal == T.DEFAULT_REQUESTS_PER_PRINCIPAL == 200
     assert settings.session_idle_timeout == T.DEFAULT_SESSION_IDLE_TIMEOUT == 300
     assert settings.request_timeout == T.DEFAULT_REQUEST_TIMEOUT == 30

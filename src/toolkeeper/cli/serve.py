@@ -149,6 +149,7 @@ async def _run(config: Any, args: argparse.Namespace) -> int:
             allowed_hosts=config.server.allowed_hosts,
             allowed_origins=config.server.allowed_origins,
             max_sessions_per_principal=config.server.max_sessions_per_principal,
+            max_requests_per_principal=config.server.max_requests_per_principal,
             session_idle_timeout=config.server.session_idle_timeout,
             request_timeout=config.server.request_timeout,
         )

@@ -542,6 +542,9 @@ class McpUpstream:
             if not _lists_changes(client):
                 return
             async with client.listen(tools_list_changed=True) as sub:
+                # A change made between the first listing and this subscription sent no
+                # event here: list once more now that every later one will.
+                await self._resync(client)
                 async for _event in sub:
                     await self._resync(client)
             return

@@ -13,7 +13,8 @@ Otherwise:
   still the same call: open in the ledger (waiting for approval, refused, cancelled, running),
   of unknown outcome, or settled as done by a person or a reconciler after an unknown outcome
   and not yet answered by this process. Such a retry gets that call's result (its replay, or
-  its one run), so 10 identical proposals at once run once, and a write whose outcome is
+  its one run), so 10 identical proposals made while the first runs run once (one that
+  arrives after it ended is a new call, however soon), and a write whose outcome is
   unknown is never run again until it is settled. Once the latest generation has ended
   (succeeded, failed, timed out), or its settled success was answered here, the same arguments
   make a new call (the next generation): repeating a read or a deliberate write is never
@@ -163,13 +164,13 @@ class CallIds:
         return made if _same_call(latest) else made + 1
 
     def ended(self, task_id: str, call_id: str, status: CallStatus) -> None:
-        """Note that a derived call was answered with `status`: once a call has ended (or its
-        settled success was answered), its next proposal is a new call, so the next lookup
-        starts at the next generation."""
+        """Note that a derived call was answered with `status` (the caller passes derived ids
+        only): once a call has ended (or its settled success was answered), its next proposal
+        is a new call, so the next lookup starts at the next generation."""
         if status in _OPEN or not call_id.startswith("mcp-"):
             return
         base, _, number = call_id.partition(".")
-        generation = int(number) if number.isdigit() else 0
+        generation = int(number) if number.isascii() and number.isdigit() else 0
         key = (task_id, base)
         if self._known.get(key, (0, False))[0] <= generation:
             self._remember(key, generation + 1, True)

@@ -317,7 +317,8 @@ class Gateway:
             if isinstance(asked, mcp_types.InputRequiredResult):
                 return asked
             result = asked
-        self._call_ids.ended(call.task_id, call.call_id, result.status)
+        if CallIds.derived(meta):  # (a client's own id, whatever its shape, is no generation)
+            self._call_ids.ended(call.task_id, call.call_id, result.status)
         return self._wire(result, tool.spec)
 
     async def _answered(

@@ -1,14 +1,17 @@
-"""How much of the HTTP gateway one client may hold: sessions per principal, and the time it
-has to send a request.
+"""How much of the HTTP gateway one client may hold: sessions and requests in flight per
+principal, and the time it has to send a request.
 
 What it is: `PrincipalSessions`, the MCP SDK's session manager with a cap on the open sessions
 of each principal (the SDK's own cap is for the whole process: one token could fill it and
-lock every other principal out), and `request_deadline`, uvicorn's HTTP/1.1 protocol with a
-deadline for receiving each request, headers and body (uvicorn has none: a client trickling
-a header for ever held its connection, and its task, for ever).
+lock every other principal out); `PrincipalRequests`, a cap on each principal's HTTP requests
+in flight (a call being answered, an event stream, a 2026-07-28 `subscriptions/listen`
+stream, a response its client is slow to read: each holds a connection and a task); and
+`request_deadline`, uvicorn's HTTP/1.1 protocol with a deadline for receiving each request,
+headers and body (uvicorn has none: a client trickling a header for ever held its
+connection, and its task, for ever).
 What it is not: authentication (`transports.TokenVerifier`) or a rate limit on calls
 (`[budgets]`). Sessions exist in the handshake era only; a 2026-07-28 request holds nothing
-between requests.
+between requests, and only its requests in flight count.
 """
 
 from __future__ import annotations
@@ -18,14 +21,14 @@ import logging
 from collections import Counter
 from typing import Any
 
-from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import INTERNAL_ERROR, ErrorData, JSONRPCError
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["PrincipalSessions", "request_deadline"]
+__all__ = ["PrincipalRequests", "PrincipalSessions", "request_deadline"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,15 +105,71 @@ class PrincipalSessions(StreamableHTTPSessionManager):
                 f"Too many open sessions for this principal (at most {self.per_principal}): "
                 "end one (HTTP DELETE with its Mcp-Session-Id) or let one expire"
             )
-            body = JSONRPCError(
-                jsonrpc="2.0", id=None, error=ErrorData(code=INTERNAL_ERROR, message=message)
+            await _too_many(message)(scope, receive, send)
+
+
+class PrincipalRequests:
+    """An ASGI app in front of `app` that lets each authenticated principal have at most
+    `per_principal` HTTP requests in flight, from its headers to the end of its response:
+    one more is answered 429 with a JSON-RPC error saying so, and every other principal is
+    still served. (A request without a principal is passed on: authentication refuses it.)
+
+    Raises:
+        ValueError: `per_principal` is less than 1.
+    """
+
+    def __init__(self, app: ASGIApp, *, per_principal: int) -> None:
+        if per_principal < 1:
+            raise ValueError("per_principal must be at least 1")
+        self.app = app
+        self.per_principal = per_principal
+        self._open: Counter[str] = Counter()
+        self._warned: set[str] = set()  # at the cap, and logged once for it
+
+    def in_flight(self, principal_id: str) -> int:
+        """How many requests of `principal_id` are in flight."""
+        return self._open[principal_id]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        user = scope.get("user")
+        if scope["type"] != "http" or not isinstance(user, AuthenticatedUser):
+            await self.app(scope, receive, send)
+            return
+        principal = user.access_token.client_id
+        if self._open[principal] >= self.per_principal:
+            if principal not in self._warned:
+                self._warned.add(principal)
+                logger.warning(
+                    "principal %r has %d requests in flight, its cap: new ones are refused (429)",
+                    principal,
+                    self.per_principal,
+                )
+            message = (
+                f"Too many requests in flight for this principal (at most {self.per_principal}, "
+                "event streams included): wait for one to end, or close one"
             )
-            response = Response(
-                body.model_dump_json(by_alias=True, exclude_unset=True),
-                status_code=429,
-                media_type="application/json",
-            )
-            await response(scope, receive, send)
+            await _too_many(message)(scope, receive, send)
+            return
+        self._open[principal] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._open[principal] -= 1
+            self._warned.discard(principal)
+            if self._open[principal] <= 0:
+                del self._open[principal]
+
+
+def _too_many(message: str) -> Response:
+    """The 429 answer to a request beyond a principal's cap."""
+    body = JSONRPCError(
+        jsonrpc="2.0", id=None, error=ErrorData(code=INTERNAL_ERROR, message=message)
+    )
+    return Response(
+        body.model_dump_json(by_alias=True, exclude_unset=True),
+        status_code=429,
+        media_type="application/json",
+    )
 
 
 def request_deadline(seconds: float) -> type[asyncio.Protocol]:

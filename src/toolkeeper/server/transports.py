@@ -46,7 +46,7 @@ from ._fastcall import FastCalls
 from ._stdio import stdio_transport
 from .changes import ToolListChanges
 from .gateway import Gateway, GatewayPrincipal
-from .limits import PrincipalSessions, request_deadline
+from .limits import PrincipalRequests, PrincipalSessions, request_deadline
 from .origins import HostGuard
 
 __all__ = ["TokenVerifier", "http_app", "mcp_server", "serve_http", "serve_stdio", "url_host"]
@@ -55,6 +55,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SESSIONS_PER_PRINCIPAL = 100
 """Open sessions one principal may hold (`[server] max_sessions_per_principal`)."""
+DEFAULT_REQUESTS_PER_PRINCIPAL = 200
+"""HTTP requests one principal may have in flight, event streams included
+(`[server] max_requests_per_principal`)."""
 DEFAULT_SESSION_IDLE_TIMEOUT = 300.0
 """Seconds a session may go without a request (`[server] session_idle_timeout`)."""
 DEFAULT_REQUEST_TIMEOUT = 30.0
@@ -188,13 +191,16 @@ def http_app(
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
     max_sessions_per_principal: int = DEFAULT_SESSIONS_PER_PRINCIPAL,
+    max_requests_per_principal: int = DEFAULT_REQUESTS_PER_PRINCIPAL,
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
 ) -> Starlette:
     """The streamable HTTP app: MCP at `path`, every request checked by `HostGuard` (its
     `Host` names the gateway: an address, `localhost`, `host` or one of `allowed_hosts`; a
     browser's `Origin` is the gateway's own or one of `allowed_origins`), then authenticated by
     bearer token. Each principal holds at most `max_sessions_per_principal` sessions (429
-    beyond), each ended after `session_idle_timeout` seconds without a request. Handshake-era
+    beyond), each ended after `session_idle_timeout` seconds without a request, and has at
+    most `max_requests_per_principal` requests in flight, open event streams and
+    `subscriptions/listen` streams included (429 beyond). Handshake-era
     clients hear of tool list changes while `changes.run()` runs."""
     changes = changes or ToolListChanges(gateway.keeper.catalog)
     server = mcp_server(gateway, _from_request(gateway), changes)
@@ -208,7 +214,10 @@ def http_app(
     )
     # As the SDK's `streamable_http_app` assembles it with a token verifier, around our
     # session manager.
-    endpoint = RequireAuthMiddleware(StreamableHTTPASGIApp(sessions), required_scopes=[])
+    in_flight = PrincipalRequests(
+        StreamableHTTPASGIApp(sessions), per_principal=max_requests_per_principal
+    )
+    endpoint = RequireAuthMiddleware(in_flight, required_scopes=[])
     return Starlette(
         routes=[Route(path, endpoint=endpoint)],
         middleware=[
@@ -235,6 +244,7 @@ async def serve_http(
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
     max_sessions_per_principal: int = DEFAULT_SESSIONS_PER_PRINCIPAL,
+    max_requests_per_principal: int = DEFAULT_REQUESTS_PER_PRINCIPAL,
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> None:
@@ -253,6 +263,7 @@ async def serve_http(
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
         max_sessions_per_principal=max_sessions_per_principal,
+        max_requests_per_principal=max_requests_per_principal,
         session_idle_timeout=session_idle_timeout,
     )
     # The app's lifespan (the MCP session manager) runs here, in our task group, rather than
