@@ -158,6 +158,10 @@ class ServerSettings(_Model):
     session_idle_timeout: float = Field(default=300.0, gt=0)
     """Seconds a session may go without a request (an open event stream counts as one)
     before it is ended; its client then opens a new one."""
+    repeat_window: float = Field(default=5.0, ge=0)
+    """Seconds after a write ends during which a client's identical proposal with no
+    `dev.toolkeeper/call-id` is answered with that call's result, not run again (a plain
+    client's retry, or the same write raced from several connections); 0 turns it off."""
     request_timeout: float = Field(default=30.0, gt=0)
     """Seconds a client has to send one HTTP request whole (headers and body) from its first
     byte, and a new connection to begin one; else its connection is closed."""

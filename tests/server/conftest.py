@@ -31,11 +31,20 @@ TOKENS = {
 }
 
 
-def config_text(tmp_path: Path, *, stdio_principal: str = "alice", trust_hints: bool = True) -> str:
+def config_text(
+    tmp_path: Path,
+    *,
+    stdio_principal: str = "alice",
+    trust_hints: bool = True,
+    repeat_window: float = 0,
+) -> str:
+    """The tests' gateway: its writes run again as soon as they ended (`repeat_window = 0`),
+    unless a test asks for the window."""
     return f"""
 [server]
 ledger = "sqlite:///{tmp_path}/ledger.db"
 stdio_principal = "{stdio_principal}"
+repeat_window = {repeat_window}
 
 [[tools]]
 file = "{ROOT / "examples" / "demo_tools.py"}"

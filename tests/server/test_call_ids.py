@@ -8,6 +8,7 @@ from toolkeeper.core import CallStatus, Principal
 from toolkeeper.ledger.base import CallRecord
 from toolkeeper.ledger.memory import MemoryStore
 from toolkeeper.server.call_ids import CALL_META_KEY, TASK_META_KEY, CallIds
+from toolkeeper.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -151,7 +152,7 @@ async def test_a_settled_call_is_answered_once_if_done_and_is_a_new_call_if_not(
 
 async def test_a_settled_call_followed_by_later_ones_is_not_taken_for_the_latest() -> None:
     store = MemoryStore()
-    ids = CallIds(store)
+    ids = CallIds(store, repeat_window=0)
     task = "mcp:alice"
     first = await ids.call_id(ALICE, task, "t.x", {}, None)
     await store.claim_call(record(first, CallStatus.UNKNOWN_OUTCOME))
@@ -164,3 +165,43 @@ async def test_a_settled_call_followed_by_later_ones_is_not_taken_for_the_latest
         await store.claim_call(record(call_id, CallStatus.SUCCEEDED))
         ids.ended(task, call_id, CallStatus.SUCCEEDED)
     assert await CallIds(store).call_id(ALICE, task, "t.x", {}, None) == f"{first}.4"
+
+
+async def test_a_write_that_just_ended_is_joined_for_the_repeat_window_then_made_anew() -> None:
+    """Identical proposals raced from several connections reach the gateway spread over
+    milliseconds: those after a fast write ended ran it again, a retry the client could not
+    tell from a repeat. For the repeat window a write's proposal joins the call that ended."""
+    store = MemoryStore()
+    clock = FakeClock()
+    ids = CallIds(store, clock=clock, repeat_window=5)
+    task = "mcp:alice"
+    first = await ids.call_id(ALICE, task, "t.x", {}, None, probe=True)
+    await store.claim_call(record(first, CallStatus.SUCCEEDED))
+    ids.ended(task, first, CallStatus.SUCCEEDED)
+    ended = await store.get_call(task, first)
+    assert ended is not None
+    clock.now = ended.updated_at + 4.9
+    assert await ids.call_id(ALICE, task, "t.x", {}, None, probe=True) == first
+    assert await CallIds(store, clock=clock).call_id(ALICE, task, "t.x", {}, None, probe=True) == (
+        first
+    )
+    # A read (no probe) is a new call as soon as it ended, as is a write past the window.
+    assert await ids.call_id(ALICE, task, "t.x", {}, None) == f"{first}.1"
+    clock.now = ended.updated_at + 5
+    assert await ids.call_id(ALICE, task, "t.x", {}, None, probe=True) == f"{first}.1"
+
+
+async def test_a_write_settled_after_an_unknown_outcome_is_not_joined_by_the_window() -> None:
+    store = MemoryStore()
+    clock = FakeClock()
+    ids = CallIds(store, clock=clock, repeat_window=5)
+    task = "mcp:alice"
+    first = await ids.call_id(ALICE, task, "t.x", {}, None, probe=True)
+    await store.claim_call(record(first, CallStatus.UNKNOWN_OUTCOME))
+    await store.transition(
+        task, first, expected=CallStatus.UNKNOWN_OUTCOME, target=CallStatus.FAILED
+    )
+    settled = await store.get_call(task, first)
+    assert settled is not None
+    clock.now = settled.updated_at + 1
+    assert await ids.call_id(ALICE, task, "t.x", {}, None, probe=True) == f"{first}.1"

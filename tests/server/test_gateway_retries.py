@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 from toolkeeper.config import parse_config
 from toolkeeper.core import CallStatus
 from toolkeeper.server import Deployment, build, serve_http
+from toolkeeper.server.call_ids import REPEAT_WINDOW
 from toolkeeper.server.gateway import Gateway
 
 from .conftest import TOKENS, ClientFactory, config_text
@@ -372,3 +373,40 @@ async def test_a_client_call_id_shaped_like_a_derived_one_is_its_own_call(
     assert not own.is_error and meta_of(own)[CALL_ID] == given[CALL_ID]
     assert not plain.is_error, plain
     assert meta_of(plain)[CALL_ID] == f"{meta_of(first)[CALL_ID]}.1"
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_ten_identical_fast_writes_at_once_from_several_connections_run_once(
+    tmp_path: Path, transport: str
+) -> None:
+    """With no gate to hold it open, a write ended before the later identical proposals reached
+    the gateway, and each of those ran it again (3-5 effects of 10 over HTTP). Within the
+    default repeat window they get its result."""
+    path = tmp_path / "gw.toml"
+    path.write_text(config_text(tmp_path, repeat_window=REPEAT_WINDOW))
+    args = {"path": str(tmp_path / "effects.txt"), "line": "x"}
+    results: list[mcp_types.CallToolResult] = []
+
+    async def propose(clients: list[Client]) -> None:
+        async def one(client: Client) -> None:
+            results.append(await client.call_tool("t.append_line", args))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for i in range(10):
+                    tg.start_soon(one, clients[i % len(clients)])
+
+    async with AsyncExitStack() as stack:
+        if transport == "http":
+            config = parse_config(path.read_text(), file="gw.toml", base_dir=str(tmp_path))
+            running = await stack.enter_async_context(build(config))
+            clients = [await stack.enter_async_context(http_gateway(running)) for _ in range(5)]
+        else:
+            clients = [
+                await stack.enter_async_context(Client(stdio_server(path))) for _ in range(2)
+            ]
+        await propose(clients)
+    assert (tmp_path / "effects.txt").read_text() == "x\n"
+    assert not any(r.is_error for r in results), [r for r in results if r.is_error]
+    assert sorted(meta_of(r)[REPLAYED] for r in results) == [False] + [True] * 9
+    assert len({meta_of(r)[CALL_ID] for r in results}) == 1

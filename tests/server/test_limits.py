@@ -15,6 +15,7 @@ from toolkeeper.config import ServerSettings
 from toolkeeper.core.errors import sole_cause
 from toolkeeper.server import Deployment
 from toolkeeper.server import transports as T
+from toolkeeper.server.call_ids import REPEAT_WINDOW
 
 from ..conftest import MCP_INITIALIZE
 from .conftest import TOKENS, connected, serving
@@ -210,3 +211,4 @@ def test_the_configured_defaults_are_the_transports() -> None:
     assert settings.max_requests_per_principal == T.DEFAULT_REQUESTS_PER_PRINCIPAL == 200
     assert settings.session_idle_timeout == T.DEFAULT_SESSION_IDLE_TIMEOUT == 300
     assert settings.request_timeout == T.DEFAULT_REQUEST_TIMEOUT == 30
+    assert settings.repeat_window == REPEAT_WINDOW == 5

@@ -257,5 +257,6 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         name=config.server.name,
         connected=connected,
         max_result_chars=config.server.max_result_chars or None,
+        repeat_window=config.server.repeat_window,
     )
     return Deployment(keeper, gateway, upstreams)

@@ -13,18 +13,21 @@ Otherwise:
   still the same call: open in the ledger (waiting for approval, refused, cancelled, running),
   of unknown outcome, or settled as done by a person or a reconciler after an unknown outcome
   and not yet answered by this process. Such a retry gets that call's result (its replay, or
-  its one run), so 10 identical proposals made while the first runs run once (one that
-  arrives after it ended is a new call, however soon), and a write whose outcome is
-  unknown is never run again until it is settled. Once the latest generation has ended
-  (succeeded, failed, timed out), or its settled success was answered here, the same arguments
-  make a new call (the next generation): repeating a read or a deliberate write is never
-  answered from the ledger. A settled failure lets the next proposal run at once.
+  its one run), and a write whose outcome is unknown is never run again until it is settled.
+  A write also joins its latest generation for `repeat_window` seconds after that ended: a
+  plain client cannot tell the gateway a retry from a repeat, and identical proposals raced
+  from several connections reach it spread over milliseconds, some after a fast write ended.
+  So 10 identical proposals made at once run once. Past the window, or once a read has ended
+  (or a settled success was answered here), the same arguments make a new call (the next
+  generation). A settled failure lets the next proposal run at once; a client that means to
+  repeat a write within the window sends its own call id.
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..core.states import CallStatus
@@ -64,6 +67,19 @@ def _same_call(record: CallRecord) -> bool:
     )
 
 
+def _recent(record: CallRecord, now: float, window: float) -> bool:
+    """Whether `record` ran and ended less than `window` seconds before `now` (a call settled
+    after an unknown outcome is `_same_call`'s: its settled failure lets the next one run)."""
+    return (
+        record.status.terminal
+        and now - record.updated_at < window
+        and all(status is not CallStatus.UNKNOWN_OUTCOME for status, _ in record.history)
+    )
+
+
+REPEAT_WINDOW = 5.0
+"""Seconds after a write ends during which a plain client's identical proposal still joins it."""
+
 _REMEMBERED = 4096
 """Calls whose generation is remembered; an older one is looked up again in the ledger."""
 
@@ -72,8 +88,22 @@ class CallIds:
     """Derives task and call ids; remembers the last generation of recent calls to save
     lookups (the others are found in the ledger, in a few lookups however many there were)."""
 
-    def __init__(self, store: LedgerStore) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        *,
+        clock: Callable[[], float] = time.time,
+        repeat_window: float = REPEAT_WINDOW,
+    ) -> None:
+        """Args:
+        store: The ledger the calls are recorded in.
+        clock: The keeper's wall clock (epoch seconds, as the records are stamped).
+        repeat_window: Seconds after a write ends during which its identical proposal joins
+            it (`probe` proposals only); 0 makes it a new call as soon as it ended.
+        """
         self._store = store
+        self._clock = clock
+        self._window = repeat_window
         # (task, base id) -> (generation, fresh): fresh when this process saw the one before
         # it end, so that a read may take it without reading the ledger (`derive`).
         self._known: OrderedDict[tuple[str, str], tuple[int, bool]] = OrderedDict()
@@ -123,7 +153,8 @@ class CallIds:
         ledger, unless `probe`. Read, the id is that of the call the proposal joins (or of a
         call not yet made): whatever the executor answers for it is this proposal's answer.
         Unread, another process may have made and ended that generation meanwhile: when the
-        executor answers with such a replay, the caller asks again with `probe=True`.
+        executor answers with such a replay, the caller asks again with `probe=True`. A
+        `probe` (a write's) joins a call that ended less than the repeat window ago.
         """
         given = (meta or {}).get(CALL_META_KEY)
         if given:
@@ -136,17 +167,27 @@ class CallIds:
         generation, fresh = self._known.get(key, (0, False))
         read = probe or not fresh
         if read:
-            generation = await self._current(task_id, base, generation)
+            window = self._window if probe else 0.0
+            generation = await self._current(task_id, base, generation, window)
         self._remember(key, generation, False)
         return _name(base, generation), read
 
-    async def _current(self, task_id: str, base: str, start: int) -> int:
+    async def _current(self, task_id: str, base: str, start: int, window: float) -> int:
         """The generation a proposal is of, from `start` (the generations before it ended here).
 
         Generations are made in order (a next one only once its previous one ended), so the
         ledger holds every one up to the latest and none after: a doubling search, then a
         halving one, find the latest in a few lookups however many times the call was made.
-        The proposal joins it while it is the same call (`_same_call`), else makes the next."""
+        The proposal joins it while it is the same call (`_same_call`) or, within `window`
+        seconds of its end, a recent one (`_recent`), else makes the next."""
+        now = self._clock()
+        if start > 0 and window > 0:
+            # (the generation this process saw end: a proposal right after it joins it)
+            before = await self._store.get_call(task_id, _name(base, start - 1))
+            if before is not None and _recent(before, now, window):
+                later = await self._store.get_call(task_id, _name(base, start))
+                if later is None:
+                    return start - 1
         first = await self._store.get_call(task_id, _name(base, start))
         if first is None or first.status in _OPEN:
             return start  # (no later generation exists: nothing more to read)
@@ -161,7 +202,7 @@ class CallIds:
                 missing = middle
             else:
                 latest, made = found, middle
-        return made if _same_call(latest) else made + 1
+        return made if _same_call(latest) or _recent(latest, now, window) else made + 1
 
     def ended(self, task_id: str, call_id: str, status: CallStatus) -> None:
         """Note that a derived call was answered with `status` (the caller passes derived ids

@@ -46,7 +46,7 @@ from ..policy.grants import may_use
 from ..retrieval.meta import CALL_TOOL
 from ..retrieval.selector import Connected
 from ..schema.validate import SchemaError, Validator, compile_validator
-from .call_ids import CALL_META_KEY, TASK_META_KEY, CallIds
+from .call_ids import CALL_META_KEY, REPEAT_WINDOW, TASK_META_KEY, CallIds
 from .progressive import MetaTools
 
 __all__ = [
@@ -153,6 +153,10 @@ class Gateway:
         max_result_chars: The most characters of a result's text a client is sent; a longer
             one is cut with a note (`MCP.format_result`). None sends every result whole.
 
+        repeat_window: Seconds after a write ends during which a plain client's identical
+            proposal (no `dev.toolkeeper/call-id`) is answered with that call's result
+            instead of running it again; 0 runs it again as soon as it ended.
+
     Raises:
         ValueError: `max_result_chars` is below 1 (use None to send results whole).
     """
@@ -165,6 +169,7 @@ class Gateway:
         name: str = "toolkeeper",
         connected: Connected | None = None,
         max_result_chars: int | None = RESULT_CHARS,
+        repeat_window: float = REPEAT_WINDOW,
     ) -> None:
         self.keeper = keeper
         self.name = name
@@ -172,7 +177,9 @@ class Gateway:
         self.max_result_chars = check_result_limit(max_result_chars, "max_result_chars")
         self.principals = {p.principal.id: p for p in principals}
         self._tokens = [(_token_digest(p.token), p) for p in principals if p.token is not None]
-        self._call_ids = CallIds(keeper.store)
+        self._call_ids = CallIds(
+            keeper.store, clock=keeper.runtime.clock, repeat_window=repeat_window
+        )
         self._dialect = MCP()
         self._exported: dict[int, tuple[ToolSpec, mcp_types.Tool, Validator | None]] = {}
         self._unsubscribe = keeper.catalog.subscribe(self._forget)
