@@ -5,23 +5,22 @@ official `mcp` client over streamable HTTP and stdio."""
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import mcp_types
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 from toolkeeper import Keeper
 from toolkeeper.config import parse_config
-from toolkeeper.server import Deployment, build, serve_http
+from toolkeeper.server import Deployment, build
 
+from ..server.conftest import ClientFactory, connected, serving
 from . import tools
 
 HERE = Path(__file__).resolve().parent
@@ -131,36 +130,11 @@ async def deployment(tmp_path: Path) -> AsyncIterator[Deployment]:
         yield running
 
 
-ClientFactory = Callable[..., AbstractAsyncContextManager[Client]]
-
-
 @asynccontextmanager
 async def http_gateway(deployment: Deployment) -> AsyncIterator[ClientFactory]:
     """The deployment served over streamable HTTP; yields a factory of SDK clients."""
-    ready = anyio.Event()
-    ports: list[int] = []
-
-    def started(port: int) -> None:
-        ports.append(port)
-        ready.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(partial(serve_http, deployment.gateway, port=0, started=started))
-        with anyio.fail_after(20):
-            await ready.wait()
-        url = f"http://127.0.0.1:{ports[0]}/mcp"
-
-        @asynccontextmanager
-        async def connect(token: str, **options: Any) -> AsyncIterator[Client]:
-            headers = {"Authorization": f"Bearer {token}"}
-            async with (
-                httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http,
-                Client(streamable_http_client(url, http_client=http), **options) as client,  # type: ignore[arg-type]
-            ):
-                yield client
-
-        yield connect
-        tg.cancel_scope.cancel()
+    async with serving(deployment) as url:
+        yield partial(connected, url)
 
 
 @pytest.fixture

@@ -10,25 +10,22 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import mcp_types
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from toolkeeper.config import parse_config
 from toolkeeper.core import CallStatus
-from toolkeeper.server import Deployment, build, serve_http
+from toolkeeper.server import Deployment, build
 from toolkeeper.server.call_ids import REPEAT_WINDOW
 from toolkeeper.server.gateway import Gateway
 
-from .conftest import TOKENS, ClientFactory, config_text
+from .conftest import TOKENS, ClientFactory, config_text, connected, serving
 from .test_gateway import code_of
 from .test_stdio_calls import calls_in
 from .test_transports import CLI, stdio_server
@@ -146,24 +143,8 @@ async def test_ten_identical_writes_at_once_over_stdio_run_once_and_each_gets_th
 @asynccontextmanager
 async def http_gateway(deployment: Deployment) -> AsyncIterator[Client]:
     """Alice's official client on `deployment` served over streamable HTTP."""
-    ready = anyio.Event()
-    ports: list[int] = []
-
-    def started(port: int) -> None:
-        ports.append(port)
-        ready.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(partial(serve_http, deployment.gateway, port=0, started=started))
-        await ready.wait()
-        headers = {"Authorization": f"Bearer {TOKENS['alice']}"}
-        url = f"http://127.0.0.1:{ports[0]}/mcp"
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0)) as http,
-            Client(streamable_http_client(url, http_client=http)) as client,  # type: ignore[arg-type]
-        ):
-            yield client
-        tg.cancel_scope.cancel()
+    async with serving(deployment) as url, connected(url, TOKENS["alice"]) as client:
+        yield client
 
 
 async def test_identical_writes_at_once_through_two_gateways_on_one_ledger_run_once(
