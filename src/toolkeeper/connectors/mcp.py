@@ -55,6 +55,7 @@ try:
     import mcp_types
     from mcp import Client, StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.client.subscriptions import SubscriptionLost
     from mcp.shared.exceptions import MCPError
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -81,6 +82,8 @@ _PAGE_CAP = 1000
 _RECONNECT = RetryPolicy(initial_interval=0.2, backoff=2.0, max_interval=10.0, jitter=0.2)
 _RECONNECT_WAIT = 5.0
 """Seconds after a lost connection during which a call waits for it to come back."""
+_RELISTEN_AFTER = 1.0
+"""Seconds a lost change stream waits for its connection's end before listening again."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -541,13 +544,28 @@ class McpUpstream:
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             if not _lists_changes(client):
                 return
-            async with client.listen(tools_list_changed=True) as sub:
-                # A change made between the first listing and this subscription sent no
-                # event here: list once more now that every later one will.
-                await self._resync(client)
-                async for _event in sub:
-                    await self._resync(client)
-            return
+            assert self._lost is not None
+            while True:
+                try:
+                    async with client.listen(tools_list_changed=True) as sub:
+                        # A change made between the first listing and this subscription sent
+                        # no event here: list once more now that every later one will.
+                        await self._resync(client)
+                        async for _event in sub:
+                            await self._resync(client)
+                    return
+                except SubscriptionLost as exc:
+                    # The server's end ends its stream too, a moment before the transport
+                    # says so: `_serve` then sees the connection close and logs it. On a
+                    # connection that lives on, listen (and list) again.
+                    with anyio.move_on_after(_RELISTEN_AFTER):
+                        await self._lost.wait_closed()
+                        return
+                    logger.warning(
+                        "upstream %r: its change stream ended (%s); listening again",
+                        self.params.name,
+                        exc,
+                    )
         while True:
             await self._refresh.wait()
             self._refresh = anyio.Event()
