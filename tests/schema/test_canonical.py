@@ -17,6 +17,7 @@ from toolkeeper.schema.canonical import (
     _encode,
     canonical_json,
     digest,
+    digest_bytes,
     json_safe,
     parse_canonical,
     safe_text,
@@ -351,3 +352,11 @@ def test_the_spellings_of_issue_23_are_three_values() -> None:
     assert len(set(digests[:3])) == 3 and digests[2] == digests[3]
     assert _executor_digest('{"n": 1.0}')[1] == _executor_digest('{"n": 1e0}')[1]
     assert _executor_digest('{"n": 1}')[1] != _executor_digest('{"n": 1.0}')[1]
+
+
+@given(key=st.binary(min_size=1, max_size=200), data=st.binary(max_size=300))
+def test_the_keyed_digest_is_hmac_sha256(key: bytes, data: bytes) -> None:
+    """Digests recorded under a key before must match those made now: HMAC-SHA256, whatever
+    the key's length (over a block it is hashed first)."""
+    assert digest_bytes(data, key) == hmac.digest(key, data, "sha256").hex()
+    assert digest_bytes(data, None) == hashlib.sha256(data).hexdigest()
