@@ -139,7 +139,7 @@ async def test_a_settled_call_is_answered_once_if_done_and_is_a_new_call_if_not(
     succeeded: bool,
 ) -> None:
     store = MemoryStore()
-    ids = CallIds(store)
+    ids = CallIds(store, repeat_window=0)
     first = await ids.call_id(ALICE, "mcp:alice", "t.x", {}, None)
     await store.claim_call(record(first, CallStatus.UNKNOWN_OUTCOME))
     target = CallStatus.SUCCEEDED if succeeded else CallStatus.FAILED
@@ -204,4 +204,27 @@ async def test_a_write_settled_after_an_unknown_outcome_is_not_joined_by_the_win
     settled = await store.get_call(task, first)
     assert settled is not None
     clock.now = settled.updated_at + 1
+    assert await ids.call_id(ALICE, task, "t.x", {}, None, probe=True) == f"{first}.1"
+
+
+async def test_a_settled_success_answered_here_is_joined_for_the_window_of_that_answer() -> None:
+    """Settled as done long ago, the call was answered once, and an identical proposal racing
+    that answer ran the write again (1 replay and 1 run of 5 at once, in an audit)."""
+    store = MemoryStore()
+    clock = FakeClock()
+    ids = CallIds(store, clock=clock, repeat_window=5)
+    task = "mcp:alice"
+    first = await ids.call_id(ALICE, task, "t.x", {}, None, probe=True)
+    await store.claim_call(record(first, CallStatus.UNKNOWN_OUTCOME))
+    await store.transition(
+        task, first, expected=CallStatus.UNKNOWN_OUTCOME, target=CallStatus.SUCCEEDED
+    )
+    settled = await store.get_call(task, first)
+    assert settled is not None
+    clock.now = settled.updated_at + 3600  # settled an hour before the client came back
+    assert await ids.call_id(ALICE, task, "t.x", {}, None, probe=True) == first
+    ids.ended(task, first, CallStatus.SUCCEEDED)  # answered with what was found
+    clock.advance(4.9)
+    assert await ids.call_id(ALICE, task, "t.x", {}, None, probe=True) == first
+    clock.advance(0.2)
     assert await ids.call_id(ALICE, task, "t.x", {}, None, probe=True) == f"{first}.1"

@@ -391,3 +391,39 @@ async def test_ten_identical_fast_writes_at_once_from_several_connections_run_on
     assert not any(r.is_error for r in results), [r for r in results if r.is_error]
     assert sorted(meta_of(r)[REPLAYED] for r in results) == [False] + [True] * 9
     assert len({meta_of(r)[CALL_ID] for r in results}) == 1
+
+
+async def test_a_write_settled_as_done_and_proposed_again_at_once_runs_no_more(
+    tmp_path: Path,
+) -> None:
+    """Once the settled call was answered, a proposal racing that answer was a new call and
+    ran the write again; within the repeat window every one of them gets what was found."""
+    text = config_text(tmp_path, repeat_window=REPEAT_WINDOW)
+    config = parse_config(text, file="gw.toml", base_dir=str(tmp_path))
+    marker = tmp_path / "marker.txt"
+    args = {"path": str(marker)}
+    results: list[mcp_types.CallToolResult] = []
+    async with build(config) as running, http_gateway(running) as alice:
+        assert code_of(await alice.call_tool("t.die_midway", args)) == "UNKNOWN_OUTCOME"
+        [record] = await running.keeper.store.list_calls()
+        found = '{"result": "done, by hand"}'
+        settle(
+            tmp_path,
+            record.task_id,
+            record.call_id,
+            "--succeeded",
+            "--note",
+            "n",
+            "--result",
+            found,
+        )
+
+        async def one() -> None:
+            results.append(await alice.call_tool("t.die_midway", args))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for _ in range(5):
+                    tg.start_soon(one)
+    assert marker.read_text() == "started\n"
+    assert [r.structured_content for r in results] == [{"result": "done, by hand"}] * 5

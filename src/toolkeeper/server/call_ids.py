@@ -14,13 +14,13 @@ Otherwise:
   of unknown outcome, or settled as done by a person or a reconciler after an unknown outcome
   and not yet answered by this process. Such a retry gets that call's result (its replay, or
   its one run), and a write whose outcome is unknown is never run again until it is settled.
-  A write also joins its latest generation for `repeat_window` seconds after that ended: a
-  plain client cannot tell the gateway a retry from a repeat, and identical proposals raced
-  from several connections reach it spread over milliseconds, some after a fast write ended.
-  So 10 identical proposals made at once run once. Past the window, or once a read has ended
-  (or a settled success was answered here), the same arguments make a new call (the next
-  generation). A settled failure lets the next proposal run at once; a client that means to
-  repeat a write within the window sends its own call id.
+  A write (or a settled success) also joins its latest generation for `repeat_window` seconds
+  after that ended or this process last answered it: a plain client cannot tell the gateway a
+  retry from a repeat, and identical proposals raced from several connections reach it spread
+  over milliseconds, some after a fast write ended. So 10 identical proposals made at once run
+  once. Past the window, or once a read has ended, the same arguments make a new call (the
+  next generation). A settled failure lets the next proposal run at once; a client that means
+  to repeat a write within the window sends its own call id.
 """
 
 from __future__ import annotations
@@ -67,13 +67,15 @@ def _same_call(record: CallRecord) -> bool:
     )
 
 
-def _recent(record: CallRecord, now: float, window: float) -> bool:
-    """Whether `record` ran and ended less than `window` seconds before `now` (a call settled
-    after an unknown outcome is `_same_call`'s: its settled failure lets the next one run)."""
+def _recent(record: CallRecord, now: float, window: float, answered: float = 0.0) -> bool:
+    """Whether `record` ended, or was last `answered` here, less than `window` seconds before
+    `now`, and is done: a call settled as not done after an unknown outcome lets the next
+    proposal run at once."""
+    settled = any(status is CallStatus.UNKNOWN_OUTCOME for status, _ in record.history)
     return (
         record.status.terminal
-        and now - record.updated_at < window
-        and all(status is not CallStatus.UNKNOWN_OUTCOME for status, _ in record.history)
+        and now - max(record.updated_at, answered) < window
+        and not (settled and record.status is not CallStatus.SUCCEEDED)
     )
 
 
@@ -104,12 +106,15 @@ class CallIds:
         self._store = store
         self._clock = clock
         self._window = repeat_window
-        # (task, base id) -> (generation, fresh): fresh when this process saw the one before
-        # it end, so that a read may take it without reading the ledger (`derive`).
-        self._known: OrderedDict[tuple[str, str], tuple[int, bool]] = OrderedDict()
+        # (task, base id) -> (generation, fresh, answered): fresh when this process saw the
+        # one before it end, so that a read may take it without reading the ledger
+        # (`derive`), and when it answered that one last (the repeat window counts from it).
+        self._known: OrderedDict[tuple[str, str], tuple[int, bool, float]] = OrderedDict()
 
-    def _remember(self, key: tuple[str, str], generation: int, fresh: bool) -> None:
-        self._known[key] = (generation, fresh)
+    def _remember(
+        self, key: tuple[str, str], generation: int, fresh: bool, answered: float = 0.0
+    ) -> None:
+        self._known[key] = (generation, fresh, answered)
         self._known.move_to_end(key)
         if len(self._known) > _REMEMBERED:
             self._known.popitem(last=False)
@@ -164,15 +169,18 @@ class CallIds:
             # (a task the client named that no ledger can key: the executor refuses the call)
             return base, True
         key = (task_id, base)
-        generation, fresh = self._known.get(key, (0, False))
-        read = probe or not fresh
+        start, fresh, answered = self._known.get(key, (0, False, 0.0))
+        generation, read = start, probe or not fresh
         if read:
             window = self._window if probe else 0.0
-            generation = await self._current(task_id, base, generation, window)
-        self._remember(key, generation, False)
+            generation = await self._current(task_id, base, start, window, answered)
+        if generation >= start:  # (not the answered one the window joined: it stays answered)
+            self._remember(key, generation, False, answered)
         return _name(base, generation), read
 
-    async def _current(self, task_id: str, base: str, start: int, window: float) -> int:
+    async def _current(
+        self, task_id: str, base: str, start: int, window: float, answered: float
+    ) -> int:
         """The generation a proposal is of, from `start` (the generations before it ended here).
 
         Generations are made in order (a next one only once its previous one ended), so the
@@ -184,7 +192,7 @@ class CallIds:
         if start > 0 and window > 0:
             # (the generation this process saw end: a proposal right after it joins it)
             before = await self._store.get_call(task_id, _name(base, start - 1))
-            if before is not None and _recent(before, now, window):
+            if before is not None and _recent(before, now, window, answered):
                 later = await self._store.get_call(task_id, _name(base, start))
                 if later is None:
                     return start - 1
@@ -213,8 +221,8 @@ class CallIds:
         base, _, number = call_id.partition(".")
         generation = int(number) if number.isascii() and number.isdigit() else 0
         key = (task_id, base)
-        if self._known.get(key, (0, False))[0] <= generation:
-            self._remember(key, generation + 1, True)
+        if self._known.get(key, (0, False, 0.0))[0] <= generation:
+            self._remember(key, generation + 1, True, self._clock())
 
     def derives(
         self, call_id: str, principal: Principal, tool: str, arguments: Mapping[str, Any] | str
