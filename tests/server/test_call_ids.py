@@ -191,37 +191,33 @@ async def test_a_write_that_just_ended_is_joined_for_the_repeat_window_then_made
     assert await ids.call_id(ALICE, task, "t.x", {}, None, probe=True) == f"{first}.1"
 
 
-async def test_a_write_settled_after_an_unknown_outcome_is_not_joined_by_the_window() -> None:
+async def _settled(target: CallStatus) -> tuple[CallIds, FakeClock, str, float]:
+    """Ids with a 5 s repeat window over a write of unknown outcome settled as `target`: the
+    ids, their clock, the call's id and when it was settled."""
     store = MemoryStore()
     clock = FakeClock()
     ids = CallIds(store, clock=clock, repeat_window=5)
-    task = "mcp:alice"
-    first = await ids.call_id(ALICE, task, "t.x", {}, None, probe=True)
+    first = await ids.call_id(ALICE, "mcp:alice", "t.x", {}, None, probe=True)
     await store.claim_call(record(first, CallStatus.UNKNOWN_OUTCOME))
-    await store.transition(
-        task, first, expected=CallStatus.UNKNOWN_OUTCOME, target=CallStatus.FAILED
-    )
-    settled = await store.get_call(task, first)
+    await store.transition("mcp:alice", first, expected=CallStatus.UNKNOWN_OUTCOME, target=target)
+    settled = await store.get_call("mcp:alice", first)
     assert settled is not None
-    clock.now = settled.updated_at + 1
+    return ids, clock, first, settled.updated_at
+
+
+async def test_a_write_settled_after_an_unknown_outcome_is_not_joined_by_the_window() -> None:
+    ids, clock, first, settled_at = await _settled(CallStatus.FAILED)
+    task = "mcp:alice"
+    clock.now = settled_at + 1
     assert await ids.call_id(ALICE, task, "t.x", {}, None, probe=True) == f"{first}.1"
 
 
 async def test_a_settled_success_answered_here_is_joined_for_the_window_of_that_answer() -> None:
     """Settled as done long ago, the call was answered once, and an identical proposal racing
     that answer ran the write again (1 replay and 1 run of 5 at once, in an audit)."""
-    store = MemoryStore()
-    clock = FakeClock()
-    ids = CallIds(store, clock=clock, repeat_window=5)
+    ids, clock, first, settled_at = await _settled(CallStatus.SUCCEEDED)
     task = "mcp:alice"
-    first = await ids.call_id(ALICE, task, "t.x", {}, None, probe=True)
-    await store.claim_call(record(first, CallStatus.UNKNOWN_OUTCOME))
-    await store.transition(
-        task, first, expected=CallStatus.UNKNOWN_OUTCOME, target=CallStatus.SUCCEEDED
-    )
-    settled = await store.get_call(task, first)
-    assert settled is not None
-    clock.now = settled.updated_at + 3600  # settled an hour before the client came back
+    clock.now = settled_at + 3600  # settled an hour before the client came back
     assert await ids.call_id(ALICE, task, "t.x", {}, None, probe=True) == first
     ids.ended(task, first, CallStatus.SUCCEEDED)  # answered with what was found
     clock.advance(4.9)

@@ -99,6 +99,12 @@ def assert_one_effect_and_ten_answers(tmp_path: Path, results: list[Any]) -> Non
     assert len({meta_of(r)[CALL_ID] for r in results}) == 1
 
 
+async def assert_one_run(tmp_path: Path, results: list[Any]) -> None:
+    """One effect, ten answers, and one call in the ledger, which succeeded."""
+    assert_one_effect_and_ten_answers(tmp_path, results)
+    assert [r.status for r in await calls_in(tmp_path)] == [CallStatus.SUCCEEDED]
+
+
 def meta_of(result: mcp_types.CallToolResult) -> dict[str, Any]:
     return dict(result.meta or {})
 
@@ -166,8 +172,7 @@ async def test_identical_writes_at_once_through_two_gateways_on_one_ledger_run_o
             results = await ten_at_once(
                 lambda i: (one if i % 2 else two).call_tool(WRITE, write_args(tmp_path)), all_in
             )
-    assert_one_effect_and_ten_answers(tmp_path, results)
-    assert [r.status for r in await calls_in(tmp_path)] == [CallStatus.SUCCEEDED]
+    await assert_one_run(tmp_path, results)
 
 
 async def test_identical_writes_at_once_through_two_stdio_gateway_processes_run_once(
@@ -188,8 +193,7 @@ async def test_identical_writes_at_once_through_two_stdio_gateway_processes_run_
             results = await ten_at_once(
                 lambda i: (one if i % 2 else two).call_tool(WRITE, write_args(tmp_path)), all_in
             )
-    assert_one_effect_and_ten_answers(tmp_path, results)
-    assert [r.status for r in await calls_in(tmp_path)] == [CallStatus.SUCCEEDED]
+    await assert_one_run(tmp_path, results)
 
 
 async def test_a_write_proposed_again_after_it_ended_runs_again(
