@@ -125,18 +125,25 @@ async def test_serve_prints_url_token_and_a_command_that_lists_tools(
     assert "answered 404: name the gateway's MCP endpoint" in captured.err  # (not "Not Found")
 
 
+_DEMO_HEADERS = {
+    "Authorization": "Bearer demo-token-for-tests",
+    "Accept": "application/json, text/event-stream",
+}
+"""What the tests' demo client sends with each request."""
+
+
+def _gateway_url(lines: list[str]) -> str:
+    """The gateway's URL, from the line `serve` prints it on."""
+    return next(line for line in lines if line.startswith("toolkeeper gateway on ")).split()[-1]
+
+
 @pytest.mark.anyio
 async def test_serve_takes_the_host_names_the_configuration_allows_and_no_others(
     tmp_path: Path,
 ) -> None:
     allowed = 'allowed_hosts = ["mcp.example.com"]\n'
     async with _serving(tmp_path, allowed) as (_, lines):
-        url = next(line for line in lines if line.startswith("toolkeeper gateway on "))
-        url = url.split()[-1]
-        headers = {
-            "Authorization": "Bearer demo-token-for-tests",
-            "Accept": "application/json, text/event-stream",
-        }
+        url, headers = _gateway_url(lines), _DEMO_HEADERS
         async with httpx2.AsyncClient(timeout=30) as http:
             named, other = [
                 await http.post(url, json=MCP_INITIALIZE, headers={**headers, "Host": host})
@@ -151,12 +158,7 @@ async def test_serve_caps_sessions_per_principal_and_cuts_off_a_silent_connectio
 ) -> None:
     limits = "max_sessions_per_principal = 1\nrequest_timeout = 0.3\n"
     async with _serving(tmp_path, limits) as (_, lines):
-        url = next(line for line in lines if line.startswith("toolkeeper gateway on "))
-        url = url.split()[-1]
-        headers = {
-            "Authorization": "Bearer demo-token-for-tests",
-            "Accept": "application/json, text/event-stream",
-        }
+        url, headers = _gateway_url(lines), _DEMO_HEADERS
         async with httpx2.AsyncClient(timeout=30) as http:
             first, second = [
                 await http.post(url, json=MCP_INITIALIZE, headers=headers) for _ in range(2)
