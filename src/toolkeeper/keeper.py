@@ -443,7 +443,6 @@ class Keeper:
         await self.store.open()
         self.runtime.digest_key = digest_key(self.store)
         self.runtime.cancel_scope = type(anyio.CancelScope())
-        self.runtime.native_asyncio = sniffio.current_async_library() == "asyncio"
         await self._recover()
         if self._is_closed():  # closed while it was opening
             raise ConfigurationError("this Keeper is closed")

@@ -173,7 +173,7 @@ async def test_a_cancelled_batch_gives_back_the_resources_its_calls_hold(keeper:
             await anyio.wait_all_tasks_blocked()
             tg.cancel_scope.cancel()
 
-    assert keeper.executor._locks == {}
+    assert keeper.executor._resources._locks == {}
     with anyio.fail_after(5):
         [later] = await keeper.execute_many(
             [ToolCall(call_id="later", name="put", arguments={"keys": ["a0", "b"], "hold": False})]

@@ -11,7 +11,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from toolkeeper.core.values import Principal, ToolCall
-from toolkeeper.executor.gates import _parse
+from toolkeeper.executor.arguments import parse_arguments
 from toolkeeper.executor.state import CallState
 from toolkeeper.schema.canonical import (
     _encode,
@@ -297,7 +297,7 @@ def _executor_digest(text: str) -> tuple[object, str]:
     """What the executor's first gate makes of raw JSON arguments: the value a tool will be
     given (before validation) and the digest that dedupe and approvals compare."""
     state = CallState(call=ToolCall(call_id="c", name="t", arguments=text), principal=ALICE)
-    _parse(SimpleNamespace(max_argument_bytes=1 << 30, digest_key=KEY), state)  # type: ignore[arg-type]
+    parse_arguments(SimpleNamespace(max_argument_bytes=1 << 30, digest_key=KEY), state)  # type: ignore[arg-type]
     assert state.parse_error is None, state.parse_error
     return state.arguments, state.request_digest
 
@@ -341,7 +341,7 @@ def test_lone_surrogates_keep_strings_apart_and_the_executor_refuses_them(
     state = CallState(
         call=ToolCall(call_id="c", name="t", arguments=json.dumps({"s": lone})), principal=ALICE
     )
-    _parse(SimpleNamespace(max_argument_bytes=1 << 30, digest_key=KEY), state)  # type: ignore[arg-type]
+    parse_arguments(SimpleNamespace(max_argument_bytes=1 << 30, digest_key=KEY), state)  # type: ignore[arg-type]
     assert state.parse_error is not None  # no tool receives one
 
 

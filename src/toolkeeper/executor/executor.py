@@ -1,39 +1,30 @@
-"""The executor: one visible pipeline of gates, then run and record; and parallel batches.
+"""The executor: one pipeline for every call, and parallel batches.
 
 ```
-dedupe → lookup → authorize → validate → rules → approval → budget → run (ledger RUNNING →
-execute → retry → record)
+admit: dedupe → lookup → authorize → validate → rules → approval → budget
+attempts: RUNNING (a write) → attempt, retry → end        journal: every record write
 ```
 Every refusal comes back as a `ToolResult` with a stable code; `execute` never raises for bad
 input, and a call never stays RUNNING because of one.
-
-The common call takes a short way to the same end (`gates.express`): a read-only tool with no
-rule or budget to consult, whose arguments are valid, passes gates 2-7 without waiting, so all
-that is left before it runs is dedupe's ledger read. The order is the pipeline's in effect: a
-gate that would refuse, or wait, sends the call down the pipeline from its first gate, and so
-does a ledger that holds the call already. Tests hold the two ways to the same results,
-records and audit events (tests/executor/test_express.py).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
-from typing import Any
-
-import anyio
 
 from ..core.errors import CallRefused, ErrorCode, StoreError, ToolError
 from ..core.states import CallStatus
 from ..core.values import ToolCall, ToolResult
 from ..observe.redact import log_exception
-from ..policy.grants import may_use
-from . import gates
-from .gates import Gate
-from .run import LEDGER_UNAVAILABLE, LostRace, record_refusal, run_call
+from . import attempts, gates, journal
+from .admit import admit
+from .batch import Resources
+from .journal import LEDGER_UNAVAILABLE, LostRace
 from .runtime import Runtime
 from .state import CallState
+from .steps import Abandoned, Gate, Hold
+from .turns import Turns
 
 __all__ = ["Executor", "build_pipeline"]
 
@@ -60,185 +51,70 @@ class Executor:
     def __init__(self, runtime: Runtime, pipeline: Sequence[Gate] | None = None) -> None:
         self.runtime = runtime
         self.pipeline = tuple(pipeline) if pipeline is not None else build_pipeline()
-        self._express = self.pipeline == build_pipeline()
-        """Whether a common call may pass the default gates at once (`gates.express`)."""
-        self._locks: dict[str, anyio.Lock] = {}
-        self._in_flight: dict[tuple[str, str], anyio.Event | None] = {}
+        self._turns = Turns()
+        self._resources = Resources(runtime)
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Check, run and record one call; always returns a result.
 
-        Proposals of one call id in this process go one at a time: a second waits for the
-        first to end, then dedupe hands it the recorded result (or a conflict). Without that,
-        both could pass the gates before either is recorded: a read-only tool ran twice, and
-        the second counted against the task's budget as another call.
+        Proposals of one call id in this process go one at a time (`Turns`); a pass through
+        the gates that loses a race to another process starts over, at most five times.
         """
-        in_flight = self._in_flight
-        key: tuple[str, str] | None = (call.task_id, call.call_id)
+        rt = self.runtime
+        key = await self._turns.take(call)
         try:
-            if key in in_flight:
-                await self._turn(key)
-        except TypeError:  # an id that is not text (unhashable): the pipeline refuses it
-            key = None
-        if key is not None:
-            in_flight[key] = None
-        try:
-            principal = call.principal or self.runtime.principal
+            principal = call.principal or rt.principal
             if principal is None:
-                return _refused(call, _NO_PRINCIPAL)
-            quick: CallState | None = None
-            if self._express:
-                try:
-                    quick = gates.express(self.runtime, call, principal)
-                except Exception:  # (the gates meet it again, and answer for it)
-                    quick = None
-            st = quick or CallState(call=call, principal=principal)
+                return _answer(call, CallStatus.REJECTED, _NO_PRINCIPAL)
+            st = CallState(call, principal)
             while True:
                 try:
-                    if st.express:  # every gate has passed but dedupe's ledger read
-                        st.express = False
-                        if await self.runtime.store().get_call(call.task_id, call.call_id) is None:
-                            return await run_call(self.runtime, st)
-                        st = CallState(call=call, principal=principal)  # (each gate anew)
-                    return await self._pipeline(st)
+                    step = await admit(rt, st, self.pipeline)
+                    if step is None:
+                        return await attempts.run(rt, st)
+                    if isinstance(step, Hold):
+                        return await journal.hold(rt, st, step.reason)
+                    if isinstance(step, Abandoned):
+                        await journal.mark_unknown(rt, step.record)
+                        raise LostRace
+                    return step
                 except LostRace:
-                    self.runtime.release(st)
+                    rt.release(st)
                     if st.reentries >= _MAX_REENTRIES:
                         return _internal(call, "the call kept changing under concurrent updates")
-                    st = CallState(call=call, principal=st.principal, reentries=st.reentries + 1)
+                    st = st.anew()
                 except CallRefused as refused:
-                    self.runtime.release(st)
+                    rt.release(st)
                     try:
-                        return await record_refusal(self.runtime, st, refused.error)
+                        return await journal.refuse(rt, st, refused.error)
                     except LostRace:
                         if st.reentries >= _MAX_REENTRIES:
                             # (the refusal stands; only its record is missing)
                             _log.error("a refusal of %s could not be recorded", call.name)
-                            return _refused(call, refused.error)
-                        st = CallState(
-                            call=call, principal=st.principal, reentries=st.reentries + 1
-                        )
+                            return _answer(call, CallStatus.REJECTED, refused.error)
+                        st = st.anew()
                     except Exception:
                         log_exception(_log, st.hidden(), "recording a refusal failed")
-                        return _refused(call, refused.error)
-                except StoreError as exc:  # (after an effect, `run_call` answers itself)
+                        return _answer(call, CallStatus.REJECTED, refused.error)
+                except StoreError as exc:  # (after an effect, `attempts.run` answers itself)
                     _log.error("the ledger failed on a call of %r: %s", call.name, exc)
-                    return _failed(call, LEDGER_UNAVAILABLE)
+                    return _answer(call, CallStatus.FAILED, LEDGER_UNAVAILABLE)
                 except Exception:
                     log_exception(_log, st.hidden(), "internal error executing %r", call.name)
                     return _internal(call, "an internal error stopped the call")
                 finally:
                     if st.reserved:
-                        self.runtime.release(st)
+                        rt.release(st)
         finally:
-            if key is not None:
-                event = in_flight.pop(key, None)
-                if event is not None:
-                    event.set()
-
-    async def _turn(self, key: tuple[str, str]) -> None:
-        """Wait until no other proposal of this call id is in flight here."""
-        while key in self._in_flight:
-            event = self._in_flight[key]
-            if event is None:
-                event = self._in_flight[key] = anyio.Event()
-            await event.wait()
-
-    async def _pipeline(self, st: CallState) -> ToolResult:
-        rt = self.runtime
-        for gate in self.pipeline:
-            result = gate(rt, st)
-            if result is None:
-                continue
-            if not isinstance(result, ToolResult):
-                result = await result
-                if result is None:
-                    continue
-            return result  # type: ignore[no-any-return]
-        return await run_call(rt, st)
+            self._turns.give_back(key)
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run independent calls concurrently; calls that write a same resource one at a time.
 
         Results come back in the order of `calls`; a failure of one call never affects
-        another's result.
-
-        A call holds its resources until it ends, and a call that outlives its timeout ends
-        there (UNKNOWN_OUTCOME, for a write), though its effect may still be under way: a sync
-        function runs on in its thread, an upstream server goes on with the request. The next
-        write to the resource may then overlap it. Holding the resource until that effect
-        really ends is not done: no one can tell when an upstream's does, a sync function
-        that hangs would block every later write to the resource for as long as the process
-        lives (waiting for a resource has no timeout), and `execute` takes no resources at
-        all. An unknown outcome is settled by reconciling it (`Keeper.reconcile`), not by
-        waiting.
+        another's result. See `batch.Resources` for what a write holds, and for how long.
         """
-        results: list[ToolResult | None] = [None] * len(calls)
-
-        async def one(index: int, call: ToolCall) -> None:
-            keys = self._resources(call)
-            held: list[anyio.Lock] = []
-            try:
-                for key in keys:
-                    # (looked up when its turn comes: one looked up sooner may be dropped
-                    # and made anew meanwhile, and two calls would hold the same resource)
-                    lock = self._locks.setdefault(key, anyio.Lock())
-                    await lock.acquire()
-                    held.append(lock)
-                results[index] = await self.execute(call)
-            finally:
-                # Cancelled while waiting for a later resource, a call still gives back those
-                # it holds: kept, they would block every later write to them.
-                for lock in reversed(held):
-                    lock.release()
-                for key in keys:
-                    left = self._locks.get(key)
-                    if (
-                        left is not None
-                        and not left.locked()
-                        and not left.statistics().tasks_waiting
-                    ):
-                        del self._locks[key]
-
-        async with anyio.create_task_group() as tg:
-            for index, call in enumerate(calls):
-                tg.start_soon(one, index, call)
-        return [
-            r if r is not None else _internal(c, "no result")
-            for r, c in zip(results, calls, strict=True)
-        ]
-
-    def _resources(self, call: ToolCall) -> list[str]:
-        """Sorted resource keys a call writes (sorted, so locks are always taken in order);
-        none for a call to a tool its principal may not use: it is refused as a call to no
-        tool, and must not wait for others' writes to it either (its wait would tell)."""
-        tool = self.runtime.catalog.get(call.name)
-        principal = call.principal or self.runtime.principal
-        if (
-            tool is None
-            or not tool.spec.has_side_effects
-            or principal is None
-            or not may_use(principal, tool.spec)
-        ):
-            return []
-        if tool.writes is None:
-            return [f"tool:{tool.spec.name}"]
-        arguments: Any = call.arguments
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except ValueError:
-                return []
-        if not isinstance(arguments, dict):
-            return []
-        try:
-            named = tool.writes(arguments)
-        except Exception:
-            return [f"tool:{tool.spec.name}"]
-        if named is None:
-            return []
-        keys = [named] if isinstance(named, str) else list(named)
-        return sorted({f"resource:{k}" for k in keys})
+        return await self._resources.run_all(calls, self.execute)
 
 
 _NO_PRINCIPAL = ToolError.of(
@@ -250,13 +126,9 @@ _NO_PRINCIPAL = ToolError.of(
 it is not recorded (see `Keeper`'s `principal`)."""
 
 
-def _refused(call: ToolCall, error: ToolError) -> ToolResult:
-    return ToolResult(call_id=call.call_id, tool=call.name, status=CallStatus.REJECTED, error=error)
-
-
 def _internal(call: ToolCall, message: str) -> ToolResult:
-    return _failed(call, ToolError.of(ErrorCode.INTERNAL_ERROR, message))
+    return _answer(call, CallStatus.FAILED, ToolError.of(ErrorCode.INTERNAL_ERROR, message))
 
 
-def _failed(call: ToolCall, error: ToolError) -> ToolResult:
-    return ToolResult(call_id=call.call_id, tool=call.name, status=CallStatus.FAILED, error=error)
+def _answer(call: ToolCall, status: CallStatus, error: ToolError) -> ToolResult:
+    return ToolResult(call_id=call.call_id, tool=call.name, status=status, error=error)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ..core._fastinit import fast_new
 from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import MCP_CONTENT, Effect, ToolResult
 from ..ledger.base import ApprovalRecord, CallRecord, current_owner
 from ..observe.audit import AuditEvent
+from ..observe.redact import mask
 from ..policy.approvals import Binding
 from ..schema.canonical import digest, safe_text
 from .runtime import Runtime, idempotency_key
@@ -24,7 +25,13 @@ __all__ = [
     "new_record",
     "recorded_name",
     "replay",
+    "unrecordable",
 ]
+
+_log = logging.getLogger("toolkeeper")
+
+_EFFECTS = {effect: effect.value for effect in Effect}
+"""Each effect's text (`.value` of an enum is a property, slow on every call)."""
 
 UNKNOWN_OUTCOME_ERROR = ToolError.of(
     ErrorCode.UNKNOWN_OUTCOME,
@@ -87,31 +94,30 @@ def new_record(
     """A first ledger record for the call in `status`."""
     spec = st.tool.spec if st.tool is not None else None
     now = rt.clock()
-    return _new_record(  # (every field, in CallRecord's order)
-        st.call.task_id,
-        st.call.call_id,
-        st.call.name if spec is not None else recorded_name(st.call.name),  # tool
-        spec.version if spec is not None else "",  # version
-        st.request_digest,
-        st.redacted,  # arguments
-        st.principal.id,
-        st.principal.tenant,
-        status,
-        _EFFECTS[spec.effect] if spec is not None else Effect.WRITE.value,
-        spec.idempotent if spec is not None else False,
-        st.idempotency_key or idempotency_key(st.call.task_id, st.call.call_id),
-        attempt,
-        approval_id,
-        effect_ref,
-        result,
-        None,  # result_ref (the store's)
-        content,
-        error,
-        current_owner(),
-        deadline,
-        now,  # created_at
-        now,  # updated_at
-        ((status, now),),  # history
+    return CallRecord(
+        task_id=st.call.task_id,
+        call_id=st.call.call_id,
+        tool=st.call.name if spec is not None else recorded_name(st.call.name),
+        version=spec.version if spec is not None else "",
+        digest=st.request_digest,
+        arguments=st.redacted,
+        principal_id=st.principal.id,
+        tenant=st.principal.tenant,
+        status=status,
+        effect=_EFFECTS[spec.effect] if spec is not None else Effect.WRITE.value,
+        idempotent=spec.idempotent if spec is not None else False,
+        idempotency_key=st.idempotency_key or idempotency_key(st.call.task_id, st.call.call_id),
+        attempt=attempt,
+        approval_id=approval_id,
+        effect_ref=effect_ref,
+        result=result,
+        content=content,
+        error=error,
+        owner=current_owner(),
+        deadline=deadline,
+        created_at=now,
+        updated_at=now,
+        history=((status, now),),
     )
 
 
@@ -121,11 +127,6 @@ def recorded_name(name: object) -> str:
     if not isinstance(name, str):
         return f"<{type(name).__name__}>"
     return safe_text(name).replace("\x00", "\ufffd")
-
-
-_new_record = fast_new(CallRecord)
-_EFFECTS = {effect: effect.value for effect in Effect}  # (`.value` is an enum property: slow)
-_new_event = fast_new(AuditEvent)
 
 
 def audit(
@@ -141,22 +142,22 @@ def audit(
     **extra: Any,
 ) -> None:
     """Emit the audit event of one persisted state change."""
-    event = _new_event(  # (every field, in AuditEvent's order)
-        rt.clock(),  # at
-        st.call.task_id,
-        st.call.call_id,
-        st.call.name,
-        st.tool.spec.version if st.tool is not None else None,
-        st.principal.id,
-        st.principal.tenant,
-        status,  # a StrEnum: already the text
-        previous,
-        attempt,
-        error.code.value if error is not None else None,  # error_code
-        error.message if error is not None else None,
-        approval_id,
-        st.redacted if first else None,  # arguments
-        extra,
+    event = AuditEvent(
+        at=rt.clock(),
+        task_id=st.call.task_id,
+        call_id=st.call.call_id,
+        tool=st.call.name,
+        version=st.tool.spec.version if st.tool is not None else None,
+        principal_id=st.principal.id,
+        tenant=st.principal.tenant,
+        status=status,
+        previous=previous,
+        attempt=attempt,
+        error_code=error.code.value if error is not None else None,
+        message=error.message if error is not None else None,
+        approval_id=approval_id,
+        arguments=st.redacted if first else None,
+        extra=extra,
     )
     rt.emit(event)
 
@@ -178,3 +179,15 @@ def binding(rt: Runtime, st: CallState) -> Binding:
             else digest(st.validated, rt.digest_key)
         ),
     )
+
+
+_NOT_JSON = "is not JSON data (nested too deeply, or of a type JSON cannot hold)"
+
+
+def unrecordable(
+    name: str, reason: str, what: str | None = None, secrets: tuple[str, ...] = ()
+) -> str:
+    """What is recorded and shown instead of a result that cannot be: the call ran. `reason`
+    is logged, with the call's sensitive values (`secrets`) masked: it may quote the result."""
+    _log.warning("the result of %s is not recorded: %s", name, mask(reason, secrets))
+    return f"{name} ran and finished, but its result {what or _NOT_JSON}, so it is not shown"

@@ -80,12 +80,9 @@ class Runtime:
     """Wall clock (epoch seconds)."""
     sleep: Callable[[float], Any] | None = None
     """Waits between retries (anyio.sleep unless a test clock replaces it)."""
-    cancel_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
-    """Makes cancel scopes; `Keeper.open` binds it to the running backend's class, which
-    saves looking the backend up on every attempt."""
-    native_asyncio: bool = False
-    """The event loop is asyncio's: attempts are timed by `asyncio.timeout`, which costs less
-    than an anyio cancel scope (`Keeper.open` sets it)."""
+    cancel_scope: Callable[..., anyio.CancelScope] = anyio.CancelScope
+    """Makes cancel scopes (`deadline=`, `shield=`): `Keeper.open` binds it to the running
+    backend's class, which saves looking the backend up for every attempt."""
     draining: bool = False
     """Set when the process is stopping (`Keeper.drain`): calls in flight end after their
     current attempt, without retries."""

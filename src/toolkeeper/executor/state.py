@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalog.registry import Tool
+from ..core.errors import ToolError
+from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall
 from ..ledger.base import ApprovalRecord, CallRecord
 from ..observe.redact import hidden_values
 
-__all__ = ["CallState", "Prepared"]
+__all__ = ["Attempts", "CallState", "Outcome", "Prepared"]
 
 
 @dataclass(slots=True)
@@ -66,8 +68,10 @@ class CallState:
     """The call's idempotency key, once computed."""
     reserved: tuple[tuple[str, str, str | None], ...] = ()
     """The budget places it holds until its record is written (see `Runtime.reserved`)."""
-    express: bool = False
-    """Every gate but dedupe's ledger read has passed already (`gates.express`)."""
+
+    def anew(self) -> CallState:
+        """The state of the same proposal for another pass through every gate."""
+        return CallState(self.call, self.principal, self.reentries + 1)
 
     def hidden(self) -> tuple[str, ...]:
         """The argument values the call's record redacts: what words about the call (a
@@ -77,3 +81,43 @@ class CallState:
         if self.prepared is None or not self.prepared.sensitive:
             return ()
         return hidden_values(self.validated, self.redacted)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How one attempt ended, or the call: what the journal records."""
+
+    status: CallStatus
+    data: Any = None
+    effect_ref: str | None = None
+    error: ToolError | None = None
+    nothing_sent: bool = False
+    """The failure happened before the request left: a retry cannot repeat an effect."""
+    unknown: bool = False
+    """The request may have taken effect."""
+    approval_reason: str | None = None
+    content: tuple[Mapping[str, Any], ...] | None = None
+    """MCP content blocks of the result (`ToolOutput.content`), recorded with the data."""
+
+
+@dataclass(slots=True)
+class Attempts:
+    """Where a call that runs stands: its attempts, and what its record holds of them."""
+
+    number: int
+    """The attempt under way, or the last one made."""
+    started_at: float
+    """When the call started to run (wall clock)."""
+    recorded: int | None = None
+    """The attempt the RUNNING record this process wrote holds; None when it wrote none."""
+    sent: bool = False
+    """Whether an ended attempt may have sent its request (an effect may have happened)."""
+    attempting: bool = False
+    """An attempt is under way."""
+    last: Outcome | None = None
+    """How the last ended attempt ended."""
+
+    @property
+    def may_have_run(self) -> bool:
+        """Whether the call's effect may have happened."""
+        return self.sent or self.attempting

@@ -30,9 +30,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..core.ids import id_problem
 from ..core.states import CallStatus
 from ..core.values import Principal
-from ..executor.gates import id_problem
 from ..ledger.base import CallRecord, LedgerStore
 from ..ledger.keys import digest_key
 from ..schema.canonical import canonical_json, digest_bytes

@@ -35,11 +35,11 @@ from pydantic import ValidationError
 from ..catalog.registry import CatalogEvent, Tool
 from ..core._visible import visible
 from ..core.errors import ErrorCode, ToolError
+from ..core.ids import id_problem
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects.base import RESULT_CHARS, check_result_limit, shown_result
 from ..dialects.mcp import MCP
-from ..executor.gates import id_problem
 from ..keeper import Keeper
 from ..ledger.base import ApprovalRecord
 from ..policy.grants import may_use

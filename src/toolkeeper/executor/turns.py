@@ -1,0 +1,46 @@
+"""One proposal of a call id at a time in this process.
+
+A second proposal waits for the first to end, then dedupe hands it the recorded result (or a
+conflict). Without that, both could pass the gates before either is recorded: a read-only
+tool would run twice, and the second count against the task's budget as another call.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from ..core.values import ToolCall
+
+__all__ = ["Turns"]
+
+_Key = tuple[str, str]
+
+
+class Turns:
+    """The call ids in flight here, each with the event its next proposal waits for."""
+
+    def __init__(self) -> None:
+        self._held: dict[_Key, anyio.Event | None] = {}
+
+    async def take(self, call: ToolCall) -> _Key | None:
+        """Wait for the turn of `call`'s id and hold it; return what `give_back` takes (None
+        for an id that is not text: the pipeline refuses it, and it holds no turn)."""
+        key = (call.task_id, call.call_id)
+        try:
+            while key in self._held:
+                event = self._held[key]
+                if event is None:
+                    event = self._held[key] = anyio.Event()
+                await event.wait()
+        except TypeError:  # (unhashable)
+            return None
+        self._held[key] = None
+        return key
+
+    def give_back(self, key: _Key | None) -> None:
+        """End the turn `take` returned, and wake the proposal waiting for it."""
+        if key is None:
+            return
+        event = self._held.pop(key, None)
+        if event is not None:
+            event.set()
