@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ._fastinit import fast_init
-
 __all__ = [
     "ERROR_TABLE",
     "CallRefused",
@@ -96,7 +94,6 @@ ERROR_TABLE: Mapping[ErrorCode, ErrorInfo] = {
 }
 
 
-@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolError:
     """Why a call did not produce data: safe to show to the model that proposed it."""

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ._fastinit import fast_init
 from .errors import ToolError
 from .states import CallStatus
 
@@ -225,7 +224,6 @@ class ToolSpec:
         return self.effect is Effect.READ_ONLY or self.idempotent
 
 
-@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCall:
     """One invocation a model proposed."""
@@ -245,7 +243,6 @@ class ToolCall:
     """Where the call came from (dialect, raw id, ...); never used for decisions."""
 
 
-@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolResult:
     """One observation: what came back from a call, or why nothing did."""
@@ -292,7 +289,6 @@ class ToolResult:
         return self.finished_at - self.started_at
 
 
-@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CallContext:
     """What a running tool may know about its call. Injected into a parameter of this type."""

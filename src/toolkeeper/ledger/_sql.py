@@ -13,7 +13,6 @@ from typing import Any
 
 import anyio
 
-from ..core._fastinit import fast_init
 from ..core.states import CallStatus
 from ._rows import (
     APPROVAL_COLUMNS,
@@ -161,7 +160,6 @@ def for_psycopg(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
-@fast_init
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Transition:
     """One compare-and-set transition as a single UPDATE statement."""

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from ..core._fastinit import fast_init
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
 
@@ -50,7 +49,6 @@ class StaleState(ToolkeeperError):
         self.actual = actual
 
 
-@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CallRecord:
     """One call as the ledger knows it. Keyed by (`task_id`, `call_id`)."""

@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
-from ..core._fastinit import replace
 from ..core.errors import IllegalTransition
 from ..core.states import CallStatus, can_transition
 from .base import (
@@ -60,7 +59,7 @@ def apply_checked(
     """The record after a transition: the changes `check_transition` returned, applied to a
     record known to be in the expected state (consumes `checked`)."""
     checked.update(status=target, updated_at=now, history=(*record.history, (target, now)))
-    return replace(record, checked)
+    return dataclasses.replace(record, **checked)
 
 
 def stamp_new(record: CallRecord, clock: Callable[[], float] = time.time) -> CallRecord:
@@ -69,8 +68,8 @@ def stamp_new(record: CallRecord, clock: Callable[[], float] = time.time) -> Cal
     if record.created_at and record.history:
         return record
     now = clock()
-    return replace(
-        record, {"created_at": now, "updated_at": now, "history": ((record.status, now),)}
+    return dataclasses.replace(
+        record, created_at=now, updated_at=now, history=((record.status, now),)
     )
 
 

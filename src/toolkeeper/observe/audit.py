@@ -21,14 +21,12 @@ from typing import IO, Any, Protocol, runtime_checkable
 import msgspec
 
 from ..core._exit import AtExit
-from ..core._fastinit import fast_init
 
 __all__ = ["AuditEvent", "AuditSink", "JsonlAuditSink", "MemoryAuditSink", "NullAuditSink"]
 
 _log = logging.getLogger("toolkeeper")
 
 
-@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AuditEvent:
     """One state change of one call."""
