@@ -47,10 +47,12 @@ class Target:
     """Identifier in the JSON report."""
     description: str
     """The target in words."""
-    measured_us: float | None
-    """The toolkeeper median it is about."""
-    limit_us: float | None
+    measured: float | None
+    """What it is about, in `unit`: a toolkeeper median, or its paired ratio to a peer."""
+    limit: float | None
     """The bound it must not exceed (None when a needed case was not measured)."""
+    unit: str
+    """"us" (microseconds per call) or "x" (a ratio)."""
     met: bool | None
     """Whether it was met; None when it could not be checked."""
 
@@ -58,8 +60,9 @@ class Target:
         """A JSON-ready dict."""
         return {
             "description": self.description,
-            "measured_us": _round(self.measured_us),
-            "limit_us": _round(self.limit_us),
+            "measured": _round(self.measured, 3 if self.unit == "x" else 2),
+            "limit": self.limit,
+            "unit": self.unit,
             "met": self.met,
         }
 
@@ -103,20 +106,14 @@ class ExecutorBench:
         compares the two at the same speed, where the ratio of the overall medians may set
         one's fast repeats against the other's slow ones."""
 
-        def ratios(own: Summary, other: Summary) -> float | None:
-            pairs = [
-                a / b
-                for a, b in zip(own.repeat_medians_us, other.repeat_medians_us, strict=False)
-                if b > 0
-            ]
-            return round(statistics.median(pairs), 3) if pairs else None
-
         peers = [c for c in self.cases if not c.key.startswith("toolkeeper.") and c.summary]
         out: dict[str, dict[str, float]] = {}
         for case in self.cases:
             if case.key.startswith("toolkeeper.") and case.summary is not None:
                 out[case.key] = {
-                    p.key: r for p in peers if p.summary and (r := ratios(case.summary, p.summary))
+                    p.key: round(r, 3)
+                    for p in peers
+                    if p.summary and (r := paired_ratio(case.summary, p.summary)) is not None
                 }
         return out
 
@@ -170,5 +167,14 @@ class ExecutorBench:
         }
 
 
-def _round(value: float | None) -> float | None:
-    return round(value, 2) if value is not None else None
+def paired_ratio(own: Summary, other: Summary) -> float | None:
+    """The median over the repeats of the ratio of `own`'s median to `other`'s in the same
+    repeat (see `ExecutorBench.paired_ratios`); None when no repeat has both."""
+    pairs = [
+        a / b for a, b in zip(own.repeat_medians_us, other.repeat_medians_us, strict=False) if b > 0
+    ]
+    return statistics.median(pairs) if pairs else None
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return round(value, digits) if value is not None else None

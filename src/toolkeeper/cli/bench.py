@@ -137,6 +137,12 @@ def _us(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
+def _figure(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" if unit == "x" else f"{_us(value)} us"
+
+
 def _verdict(met: bool | None) -> str:
     return {True: "yes", False: "NO", None: "n/a"}[met]
 
@@ -193,9 +199,14 @@ def render_executor(report: ExecutorBench) -> str:
     lines += [
         "",
         render_table(
-            ["target", "measured us", "bound us", "met"],
+            ["target", "measured", "bound", "met"],
             [
-                [t.description, _us(t.measured_us), _us(t.limit_us), _verdict(t.met)]
+                [
+                    t.description,
+                    _figure(t.measured, t.unit),
+                    _figure(t.limit, t.unit),
+                    _verdict(t.met),
+                ]
                 for t in report.targets
             ],
         ),
