@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._console import count
 from ..retrieval.adapter import ABSTAIN_WEIGHT, EPOCHS
-from ._common import count
 
 __all__ = ["register"]
 
@@ -462,7 +462,7 @@ def _safety(args: argparse.Namespace) -> int:
     if args.json:
         _emit(report, True)
         return 0
-    from ._table import render_table
+    from .._console import render_table
 
     print(
         f"{report['trials']} trials (seed {report['seed']}), {report['kills']} processes "
