@@ -31,10 +31,10 @@ from pydantic import (
     model_validator,
 )
 
+from .connectors.python import DEFAULT_TOOL_THREADS
 from .core.errors import ConfigurationError
 from .core.values import Effect, grant_pattern
 from .dialects.base import RESULT_CHARS
-from .keeper import DEFAULT_TOOL_THREADS
 from .ledger.factory import open_store
 
 __all__ = [

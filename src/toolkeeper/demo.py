@@ -16,6 +16,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from ._console import render_table
 from .core.values import CallContext, Principal, ToolCall, ToolResult
 from .keeper import Keeper
 from .ledger.base import CallRecord
@@ -128,8 +129,6 @@ def _line(result: ToolResult) -> str:
 
 
 def _ledger_table(records: list[CallRecord]) -> str:
-    from .cli._table import render_table
-
     rows = [
         [
             r.call_id,

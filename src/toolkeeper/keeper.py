@@ -39,7 +39,7 @@ import sniffio
 from anyio.lowlevel import EventLoopToken, current_token
 
 from .catalog.registry import Catalog, Reconciler, ResourceKey, Tool
-from .connectors.python import FunctionConnector
+from .connectors.python import DEFAULT_TOOL_THREADS, FunctionConnector
 from .core._exit import AtExit
 from .core.errors import ConfigurationError
 from .core.retry import RetryPolicy
@@ -75,8 +75,6 @@ __all__ = ["DEFAULT_LEDGER", "DEFAULT_TOOL_THREADS", "Keeper", "KeeperState", "d
 _log = logging.getLogger("toolkeeper")
 
 DEFAULT_LEDGER = "sqlite:///./toolkeeper.db"
-DEFAULT_TOOL_THREADS = 40
-"""Sync tool functions that may run at once (as many as anyio's default thread limiter)."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..connectors.base import Connector
+from ..core.connector import Connector
 from ..core.errors import ConfigurationError
 from ..core.retry import RetryPolicy
 from ..core.values import CallContext, ToolSpec

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from typing import TypeVar
 
 from ..core.errors import ConfigurationError
@@ -16,7 +15,6 @@ from ..ledger.sqlite import NoLedger
 __all__ = [
     "LIST_LIMIT",
     "add_ledger_option",
-    "count",
     "cut",
     "existing_ledger",
     "ledger_hint",
@@ -89,18 +87,3 @@ def ledger_hint(exc: Exception) -> str:
     if isinstance(exc, NoLedger):
         return f"{exc} (pass --ledger URL or set TOOLKEEPER_LEDGER)"
     return str(exc)
-
-
-def count(minimum: int) -> Callable[[str], int]:
-    """An argparse `type` for a whole number of at least `minimum` (a usage error otherwise)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a count of {minimum} or more, not {text!r}")
-        return value
-
-    return parse

@@ -12,12 +12,12 @@ from typing import Any
 
 import anyio
 
+from .._console import CELL_WIDTH, count, render_table
 from ..core._visible import visible, visible_json
 from ..core.errors import ToolkeeperError
 from ..ledger.base import EVERY, ApprovalRecord, ApprovalStatus
 from ..policy.approvals import Approvals
-from ._common import LIST_LIMIT, add_ledger_option, count, cut, existing_ledger, ledger_hint
-from ._table import CELL_WIDTH, render_table
+from ._common import LIST_LIMIT, add_ledger_option, cut, existing_ledger, ledger_hint
 
 __all__ = ["register"]
 

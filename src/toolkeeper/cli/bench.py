@@ -16,12 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._table import render_table
+from .._console import count, render_table
 
 if TYPE_CHECKING:
     from ..bench.report import ExecutorBench
-
-from ._common import count
 
 __all__ = ["configure_executor", "register", "render_executor"]
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._console import count, render_table
 from ..retrieval.adapter import ABSTAIN_WEIGHT, EPOCHS
-from ._common import count
 
 __all__ = ["register"]
 
@@ -462,8 +462,6 @@ def _safety(args: argparse.Namespace) -> int:
     if args.json:
         _emit(report, True)
         return 0
-    from ._table import render_table
-
     print(
         f"{report['trials']} trials (seed {report['seed']}), {report['kills']} processes "
         f"killed; routes: {', '.join(report['routes'])}; {report['seconds']:.1f} s"

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from .._console import count, render_table
 from ..core._visible import visible, visible_json
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
@@ -26,13 +27,11 @@ from ..ledger.recovery import recover_abandoned
 from ._common import (
     LIST_LIMIT,
     add_ledger_option,
-    count,
     cut,
     existing_ledger,
     ledger_hint,
     ledger_url,
 )
-from ._table import render_table
 
 __all__ = ["register"]
 

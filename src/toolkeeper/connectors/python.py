@@ -38,7 +38,10 @@ from ..schema.from_callable import FunctionSchema, function_schema
 from ..schema.validate import Violation
 from .base import UpstreamUnavailable
 
-__all__ = ["FunctionConnector"]
+__all__ = ["DEFAULT_TOOL_THREADS", "FunctionConnector"]
+
+DEFAULT_TOOL_THREADS = 40
+"""Sync tool functions that may run at once (as many as anyio's default thread limiter)."""
 
 
 class FunctionConnector:

@@ -8,7 +8,8 @@ any gate may end a call as REJECTED; UNKNOWN_OUTCOME is reconciled to SUCCEEDED 
 The table lists the changes the ledger may persist. A record may be *created* in any state:
 the pipeline does not write the states it passes through in memory (VALIDATED, AUTHORIZED, and
 RUNNING for a read-only call, which is written once, when it ends), so the table also holds
-those shortcuts. Everything else raises `IllegalTransition` in the store.
+those shortcuts. Everything else a store refuses with `IllegalTransition`
+(`ledger.transitions.check_transition`).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .._console import count
 from ..core.values import ToolSpec
 from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder
 from ..retrieval.meta import meta_specs
@@ -190,8 +191,6 @@ def run_bench(
 
 def configure_retrieval(parser: argparse.ArgumentParser) -> None:
     """Options of `toolkeeper bench retrieval` (see `toolkeeper.cli.bench._BENCHES`)."""
-    from ..cli._common import count
-
     parser.description = __doc__.split("\n\n")[1] if __doc__ else None
     parser.add_argument("--tools", type=count(1), default=10_000, help="catalog size")
     parser.add_argument("--queries", type=count(1), default=300, help="queries per benchmark set")

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from ..connectors.base import ToolOutput, UnrecordableResult, UpstreamUnavailable
+from ..core.connector import ToolOutput, UnrecordableResult, UpstreamUnavailable
 from ..core.errors import ErrorCode, ToolError
 from ..core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFailed
 from ..core.states import CallStatus

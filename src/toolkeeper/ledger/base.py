@@ -321,18 +321,6 @@ EVERY = 2**62
 """A `list_calls` limit no ledger reaches: every matching call."""
 
 
-def check_decision(status: ApprovalStatus) -> ApprovalStatus:
-    """`status` when a pending request may end in it (any but pending).
-
-    Raises:
-        ValueError: it is `PENDING`: no decision (one would stamp who decided and when on a
-            request that stays pending).
-    """
-    if status is ApprovalStatus.PENDING:
-        raise ValueError("a decision is approved, denied, expired or withdrawn, not pending")
-    return status
-
-
 def check_limit(limit: int) -> int:
     """`limit` when it is a count (0 or more).
 

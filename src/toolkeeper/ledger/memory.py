@@ -8,69 +8,14 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-from ..core.errors import IllegalTransition
-from ..core.states import CallStatus, can_transition
-from .base import (
-    ApprovalRecord,
-    ApprovalStatus,
-    CallRecord,
-    StaleState,
-    check_decision,
-    check_limit,
-)
+from ..core.states import CallStatus
+from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState, check_limit
+from .transitions import apply_checked, check_decision, check_transition, not_pending, stamp_new
 
-__all__ = ["MemoryStore", "apply_checked", "check_transition", "stamp_new"]
-
-# Fields a transition never takes from `changes`: the key, and what the store derives.
-_KEY_FIELDS = frozenset({"task_id", "call_id", "status", "history", "updated_at", "result_ref"})
-_FIELDS = frozenset(f.name for f in dataclasses.fields(CallRecord))
-
-
-def check_transition(
-    expected: CallStatus, target: CallStatus, changes: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """Validate a transition request before any record is read; shared by every store.
-
-    Returns:
-        The changes as a new dict.
-
-    Raises:
-        IllegalTransition: the state machine does not allow `expected -> target`.
-        ValueError: `changes` names a field a transition cannot change, or an unknown field.
-    """
-    if not can_transition(expected, target):
-        raise IllegalTransition(expected, target)
-    checked = dict(changes or {})
-    bad = _KEY_FIELDS.intersection(checked)
-    if bad:
-        raise ValueError(f"a transition cannot change {sorted(bad)}")
-    unknown = checked.keys() - _FIELDS
-    if unknown:
-        raise ValueError(f"a call record has no fields {sorted(unknown)}")
-    return checked
-
-
-def apply_checked(
-    record: CallRecord, *, target: CallStatus, checked: dict[str, Any], now: float
-) -> CallRecord:
-    """The record after a transition: the changes `check_transition` returned, applied to a
-    record known to be in the expected state (consumes `checked`)."""
-    checked.update(status=target, updated_at=now, history=(*record.history, (target, now)))
-    return dataclasses.replace(record, **checked)
-
-
-def stamp_new(record: CallRecord, clock: Callable[[], float] = time.time) -> CallRecord:
-    """A record as first written: timestamps and the first history entry (kept as they are
-    when the caller stamped the record already, the clock then left alone)."""
-    if record.created_at and record.history:
-        return record
-    now = clock()
-    return dataclasses.replace(
-        record, created_at=now, updated_at=now, history=((record.status, now),)
-    )
+__all__ = ["MemoryStore"]
 
 
 class MemoryStore:
@@ -192,7 +137,7 @@ class MemoryStore:
         check_decision(status)
         record = self._approvals[approval_id]
         if record.status is not ApprovalStatus.PENDING:
-            raise ValueError(f"approval {approval_id} is {record.status}, not pending")
+            raise not_pending(record)
         decided = dataclasses.replace(
             record, status=status, decided_by=by, note=note, decided_at=at
         )

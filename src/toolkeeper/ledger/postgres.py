@@ -39,9 +39,8 @@ from ..core.errors import ConfigurationError, StoreError
 from ..core.states import CallStatus
 from . import _rows as codec
 from . import _sql as q
-from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState, check_decision
+from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
 from .keys import from_environment, parse_key
-from .memory import check_transition, stamp_new
 from .migrations import (
     INSERT_VERSION,
     SCHEMA_VERSION_DDL,
@@ -49,6 +48,7 @@ from .migrations import (
     missing,
     require_current,
 )
+from .transitions import check_decision, check_transition, not_pending, stamp_new
 
 __all__ = ["PostgresStore"]
 
@@ -503,7 +503,7 @@ class PostgresStore:
         if row is None:
             raise KeyError(approval_id)
         current = codec.approval_from_row(row)
-        raise ValueError(f"approval {approval_id} is {current.status}, not pending")
+        raise not_pending(current)
 
     async def list_approvals(
         self, *, status: ApprovalStatus | None = None, limit: int = 1000

@@ -49,9 +49,8 @@ from ..core.values import Effect
 from . import _rows as codec
 from . import _sql as q
 from ._group_commit import GroupCommit, Mode
-from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState, check_decision
+from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
 from .keys import key_file
-from .memory import apply_checked, check_transition, stamp_new
 from .migrations import (
     INSERT_VERSION,
     SCHEMA_VERSION_DDL,
@@ -59,6 +58,7 @@ from .migrations import (
     missing,
     require_current,
 )
+from .transitions import apply_checked, check_decision, check_transition, not_pending, stamp_new
 
 __all__ = ["SQLiteStore"]
 
@@ -570,7 +570,7 @@ class SQLiteStore:
             if row is None:
                 raise KeyError(approval_id)
             current = codec.approval_from_row(row)
-            raise ValueError(f"approval {approval_id} is {current.status}, not pending")
+            raise not_pending(current)
 
         return await self._run(op, Mode.WRITE)
 

@@ -37,6 +37,7 @@ import anyio
 import anyio.abc
 from mcp import Client, StdioServerParameters
 
+from .._console import count
 from ..bench.stats import Summary, Timing, interleave_async, time_async_calls
 
 __all__ = ["GatewayBench", "bench_gateway", "configure_gateway"]
@@ -298,8 +299,6 @@ def bench_gateway(
 
 def configure_gateway(parser: argparse.ArgumentParser) -> None:
     """Options of `toolkeeper bench gateway`."""
-    from ..cli._common import count
-
     first = (__doc__ or "").split("\n\n")[0].removeprefix("`toolkeeper bench gateway`: ")
     parser.description = first[:1].upper() + first[1:] or None
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -1,16 +1,37 @@
-"""A plain aligned text table for the command line (no third-party dependency)."""
+"""What the command-line front ends share: a count option type and a plain text table.
+
+What it is: the pieces `toolkeeper` sub-commands, the benches (`server.bench`,
+`eval.bench_retrieval`) and the demo use to read numbers from a command line and show rows to
+a person, with no third-party dependency. What it is not: a command (see `toolkeeper.cli`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import argparse
+from collections.abc import Callable, Sequence
 
-from ..core._visible import visible
+from .core._visible import visible
 
-__all__ = ["CELL_WIDTH", "render_table"]
+__all__ = ["CELL_WIDTH", "count", "render_table"]
 
 
 CELL_WIDTH = 60
 """Characters of a cell at most: a longer value is cut there, with an ellipsis."""
+
+
+def count(minimum: int) -> Callable[[str], int]:
+    """An argparse `type` for a whole number of at least `minimum` (a usage error otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a count of {minimum} or more, not {text!r}")
+        return value
+
+    return parse
 
 
 def _cell(value: object, width: int = CELL_WIDTH) -> str:
