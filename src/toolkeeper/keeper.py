@@ -55,7 +55,12 @@ from .core.values import (
 )
 from .executor.executor import Executor
 from .executor.records import replay
-from .executor.runtime import DEFAULT_MAX_ARGUMENT_BYTES, Runtime, idempotency_key
+from .executor.runtime import (
+    DEFAULT_MAX_ARGUMENT_BYTES,
+    Runtime,
+    event_loop_clock,
+    idempotency_key,
+)
 from .ledger.base import EVERY, CallRecord, LedgerStore, StaleState
 from .ledger.keys import digest_key
 from .ledger.memory import MemoryStore
@@ -441,6 +446,7 @@ class Keeper:
         await self.store.open()
         self.runtime.digest_key = digest_key(self.store)
         self.runtime.cancel_scope = type(anyio.CancelScope())
+        self.runtime.loop_clock = event_loop_clock()
         await self._recover()
         if self._is_closed():  # closed while it was opening
             raise ConfigurationError("this Keeper is closed")

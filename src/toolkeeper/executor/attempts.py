@@ -128,7 +128,7 @@ async def attempt(rt: Runtime, st: CallState, number: int) -> Outcome:
         arguments=st.validated,
         approval_id=st.approval.id if st.approval is not None else None,
     )
-    scope = rt.cancel_scope(deadline=anyio.current_time() + spec.timeout)
+    scope = rt.cancel_scope(deadline=rt.loop_clock() + spec.timeout)
     try:
         with scope:
             value = await st.tool.connector.invoke(spec, st.validated, ctx)

@@ -24,7 +24,7 @@ from .journal import LEDGER_UNAVAILABLE, LostRace
 from .runtime import Runtime
 from .state import CallState
 from .steps import Abandoned, Gate, Hold
-from .turns import Turns
+from .turns import BUSY, Turns
 
 __all__ = ["Executor", "build_pipeline"]
 
@@ -61,7 +61,9 @@ class Executor:
         the gates that loses a race to another process starts over, at most five times.
         """
         rt = self.runtime
-        key = await self._turns.take(call)
+        key = self._turns.take(call)
+        if key is BUSY:
+            key = await self._turns.wait(call)
         try:
             principal = call.principal or rt.principal
             if principal is None:

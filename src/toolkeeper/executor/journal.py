@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 import anyio
@@ -116,16 +117,23 @@ async def next_attempt(rt: Runtime, st: CallState, run: Attempts, wait: float) -
     audit(rt, st, CallStatus.RUNNING, previous=CallStatus.RUNNING, attempt=run.number + 1)
 
 
-async def end(rt: Runtime, st: CallState, run: Attempts, outcome: Outcome) -> ToolResult:
-    """Record how the call ended and return its result. Once RUNNING was written, the write
-    is shielded, and a ledger that fails leaves the record RUNNING, given up (`give_up`): the
-    result then says the ledger failed, as UNKNOWN_OUTCOME when the effect may have happened.
+def end(
+    rt: Runtime, st: CallState, run: Attempts, outcome: Outcome
+) -> Coroutine[Any, Any, ToolResult]:
+    """Record how the call ended and return its result (await what this returns). Once
+    RUNNING was written, the write is shielded, and a ledger that fails leaves the record
+    RUNNING, given up (`give_up`): the result then says the ledger failed, as UNKNOWN_OUTCOME
+    when the effect may have happened.
 
     Raises:
         StoreError: the ledger failed on a call with no RUNNING record (nothing to give up).
     """
     if run.recorded is None:
-        return await _record_end(rt, st, _final(st, outcome), run)
+        return _record_end(rt, st, _final(st, outcome), run)
+    return _end_running(rt, st, run, outcome)
+
+
+async def _end_running(rt: Runtime, st: CallState, run: Attempts, outcome: Outcome) -> ToolResult:
     with anyio.CancelScope(shield=True):
         try:
             return await _record_end(rt, st, _final(st, outcome), run)
@@ -318,7 +326,8 @@ async def _record_end(rt: Runtime, st: CallState, outcome: Outcome, run: Attempt
     previous = CallStatus.RUNNING if run.recorded is not None else None
     if previous is None and st.record is not None:
         previous = st.record.status
-    outcome = _masked(outcome, st.hidden())
+    if st.prepared is not None and st.prepared.sensitive:
+        outcome = _masked(outcome, st.hidden())
     while True:  # twice at most: see NotJSON below
         error = outcome.error.to_dict() if outcome.error is not None else None
         try:
@@ -378,8 +387,6 @@ def _masked(outcome: Outcome, secrets: tuple[str, ...]) -> Outcome:
     """`outcome` with the call's sensitive argument values (`secrets`) masked in its data,
     content blocks, error and effect reference: what the ledger, the audit log and every
     model then get."""
-    if not secrets:
-        return outcome
     return dataclasses.replace(
         outcome,
         data=mask(outcome.data, secrets),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import sniffio
 
 from ..catalog.registry import Catalog, CatalogEvent, Tool
 from ..core.retry import RetryPolicy
@@ -23,7 +24,7 @@ from ..policy.budgets import Budgets, RateLimiter
 from ..schema.validate import compile_validator
 from .state import CallState, Prepared
 
-__all__ = ["DEFAULT_MAX_ARGUMENT_BYTES", "Runtime", "idempotency_key"]
+__all__ = ["DEFAULT_MAX_ARGUMENT_BYTES", "Runtime", "event_loop_clock", "idempotency_key"]
 
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
 
@@ -35,6 +36,14 @@ def idempotency_key(task_id: str, call_id: str) -> str:
     attempt, after every restart, and in every process."""
     raw = f"{task_id}\x00{call_id}".encode()
     return "tk_" + hashlib.sha256(raw).hexdigest()[:32]
+
+
+def event_loop_clock() -> Callable[[], float]:
+    """The running event loop's clock: asyncio's is `time.monotonic`; another backend's is
+    asked through anyio (which looks the backend up on every reading)."""
+    if sniffio.current_async_library() == "asyncio":
+        return time.monotonic
+    return anyio.current_time
 
 
 def _has_defaults(node: Any, depth: int = 0) -> bool:
@@ -83,6 +92,9 @@ class Runtime:
     cancel_scope: Callable[..., anyio.CancelScope] = anyio.CancelScope
     """Makes cancel scopes (`deadline=`, `shield=`): `Keeper.open` binds it to the running
     backend's class, which saves looking the backend up for every attempt."""
+    loop_clock: Callable[[], float] = anyio.current_time
+    """The event loop's clock, which cancel scopes' deadlines are on (`Keeper.open` binds
+    the running backend's: `event_loop_clock`)."""
     draining: bool = False
     """Set when the process is stopping (`Keeper.drain`): calls in flight end after their
     current attempt, without retries."""

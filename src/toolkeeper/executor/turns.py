@@ -11,9 +11,13 @@ import anyio
 
 from ..core.values import ToolCall
 
-__all__ = ["Turns"]
+__all__ = ["BUSY", "Turns"]
 
 _Key = tuple[str, str]
+
+BUSY: _Key = ("", "")
+"""What `Turns.take` returns when another proposal of the id holds its turn (compared by
+identity: it is no call's key)."""
 
 
 class Turns:
@@ -22,18 +26,27 @@ class Turns:
     def __init__(self) -> None:
         self._held: dict[_Key, anyio.Event | None] = {}
 
-    async def take(self, call: ToolCall) -> _Key | None:
-        """Wait for the turn of `call`'s id and hold it; return what `give_back` takes (None
-        for an id that is not text: the pipeline refuses it, and it holds no turn)."""
+    def take(self, call: ToolCall) -> _Key | None:
+        """Hold the turn of `call`'s id when it is free; return what `give_back` takes, or
+        `BUSY` (then `await wait(call)`), or None for an id that is not text (the pipeline
+        refuses it, and it holds no turn)."""
         key = (call.task_id, call.call_id)
         try:
-            while key in self._held:
-                event = self._held[key]
-                if event is None:
-                    event = self._held[key] = anyio.Event()
-                await event.wait()
+            if key in self._held:
+                return BUSY
         except TypeError:  # (unhashable)
             return None
+        self._held[key] = None
+        return key
+
+    async def wait(self, call: ToolCall) -> _Key:
+        """Wait for the turn of `call`'s id, hold it, and return what `give_back` takes."""
+        key = (call.task_id, call.call_id)
+        while key in self._held:
+            event = self._held[key]
+            if event is None:
+                event = self._held[key] = anyio.Event()
+            await event.wait()
         self._held[key] = None
         return key
 
