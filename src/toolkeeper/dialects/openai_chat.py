@@ -21,18 +21,9 @@ from typing import Any
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
 from ..schema.walker import deref
-from .base import (
-    Dialect,
-    ToolChoice,
-    declared_strict,
-    first,
-    function_fields,
-    items_of,
-    mapping,
-    plain,
-    result_text,
-    strict_metadata,
-)
+from .base import Dialect
+from .choice import ToolChoice
+from .results import result_text
 from .schemas import (
     FullSchema,
     NotStrict,
@@ -43,6 +34,7 @@ from .schemas import (
     object_root,
     strict_size_problem,
 )
+from .wire import declared_strict, first, function_fields, items_of, mapping, plain, strict_metadata
 
 __all__ = ["OpenAIChat", "drop_absent_nulls", "openai_parameters"]
 

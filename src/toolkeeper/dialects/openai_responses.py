@@ -12,18 +12,12 @@ from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Converted, Loss, prefixed
-from .base import (
-    Dialect,
-    ToolChoice,
-    function_fields,
-    items_of,
-    mapping,
-    plain,
-    result_text,
-    strict_metadata,
-)
+from .base import Dialect
+from .choice import ToolChoice
 from .openai_chat import drop_absent_nulls, openai_parameters
+from .results import result_text
 from .schemas import FullSchema, full_schema, object_root
+from .wire import function_fields, items_of, mapping, plain, strict_metadata
 
 __all__ = ["OpenAIResponses"]
 
