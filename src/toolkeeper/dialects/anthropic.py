@@ -23,7 +23,9 @@ from .base import Dialect
 from .choice import ChoiceMode, ToolChoice
 from .keys import exported_pointer
 from .results import result_text
-from .schemas import AnthropicStrictSchema, FullSchema, NotStrict, merged_root, object_root
+from .roots import merged_root, object_root
+from .schemas import FullSchema
+from .strict import AnthropicStrictSchema, NotStrict
 from .wire import declared_strict, function_fields, items_of, plain, strict_metadata
 
 __all__ = ["Anthropic"]

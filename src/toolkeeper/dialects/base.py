@@ -32,7 +32,7 @@ from ..schema.losses import Action, Converted, Loss, prefixed
 from .choice import ChoiceMode, ToolChoice
 from .keys import rename_properties, translate
 from .results import RESULT_CHARS, check_result_limit, result_text, shown_result
-from .schemas import merged_root
+from .roots import merged_root
 from .wire import (
     NotAFunction,
     arguments_of,

@@ -21,7 +21,9 @@ from ..schema.canonical import json_safe
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .base import Dialect
 from .choice import ChoiceMode, ToolChoice
-from .schemas import FullSchema, GeminiSchema, full_schema, nullable, object_root
+from .nodes import nullable
+from .roots import object_root
+from .schemas import FullSchema, GeminiSchema, full_schema
 from .wire import first, function_fields, items_of, plain
 
 __all__ = ["SYNTHETIC_ID_PREFIX", "Gemini", "from_openapi_schema"]

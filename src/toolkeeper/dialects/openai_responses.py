@@ -16,7 +16,8 @@ from .base import Dialect
 from .choice import ToolChoice
 from .openai_chat import drop_absent_nulls, openai_parameters
 from .results import result_text
-from .schemas import FullSchema, full_schema, object_root
+from .roots import object_root
+from .schemas import FullSchema, full_schema
 from .wire import function_fields, items_of, mapping, plain, strict_metadata
 
 __all__ = ["OpenAIResponses"]
