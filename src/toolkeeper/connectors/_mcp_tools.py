@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from ..core.signals import ToolFailed
 from ..core.values import Effect, ToolSpec
 from ..dialects.mcp import MCP
+from ._mcp_errors import malformed_result
 from ._mcp_params import ToolOverride, UpstreamParams
-from .base import UnrecordableResult
 
 __all__ = ["IDEMPOTENCY_META_KEY", "call_result", "error_text", "result_data", "spec_from_mcp"]
 
@@ -108,7 +108,4 @@ def call_result(raw: Mapping[str, Any]) -> mcp_types.CallToolResult:
     except ValidationError as exc:
         if raw.get("isError") is True:
             raise ToolFailed("the upstream reported an error in a malformed result") from exc
-        raise UnrecordableResult(
-            f"the upstream sent a malformed tools/call result: {exc.errors()[:1]}",
-            what="is not a valid MCP tools/call result",
-        ) from exc
+        raise malformed_result(exc) from exc

@@ -17,7 +17,8 @@ permission `<upstream>:<tool>` unless configured otherwise, whatever its hints s
 How failures are reported: nothing sent (no session, a send on a closed connection) raises
 `UpstreamUnavailable`; the server answering `isError: true` raises `ToolFailed`; the
 connection lost while the request was out raises `OutcomeUnknown` (the call may or may not
-have run); the per-request read timeout raises `TimeoutError`.
+have run); the per-request read timeout raises `TimeoutError`. The SDK's and the stdio lane's
+errors are mapped so in one place, `_mcp_errors.map_mcp_errors`.
 
 The pieces beside it: `_mcp_params` (its configuration), `_mcp_tools` (its tools and results
 as toolkeeper's values), `_mcp_transports` (how a server is reached), `_mcp_pipe` and
@@ -31,24 +32,24 @@ import math
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
 import anyio.abc
-from pydantic import ValidationError
 
 from ..catalog.registry import Catalog, Tool
 from ..core.errors import sole_cause
 from ..core.retry import RetryPolicy
-from ..core.signals import OutcomeUnknown, ToolFailed
+from ..core.signals import ToolFailed
 from ..core.values import CallContext, ToolSpec
-from ._lines import LINE_LIMIT
+from ._mcp_errors import map_mcp_errors
 from ._mcp_params import ToolOverride, UpstreamParams
-from ._mcp_pipe import AnswerTooLarge, CallLane, LaneClosed, PeerError, PipeTransport
+from ._mcp_pipe import CallLane, PipeTransport
 from ._mcp_streams import WatchedTransport
 from ._mcp_tools import IDEMPOTENCY_META_KEY, call_result, error_text, result_data, spec_from_mcp
 from ._mcp_transports import http_client, http_transport, stdio_transport
-from .base import ToolOutput, UnrecordableResult, UpstreamUnavailable
+from .base import ToolOutput, UpstreamUnavailable
 
 try:
     import mcp_types
@@ -195,7 +196,12 @@ class McpUpstream:
         remaining = ctx.remaining()
         timeout = remaining if math.isfinite(remaining) else None
         meta: Any = {IDEMPOTENCY_META_KEY: ctx.idempotency_key}
-        try:
+        with map_mcp_errors(
+            self.params.name,
+            lost=self._wake_supervisor,
+            unsent=partial(self._take_unsent, ctx.idempotency_key),
+            forgotten=partial(self._take_session_gone, watch),
+        ):
             lane = self._lane
             if lane is not None and lane.ready(client.protocol_version):
                 with anyio.fail_after(timeout):
@@ -205,47 +211,6 @@ class McpUpstream:
                 result = call_result(raw)
             else:
                 result = await self._call_on_session(client, name, arguments, meta, timeout)
-        except ValidationError as exc:  # the session's: an answer that is not a CallToolResult
-            raise UnrecordableResult(
-                f"the upstream sent a malformed tools/call result: {exc.errors()[:1]}",
-                what="is not a valid MCP tools/call result",
-            ) from exc
-        except AnswerTooLarge as exc:
-            raise UnrecordableResult(
-                f"upstream {self.params.name!r}: {exc}",
-                what=f"is longer than the {LINE_LIMIT // 2**20} MiB a message may be",
-            ) from exc
-        except LaneClosed as exc:
-            self._wake.set()
-            if not exc.sent:
-                raise UpstreamUnavailable(f"upstream {self.params.name!r} went away") from exc
-            raise OutcomeUnknown(f"upstream {self.params.name!r} closed mid-call") from exc
-        except TimeoutError as exc:
-            raise TimeoutError(f"upstream {self.params.name!r} did not answer") from exc
-        except PeerError as exc:  # the lane's: the server itself answered with an error
-            raise ToolFailed(f"upstream error {exc.code}: {exc.message}") from exc
-        except MCPError as exc:
-            # The SDK session's own errors share their codes with what a server may send:
-            # CONNECTION_CLOSED is taken as a lost connection, which never claims a write failed.
-            if exc.code == mcp_types.CONNECTION_CLOSED:
-                self._wake.set()
-                if ctx.idempotency_key in self._unsent:
-                    self._unsent.discard(ctx.idempotency_key)
-                    raise UpstreamUnavailable(
-                        f"upstream {self.params.name!r} could not be reached"
-                    ) from exc
-                raise OutcomeUnknown(f"upstream {self.params.name!r} closed mid-call") from exc
-            if exc.code == mcp_types.REQUEST_TIMEOUT:
-                raise TimeoutError(f"upstream {self.params.name!r} did not answer") from exc
-            if self._session_gone:
-                # HTTP 404 to a request in a session: the server no longer knows it (it
-                # restarted) and ran nothing. The spec's answer: a new session.
-                self._session_gone = False
-                watch.mark_closed()
-                raise UpstreamUnavailable(
-                    f"upstream {self.params.name!r} restarted and forgot the session; reconnecting"
-                ) from exc
-            raise ToolFailed(f"upstream error {exc.code}: {exc.message}") from exc
         if result.is_error:
             raise ToolFailed(error_text(result))
         data = result_data(result)
@@ -319,6 +284,27 @@ class McpUpstream:
         if len(self._unsent) > 1024:  # (keys of calls that ended otherwise)
             self._unsent.clear()
         self._unsent.add(key)
+
+    def _wake_supervisor(self) -> None:
+        """The connection ended under a call: reconnect now, not after the backoff."""
+        self._wake.set()
+
+    def _take_unsent(self, key: str) -> bool:
+        """Whether the HTTP request of the call with idempotency key `key` could not connect
+        (then forgotten)."""
+        if key not in self._unsent:
+            return False
+        self._unsent.discard(key)
+        return True
+
+    def _take_session_gone(self, watch: WatchedTransport) -> bool:
+        """Whether the server said it no longer knows the session (HTTP 404); then `watch`,
+        the call's connection, is ended, so that a new session is opened."""
+        if not self._session_gone:
+            return False
+        self._session_gone = False
+        watch.mark_closed()
+        return True
 
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
