@@ -581,7 +581,7 @@ async def test_a_call_waiting_for_a_lost_upstream_stops_waiting_when_it_is_close
 async def test_an_http_upstream_goes_through_the_proxy_the_environment_names(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from toolkeeper.connectors.mcp import _http_client
+    from toolkeeper.connectors._mcp_transports import http_client
 
     seen: list[bytes] = []
 
@@ -598,7 +598,7 @@ async def test_an_http_upstream_goes_through_the_proxy_the_environment_names(
     url = "http://upstream.internal.example:8080/mcp"
     async with (
         listener,
-        _http_client(UpstreamParams(name="up", url=url), print, print, print) as http,
+        http_client(UpstreamParams(name="up", url=url), print, print, print) as http,
         anyio.create_task_group() as tg,
     ):
         tg.start_soon(listener.serve, proxy)

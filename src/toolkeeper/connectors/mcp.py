@@ -17,44 +17,43 @@ permission `<upstream>:<tool>` unless configured otherwise, whatever its hints s
 How failures are reported: nothing sent (no session, a send on a closed connection) raises
 `UpstreamUnavailable`; the server answering `isError: true` raises `ToolFailed`; the
 connection lost while the request was out raises `OutcomeUnknown` (the call may or may not
-have run); the per-request read timeout raises `TimeoutError`.
+have run); the per-request read timeout raises `TimeoutError`. The SDK's and the stdio lane's
+errors are mapped so in one place, `_mcp_errors.map_mcp_errors`.
+
+The pieces beside it: `_mcp_params` (its configuration), `_mcp_tools` (its tools and results
+as toolkeeper's values), `_mcp_transports` (how a server is reached), `_mcp_pipe` and
+`_mcp_streams` (the stdio lane, and knowing when a connection ended).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import math
-import os
-import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from functools import partial
+from typing import Any
 
 import anyio
 import anyio.abc
-import sniffio
-from pydantic import ValidationError
 
 from ..catalog.registry import Catalog, Tool
-from ..core.errors import ConfigurationError, sole_cause
+from ..core.errors import sole_cause
 from ..core.retry import RetryPolicy
-from ..core.signals import OutcomeUnknown, ToolFailed
-from ..core.values import CallContext, Effect, ToolSpec
-from ..dialects.mcp import MCP
-from ._lines import LINE_LIMIT
-from ._mcp_pipe import AnswerTooLarge, CallLane, LaneClosed, PeerError, PipeTransport
+from ..core.signals import ToolFailed
+from ..core.values import CallContext, ToolSpec
+from ._mcp_errors import map_mcp_errors
+from ._mcp_params import ToolOverride, UpstreamParams
+from ._mcp_pipe import CallLane, PipeTransport
 from ._mcp_streams import WatchedTransport
-from .base import ToolOutput, UnrecordableResult, UpstreamUnavailable
+from ._mcp_tools import IDEMPOTENCY_META_KEY, call_result, error_text, result_data, spec_from_mcp
+from ._mcp_transports import http_client, http_transport, stdio_transport
+from .base import ToolOutput, UpstreamUnavailable
 
 try:
     import mcp_types
-    from mcp import Client, StdioServerParameters
-    from mcp.client.streamable_http import streamable_http_client
+    from mcp import Client
     from mcp.client.subscriptions import SubscriptionLost
     from mcp.shared.exceptions import MCPError
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -72,10 +71,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-IDEMPOTENCY_META_KEY = "dev.toolkeeper/idempotency-key"
-"""The request `_meta` key carrying the call's idempotency key (reverse-DNS prefix, as the MCP
-spec asks of non-protocol keys)."""
-
 _PAGE_CAP = 1000
 """A server whose tools/list never ends cannot hang the connector."""
 
@@ -84,132 +79,6 @@ _RECONNECT_WAIT = 5.0
 """Seconds after a lost connection during which a call waits for it to come back."""
 _RELISTEN_AFTER = 1.0
 """Seconds a lost change stream waits for its connection's end before listening again."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolOverride:
-    """Trusted facts about one upstream tool that replace the server's hints."""
-
-    effect: Effect | None = None
-    """The tool's effect; None keeps what the annotations hint."""
-    idempotent: bool | None = None
-    """Whether the tool is idempotent; None keeps the hint."""
-    permissions: tuple[str, ...] | None = None
-    """Permissions a principal needs; None means `<upstream>:<tool>`."""
-    timeout: float | None = None
-    """Seconds one attempt may run; None keeps the upstream's default."""
-    tags: tuple[str, ...] = ()
-    """Extra labels for search."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class UpstreamParams:
-    """How to reach one upstream MCP server and how to present its tools."""
-
-    name: str
-    """The namespace of its tools (`git` → `git.git_status`) and their `source`."""
-    command: str | None = None
-    """The program to run for stdio; exactly one of `command` and `url`."""
-    args: tuple[str, ...] = ()
-    """Arguments of `command`."""
-    env: Mapping[str, str] = field(default_factory=dict, repr=False)
-    """Extra environment of `command` (merged over a minimal safe environment; left out of
-    the repr, as it may hold secrets)."""
-    cwd: str | None = None
-    """Working directory of `command`."""
-    url: str | None = None
-    """The streamable HTTP endpoint."""
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
-    """HTTP headers sent to `url` (e.g. an Authorization header; left out of the repr)."""
-    timeout: float = 30.0
-    """Default seconds one call may run."""
-    connect_timeout: float = 10.0
-    """Seconds a connection (spawn, handshake, first listing) may take."""
-    protocol: Literal["auto", "legacy"] = "auto"
-    """`auto`: discover the server (2026-07-28), falling back to the `initialize` handshake;
-    `legacy`: open with the handshake (for a server that mishandles discovery)."""
-    tools: Mapping[str, ToolOverride] = field(default_factory=dict)
-    """Overrides by the tool's upstream name."""
-    trust_hints: bool = False
-    """Whether the server's annotations fill a tool's `effect` and `idempotent` where `tools`
-    says nothing; False reads every tool as destructive and not idempotent."""
-    include: tuple[str, ...] | None = None
-    """Upstream tool names to expose; None exposes every tool."""
-    default_permissions: tuple[str, ...] | None = None
-    """Permissions each tool needs unless overridden; None means `<upstream>:<tool>`."""
-    tenants: frozenset[str] | None = None
-    """Tenants its tools exist for; None means every tenant."""
-    environments: frozenset[str] | None = None
-    """Environments its tools exist in; None means every environment."""
-
-    def __post_init__(self) -> None:
-        if (self.command is None) == (self.url is None):
-            raise ConfigurationError(f"upstream {self.name!r} needs exactly one of command, url")
-        if not self.name or "." in self.name:
-            raise ConfigurationError(f"upstream name {self.name!r} must be non-empty without '.'")
-
-
-_DIALECT = MCP()
-
-
-def spec_from_mcp(tool: mcp_types.Tool, params: UpstreamParams) -> ToolSpec:
-    """The `ToolSpec` of an upstream tool: read by the MCP dialect (annotations become effect
-    *hints*), then namespaced, guarded by a permission, and overridden by configuration.
-
-    Its effect and idempotency are the configuration's (`params.tools`) where it states them,
-    else the hints' when `params.trust_hints`, else the most restrictive reading: destructive
-    and not idempotent (untrusted hints can only ever ask for that, so they are not read)."""
-    override = params.tools.get(tool.name, ToolOverride())
-    hinted = _DIALECT.import_tool(tool).value
-    effect, idempotent = (
-        (hinted.effect, hinted.idempotent) if params.trust_hints else (Effect.DESTRUCTIVE, False)
-    )
-    effect_from = (
-        "configuration"
-        if override.effect is not None
-        else "mcp-annotations"
-        if params.trust_hints
-        else "untrusted-mcp-annotations"
-    )
-    return dataclasses.replace(
-        hinted,
-        name=f"{params.name}.{tool.name}",
-        effect=override.effect or effect,
-        idempotent=idempotent if override.idempotent is None else override.idempotent,
-        permissions=(
-            override.permissions
-            if override.permissions is not None
-            else params.default_permissions
-            if params.default_permissions is not None
-            else (f"{params.name}:{tool.name}",)
-        ),
-        tags=(params.name, *override.tags),
-        timeout=override.timeout or params.timeout,
-        tenants=params.tenants,
-        environments=params.environments,
-        source=params.name,
-        metadata={
-            **hinted.metadata,
-            "effect_from": effect_from,
-            "mcp": {"server": params.name, "name": tool.name},
-        },
-    )
-
-
-def result_data(result: mcp_types.CallToolResult) -> Any:
-    """The data of a successful result: its structured content, else its only text, else its
-    content blocks as JSON objects."""
-    if result.structured_content is not None:
-        return result.structured_content
-    blocks = result.content
-    if len(blocks) == 1 and isinstance(blocks[0], mcp_types.TextContent):
-        return blocks[0].text
-    return [b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in blocks]
-
-
-def _error_text(result: mcp_types.CallToolResult) -> str:
-    texts = [b.text for b in result.content if isinstance(b, mcp_types.TextContent)]
-    return "\n".join(texts) or "the upstream tool reported an error"
 
 
 class McpUpstream:
@@ -327,59 +196,23 @@ class McpUpstream:
         remaining = ctx.remaining()
         timeout = remaining if math.isfinite(remaining) else None
         meta: Any = {IDEMPOTENCY_META_KEY: ctx.idempotency_key}
-        try:
+        with map_mcp_errors(
+            self.params.name,
+            lost=self._wake_supervisor,
+            unsent=partial(self._take_unsent, ctx.idempotency_key),
+            forgotten=partial(self._take_session_gone, watch),
+        ):
             lane = self._lane
             if lane is not None and lane.ready(client.protocol_version):
                 with anyio.fail_after(timeout):
                     raw = await lane.call_tool(
                         name, arguments, meta, protocol_version=client.protocol_version
                     )
-                result = _call_result(raw)
+                result = call_result(raw)
             else:
                 result = await self._call_on_session(client, name, arguments, meta, timeout)
-        except ValidationError as exc:  # the session's: an answer that is not a CallToolResult
-            raise UnrecordableResult(
-                f"the upstream sent a malformed tools/call result: {exc.errors()[:1]}",
-                what="is not a valid MCP tools/call result",
-            ) from exc
-        except AnswerTooLarge as exc:
-            raise UnrecordableResult(
-                f"upstream {self.params.name!r}: {exc}",
-                what=f"is longer than the {LINE_LIMIT // 2**20} MiB a message may be",
-            ) from exc
-        except LaneClosed as exc:
-            self._wake.set()
-            if not exc.sent:
-                raise UpstreamUnavailable(f"upstream {self.params.name!r} went away") from exc
-            raise OutcomeUnknown(f"upstream {self.params.name!r} closed mid-call") from exc
-        except TimeoutError as exc:
-            raise TimeoutError(f"upstream {self.params.name!r} did not answer") from exc
-        except PeerError as exc:  # the lane's: the server itself answered with an error
-            raise ToolFailed(f"upstream error {exc.code}: {exc.message}") from exc
-        except MCPError as exc:
-            # The SDK session's own errors share their codes with what a server may send:
-            # CONNECTION_CLOSED is taken as a lost connection, which never claims a write failed.
-            if exc.code == mcp_types.CONNECTION_CLOSED:
-                self._wake.set()
-                if ctx.idempotency_key in self._unsent:
-                    self._unsent.discard(ctx.idempotency_key)
-                    raise UpstreamUnavailable(
-                        f"upstream {self.params.name!r} could not be reached"
-                    ) from exc
-                raise OutcomeUnknown(f"upstream {self.params.name!r} closed mid-call") from exc
-            if exc.code == mcp_types.REQUEST_TIMEOUT:
-                raise TimeoutError(f"upstream {self.params.name!r} did not answer") from exc
-            if self._session_gone:
-                # HTTP 404 to a request in a session: the server no longer knows it (it
-                # restarted) and ran nothing. The spec's answer: a new session.
-                self._session_gone = False
-                watch.mark_closed()
-                raise UpstreamUnavailable(
-                    f"upstream {self.params.name!r} restarted and forgot the session; reconnecting"
-                ) from exc
-            raise ToolFailed(f"upstream error {exc.code}: {exc.message}") from exc
         if result.is_error:
-            raise ToolFailed(_error_text(result))
+            raise ToolFailed(error_text(result))
         data = result_data(result)
         if any(not isinstance(b, mcp_types.TextContent) for b in result.content):
             # Images, audio, resources: an MCP client gets them as they are.
@@ -452,17 +285,38 @@ class McpUpstream:
             self._unsent.clear()
         self._unsent.add(key)
 
+    def _wake_supervisor(self) -> None:
+        """The connection ended under a call: reconnect now, not after the backoff."""
+        self._wake.set()
+
+    def _take_unsent(self, key: str) -> bool:
+        """Whether the HTTP request of the call with idempotency key `key` could not connect
+        (then forgotten)."""
+        if key not in self._unsent:
+            return False
+        self._unsent.discard(key)
+        return True
+
+    def _take_session_gone(self, watch: WatchedTransport) -> bool:
+        """Whether the server said it no longer knows the session (HTTP 404); then `watch`,
+        the call's connection, is ended, so that a new session is opened."""
+        if not self._session_gone:
+            return False
+        self._session_gone = False
+        watch.mark_closed()
+        return True
+
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
         p = self.params
         lane_transport: PipeTransport | None = None
         if p.command is not None:
-            inner: Any = _stdio(p)
+            inner: Any = stdio_transport(p)
             lane_transport = inner if isinstance(inner, PipeTransport) else None
         else:
             assert p.url is not None
-            http = _http_client(p, self._note_refusal, self._note_session_gone, self._note_unsent)
-            inner = _owned_http(p.url, http)
+            http = http_client(p, self._note_refusal, self._note_session_gone, self._note_unsent)
+            inner = http_transport(p.url, http)
         watch = WatchedTransport(inner, on_close=self._on_lost)
         client = Client(
             watch,
@@ -647,107 +501,3 @@ class McpUpstream:
 def _lists_changes(client: Client) -> bool:
     tools = client.server_capabilities.tools
     return bool(tools and tools.list_changed)
-
-
-def resolve_command(command: str) -> str:
-    """A bare command name found next to the running interpreter (this virtual environment's
-    `bin`) is run from there, so `python` and console scripts installed with toolkeeper work
-    without activating the environment; anything else is left to the PATH."""
-    if os.sep in command:
-        return command
-    local = Path(sys.executable).parent / command
-    return str(local) if local.is_file() and os.access(local, os.X_OK) else command
-
-
-def _stdio(p: UpstreamParams) -> Any:
-    """The connector's own pipe transport (with its call lane) on POSIX under asyncio, the
-    SDK's stdio transport elsewhere."""
-    assert p.command is not None
-    command = resolve_command(p.command)
-    env = dict(p.env) or None
-    if os.name == "posix" and sniffio.current_async_library() == "asyncio":
-        return PipeTransport(command, p.args, env=env, cwd=p.cwd)
-    from mcp.client.stdio import stdio_client
-
-    return stdio_client(
-        StdioServerParameters(command=command, args=list(p.args), env=env, cwd=p.cwd)
-    )
-
-
-def _call_result(raw: Mapping[str, Any]) -> mcp_types.CallToolResult:
-    """The `CallToolResult` of a raw `tools/call` result.
-
-    Raises:
-        ToolFailed: the server asked for input (only a user could give it), or said in an
-            answer that is not a `CallToolResult` that the call failed.
-        UnrecordableResult: the server answered the call with something that is not a
-            `CallToolResult`: the call ran (its effect may be done), its result is unreadable.
-    """
-    if raw.get("resultType", "complete") != "complete":
-        kind = raw.get("resultType")
-        raise ToolFailed(f"the upstream asked for input ({kind}), which a gateway call cannot give")
-    try:
-        return mcp_types.CallToolResult.model_validate(raw, by_name=False)
-    except ValidationError as exc:
-        if raw.get("isError") is True:
-            raise ToolFailed("the upstream reported an error in a malformed result") from exc
-        raise UnrecordableResult(
-            f"the upstream sent a malformed tools/call result: {exc.errors()[:1]}",
-            what="is not a valid MCP tools/call result",
-        ) from exc
-
-
-def _http_client(
-    p: UpstreamParams,
-    refused: Callable[[int], None],
-    gone: Callable[[], None],
-    unsent: Callable[[str], None],
-) -> Any:
-    """The HTTP client of an upstream's session: its headers and timeout, proxies from the
-    environment, and three observers: credentials refused (401/403), a session the server
-    forgot (404 in a session), a request that could not connect (its idempotency key)."""
-    import httpx2
-
-    async def note(response: Any) -> None:
-        if response.status_code in (401, 403):
-            refused(response.status_code)  # the SDK reports it as "an error response" only
-        elif response.status_code == 404 and response.request.headers.get("mcp-session-id"):
-            gone()  # (the SDK reports it as a server's INVALID_REQUEST)
-
-    class Client(httpx2.AsyncClient):
-        """Notes the calls whose request could not even connect: nothing of them was sent
-        (the SDK reports them as a closed connection, like one lost mid-call). The client's
-        own transports stay (so do proxies from the environment)."""
-
-        async def send(self, request: Any, **kwargs: Any) -> Any:
-            try:
-                return await super().send(request, **kwargs)
-            except httpx2.ConnectError:
-                key = _idempotency_key_of(request.content)
-                if key is not None:
-                    unsent(key)
-                raise
-
-    return Client(
-        headers=dict(p.headers),
-        timeout=httpx2.Timeout(p.timeout, read=None),
-        event_hooks={"response": [note]},
-    )
-
-
-def _idempotency_key_of(body: bytes) -> str | None:
-    """The idempotency key a `tools/call` request body carries in its `_meta`, if any."""
-    try:
-        message = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    params = message.get("params") if isinstance(message, dict) else None
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    key = meta.get(IDEMPOTENCY_META_KEY) if isinstance(meta, dict) else None
-    return key if isinstance(key, str) else None
-
-
-@asynccontextmanager
-async def _owned_http(url: str, http: Any) -> AsyncIterator[Any]:
-    async with http, streamable_http_client(url, http_client=http) as streams:
-        yield streams

@@ -10,8 +10,9 @@ Pure functions: no I/O, no vendor SDK imports.
 """
 
 from .anthropic import Anthropic
-from .base import ChoiceMode, Dialect, Importer, NotAFunction, ToolChoice
+from .base import Dialect, Importer
 from .bfcl import BFCL
+from .choice import ChoiceMode, ToolChoice
 from .gemini import Gemini
 from .mcp import MCP
 from .openai_chat import OpenAIChat
@@ -19,6 +20,7 @@ from .openai_responses import OpenAIResponses
 from .registry import DIALECTS, IMPORTERS, get_dialect, get_importer
 from .report import Action, Converted, Loss, LossError
 from .sealtools import SealTools
+from .wire import NotAFunction
 
 __all__ = [
     "BFCL",

@@ -19,19 +19,14 @@ from typing import Any
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
 from ..schema.validate import Violation, violations_text
-from .base import (
-    ChoiceMode,
-    Dialect,
-    ToolChoice,
-    declared_strict,
-    function_fields,
-    items_of,
-    plain,
-    result_text,
-    strict_metadata,
-)
+from .base import Dialect
+from .choice import ChoiceMode, ToolChoice
 from .keys import exported_pointer
-from .schemas import AnthropicStrictSchema, FullSchema, NotStrict, merged_root, object_root
+from .results import result_text
+from .roots import merged_root, object_root
+from .schemas import FullSchema
+from .strict import AnthropicStrictSchema, NotStrict
+from .wire import declared_strict, function_fields, items_of, plain, strict_metadata
 
 __all__ = ["Anthropic"]
 

@@ -1,4 +1,4 @@
-"""What every dialect offers, and the pieces they share.
+"""What every dialect offers: the `Importer` and `Dialect` base classes.
 
 A dialect converts between toolkeeper's values (`ToolSpec`, `ToolCall`, `ToolResult`,
 `ToolChoice`) and one vendor's wire format: tool definitions out (`export_tool`) and in
@@ -10,6 +10,10 @@ accept the vendors' SDK objects by dumping them to plain JSON first.
 A dialect is not a client: it never sends anything, and it never decides whether a call may
 run — the executor does, from the `ToolCall` it returns (a call whose argument JSON does not
 parse keeps the raw text, and the executor refuses it with INVALID_ARGUMENTS).
+
+The pieces the dialects share live beside it and are importable from here too: reading a
+vendor's JSON (`dialects.wire`), a result as a model reads it (`dialects.results`) and
+`ToolChoice` (`dialects.choice`).
 """
 
 from __future__ import annotations
@@ -21,13 +25,25 @@ import uuid
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from ..core.values import MCP_CONTENT, Effect, ToolCall, ToolResult, ToolSpec
+from ..core.values import Effect, ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
+from .choice import ChoiceMode, ToolChoice
 from .keys import rename_properties, translate
-from .schemas import merged_root
+from .results import RESULT_CHARS, check_result_limit, result_text, shown_result
+from .roots import merged_root
+from .wire import (
+    NotAFunction,
+    arguments_of,
+    declared_strict,
+    first,
+    function_fields,
+    items_of,
+    mapping,
+    plain,
+    strict_metadata,
+)
 
 __all__ = [
     "RESULT_CHARS",
@@ -48,244 +64,6 @@ __all__ = [
     "shown_result",
     "strict_metadata",
 ]
-
-RESULT_CHARS = 100_000
-"""The most characters of a result's text a model is shown by default (`format_result`):
-about 25,000 tokens, the default cap Claude Code puts on an MCP tool's output."""
-
-
-class NotAFunction(ValueError):
-    """What was given to import is no function definition: a vendor's own tool (web search,
-    code execution...), which has no schema, or something that is not a tool at all."""
-
-
-def function_fields(
-    data: Any, vendor: str, *, types: tuple[str | None, ...] = (None, "function")
-) -> Mapping[str, Any]:
-    """`data` when it is a function definition of `vendor` (its `type` one of `types`).
-
-    Raises:
-        NotAFunction: it is a vendor's own tool, or has no name.
-    """
-    if not isinstance(data, Mapping):
-        raise NotAFunction(
-            f"tool definitions for {vendor} are JSON objects, not {type(data).__name__}"
-        )
-    kind = data.get("type")
-    if kind not in types:
-        raise NotAFunction(
-            f"{kind!r} is one of {vendor}'s own tools, not a function definition: "
-            "it has no schema to import"
-        )
-    name = data.get("name")
-    if not isinstance(name, str) or not name:
-        keys = ", ".join(sorted(map(str, data))) or "nothing"
-        raise NotAFunction(f"a function definition for {vendor} needs a name (it has {keys})")
-    return data
-
-
-ChoiceMode = Literal["auto", "required", "none", "tool"]
-"""How the model may use tools; see `ToolChoice.mode`."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolChoice:
-    """Which tools the model may or must call, and whether it may call several at once."""
-
-    mode: ChoiceMode = "auto"
-    """`auto`: the model decides; `required`: at least one call; `none`: no call;
-    `tool`: exactly the tool `name`."""
-    name: str | None = None
-    """The tool to call when `mode` is `tool`."""
-    parallel: bool | None = None
-    """Whether several calls may come in one response; None leaves the vendor's default."""
-
-    def __post_init__(self) -> None:
-        if self.mode == "tool" and not self.name:
-            raise ValueError("ToolChoice(mode='tool') needs the name of the tool")
-
-
-_PLAIN_DEPTH = 64
-"""How deep `plain` looks for SDK objects: deeper lie only a model's arguments."""
-
-
-def plain(obj: Any, depth: int = 0) -> Any:
-    """A JSON-compatible copy of `obj`: SDK (pydantic) objects are dumped by their wire names.
-
-    What lies deeper than `_PLAIN_DEPTH` is left as it is: arguments a model nested a few
-    hundred levels deep must reach the executor (which refuses them), not stop the parse.
-    """
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump):
-        try:
-            return dump(mode="json", by_alias=True, exclude_none=True)
-        except ValueError:  # pydantic writes JSON at most 255 levels deep
-            return dump(by_alias=True, exclude_none=True)
-    if depth > _PLAIN_DEPTH:
-        return obj
-    if isinstance(obj, Mapping):
-        return {str(k): plain(v, depth + 1) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [plain(v, depth + 1) for v in obj]
-    return obj
-
-
-def mapping(value: Any) -> Mapping[str, Any]:
-    """`value` if it is a JSON object, else an empty one (responses are read defensively)."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def items_of(value: Any) -> list[Any]:
-    """`value` if it is a JSON array, else an empty one."""
-    return list(value) if isinstance(value, list | tuple) else []
-
-
-def first(value: Any) -> Mapping[str, Any]:
-    """The first element of a JSON array when it is an object, else an empty object."""
-    items = items_of(value)
-    return mapping(items[0]) if items else {}
-
-
-def arguments_of(raw: Any) -> Mapping[str, Any] | str:
-    """Arguments as a model produced them: a JSON object, or the raw text when it is not one."""
-    if raw is None:
-        return {}
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}
-        try:
-            value = json.loads(raw)
-        except (ValueError, RecursionError):
-            return raw
-        return dict(value) if isinstance(value, dict) else raw
-    return json.dumps(raw, default=str)
-
-
-def result_text(result: ToolResult) -> str:
-    """The text a model reads for a result: the data, or the error with code and retryable."""
-    if result.error is not None:
-        return json.dumps({"error": result.error.to_dict()}, ensure_ascii=False, default=str)
-    if isinstance(result.data, str):
-        return result.data
-    return json.dumps(result.data, ensure_ascii=False, default=str)
-
-
-def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
-    """`result` as a model is shown it: its text cut to `max_chars` characters, with a note
-    that says so, when it is longer (None: never cut).
-
-    What is cut: the data as the model reads it (`result_text`: a longer structure becomes
-    text), an error's message (its details are left out, but for the approval id), and the
-    text of an MCP upstream's content blocks (text blocks and embedded text resources; other
-    blocks, images say, go as they are). The `ToolResult` the executor returned and the
-    ledger's record keep the whole result; the note names the call.
-
-    Raises:
-        ValueError: `max_chars` is below 1.
-    """
-    max_chars = check_result_limit(max_chars, "max_chars")
-    if max_chars is None:
-        return result
-    if result.error is not None:
-        text = result_text(result)
-        if len(text) <= max_chars:
-            return result
-        message = _cut(result.error.message, max_chars, len(text), result.call_id, data=False)
-        # The approval to ask a person for stays, wherever the message was cut.
-        kept = {"approval_id": result.approval_id} if result.approval_id else {}
-        return replace(result, error=replace(result.error, message=message, details=kept))
-    changes: dict[str, Any] = {}
-    text = result_text(result)
-    if len(text) > max_chars:
-        changes["data"] = _cut(text, max_chars, len(text), result.call_id)
-    blocks = result.metadata.get(MCP_CONTENT)
-    if blocks:
-        shown = _cut_blocks(blocks, max_chars, result.call_id)
-        if shown is not None:
-            changes["metadata"] = {**result.metadata, MCP_CONTENT: shown}
-    return replace(result, **changes) if changes else result
-
-
-def check_result_limit(max_chars: int | None, name: str) -> int | None:
-    """`max_chars` as a limit of `shown_result` (None: none).
-
-    Raises:
-        ValueError: It is below 1 (`name` says which argument it came as).
-    """
-    if max_chars is not None and max_chars < 1:
-        raise ValueError(f"{name} must be at least 1 (or None), not {max_chars}")
-    return max_chars
-
-
-def _cut(text: str, max_chars: int, total: int, call_id: str, *, data: bool = True) -> str:
-    # (An error's message may be shorter than the limit when its details made it long.)
-    note = _cut_note(min(max_chars, len(text)), total, call_id, data=data)
-    return f"{text[:max_chars]}\n{note}"
-
-
-def _cut_note(shown: int, total: int, call_id: str, *, data: bool = True) -> str:
-    # Only data can be asked for in smaller pieces; an error is the error, however long.
-    whole = "Ask for less (a filter, fewer items, a page) to see the rest; the whole"
-    return (
-        f"[toolkeeper: this result is {total:,} characters long; only the first "
-        f"{shown:,} are shown. {whole if data else 'The whole'} result is kept in the ledger "
-        f"(call {call_id}).]"
-    )
-
-
-def _cut_blocks(
-    blocks: Sequence[Mapping[str, Any]], max_chars: int, call_id: str
-) -> list[dict[str, Any]] | None:
-    """MCP content blocks whose texts together hold at most `max_chars` characters, then a
-    note; None when they already do. An embedded text resource's text counts as text."""
-    texts = [_block_text(b) for b in blocks]
-    total = sum(len(t) for t in texts if t is not None)
-    if total <= max_chars:
-        return None
-    left = max_chars
-    shown: list[dict[str, Any]] = []
-    for block, text in zip(blocks, texts, strict=True):
-        if text is None:
-            shown.append(dict(block))
-        elif left > 0:
-            shown.append(_with_text(block, text[:left]))
-            left -= min(left, len(text))
-    shown.append({"type": "text", "text": _cut_note(max_chars, total, call_id)})
-    return shown
-
-
-def _block_text(block: Mapping[str, Any]) -> str | None:
-    """The text a model reads in an MCP content block: a text block's, or an embedded text
-    resource's; None for others (images, audio, links, binary resources)."""
-    if block.get("type") == "text":
-        text = block.get("text")
-    elif block.get("type") == "resource":
-        text = mapping(block.get("resource")).get("text")
-    else:
-        return None
-    return text if isinstance(text, str) else None
-
-
-def _with_text(block: Mapping[str, Any], text: str) -> dict[str, Any]:
-    if block.get("type") == "resource":
-        return {**block, "resource": {**block["resource"], "text": text}}
-    return {**block, "text": text}
-
-
-def declared_strict(spec: ToolSpec) -> bool | None:
-    """Whether the tool's source asked for strict mode (`"strict"` of an OpenAI or Anthropic
-    definition, kept in `metadata["strict"]` on import), or None when it did not say."""
-    value = spec.metadata.get("strict")
-    return value if isinstance(value, bool) else None
-
-
-def strict_metadata(definition: Mapping[str, Any]) -> dict[str, Any]:
-    """The `metadata` of a spec imported from `definition`: its `strict` when it says true or
-    false (null, or no `strict`, leaves the vendor's default)."""
-    value = definition.get("strict")
-    return {"strict": value} if isinstance(value, bool) else {}
 
 
 def _hash(text: str, size: int = 8) -> str:

@@ -19,7 +19,8 @@ from ..core.values import ToolSpec
 from ..schema.losses import Action, Converted, Loss
 from ..schema.validate import SchemaError, compile_validator
 from ..schema.walker import SchemaWalker
-from .base import Importer, plain
+from .base import Importer
+from .wire import plain
 
 __all__ = ["BFCL", "BFCL_TYPES", "import_tool"]
 

@@ -19,16 +19,12 @@ from typing import Any
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.canonical import json_safe
 from ..schema.losses import Action, Converted, Loss, prefixed
-from .base import (
-    ChoiceMode,
-    Dialect,
-    ToolChoice,
-    first,
-    function_fields,
-    items_of,
-    plain,
-)
-from .schemas import FullSchema, GeminiSchema, full_schema, nullable, object_root
+from .base import Dialect
+from .choice import ChoiceMode, ToolChoice
+from .nodes import nullable
+from .roots import object_root
+from .schemas import FullSchema, GeminiSchema, full_schema
+from .wire import first, function_fields, items_of, plain
 
 __all__ = ["SYNTHETIC_ID_PREFIX", "Gemini", "from_openapi_schema"]
 

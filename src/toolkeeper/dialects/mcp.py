@@ -21,16 +21,13 @@ from typing import Any
 from ..core.values import MCP_CONTENT, Effect, ToolCall, ToolResult, ToolSpec
 from ..schema.canonical import json_safe
 from ..schema.losses import Action, Converted, Loss, prefixed
-from .base import (
-    ChoiceMode,
-    Dialect,
-    ToolChoice,
-    function_fields,
-    mapping,
-    plain,
-    result_text,
-)
-from .schemas import FullSchema, full_schema, object_root, types_of
+from .base import Dialect
+from .choice import ChoiceMode, ToolChoice
+from .nodes import types_of
+from .results import result_text
+from .roots import object_root
+from .schemas import FullSchema, full_schema
+from .wire import function_fields, mapping, plain
 
 __all__ = ["MCP", "object_schema"]
 

@@ -21,28 +21,14 @@ from typing import Any
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
 from ..schema.walker import deref
-from .base import (
-    Dialect,
-    ToolChoice,
-    declared_strict,
-    first,
-    function_fields,
-    items_of,
-    mapping,
-    plain,
-    result_text,
-    strict_metadata,
-)
-from .schemas import (
-    FullSchema,
-    NotStrict,
-    OpenAISchema,
-    OpenAIStrictSchema,
-    is_nullable,
-    merged_root,
-    object_root,
-    strict_size_problem,
-)
+from .base import Dialect
+from .choice import ToolChoice
+from .nodes import is_nullable
+from .results import result_text
+from .roots import merged_root, object_root
+from .schemas import FullSchema, OpenAISchema
+from .strict import NotStrict, OpenAIStrictSchema, strict_size_problem
+from .wire import declared_strict, first, function_fields, items_of, mapping, plain, strict_metadata
 
 __all__ = ["OpenAIChat", "drop_absent_nulls", "openai_parameters"]
 

@@ -12,18 +12,13 @@ from typing import Any
 
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Converted, Loss, prefixed
-from .base import (
-    Dialect,
-    ToolChoice,
-    function_fields,
-    items_of,
-    mapping,
-    plain,
-    result_text,
-    strict_metadata,
-)
+from .base import Dialect
+from .choice import ToolChoice
 from .openai_chat import drop_absent_nulls, openai_parameters
-from .schemas import FullSchema, full_schema, object_root
+from .results import result_text
+from .roots import object_root
+from .schemas import FullSchema, full_schema
+from .wire import function_fields, items_of, mapping, plain, strict_metadata
 
 __all__ = ["OpenAIResponses"]
 

@@ -16,7 +16,8 @@ from typing import Any
 from ..core.values import ToolSpec
 from ..schema.losses import Action, Converted, Loss
 from ..schema.walker import KNOWN_KEYWORDS
-from .base import Importer, plain
+from .base import Importer
+from .wire import plain
 
 __all__ = ["SEALTOOLS_TYPES", "SealTools", "import_tool"]
 
