@@ -16,7 +16,6 @@ refused.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import dataclasses
 import enum
@@ -38,9 +37,9 @@ import anyio.to_thread
 import sniffio
 from anyio.lowlevel import EventLoopToken, current_token
 
+from ._sync import SyncPortal, no_running_loop
 from .catalog.registry import Catalog, Reconciler, ResourceKey, Tool
 from .connectors.python import FunctionConnector
-from .core._exit import AtExit
 from .core.errors import ConfigurationError
 from .core.retry import RetryPolicy
 from .core.states import CallStatus
@@ -257,9 +256,7 @@ class Keeper:
         )
         self.executor = Executor(self.runtime)
         self._call_tool: Tool | None = None
-        self._portal_stop: Callable[[], None] | None = None
-        self._portal: anyio.from_thread.BlockingPortal | None = None
-        self._portal_lock = threading.Lock()
+        self._sync = SyncPortal(self.aclose)
         self._open_lock: anyio.Lock | None = None
         # `execute`s and batches in flight, which `aclose` waits for, one item each: they may
         # run on another thread's event loop (`execute_sync`'s) than the one closing the
@@ -707,8 +704,8 @@ class Keeper:
             RuntimeError: called from a thread that runs an event loop, which it would block
                 (there, `await keeper.execute(call)`).
         """
-        _no_running_loop("execute_sync", "await keeper.execute(call)")
-        return self._blocking().call(self.execute, call)
+        no_running_loop("execute_sync", "await keeper.execute(call)")
+        return self._sync.portal().call(self.execute, call)
 
     def close_sync(self) -> None:
         """Close what `execute_sync` opened, and the search index `select` built. Idempotent.
@@ -717,28 +714,14 @@ class Keeper:
         open: its search index, which follows the catalog and holds the vector cache open,
         is all there is to close (a later `select` builds a new one).
         """
-        if self._portal is None:
+        if not self._sync.started:
             selector = self._selector
             if selector is not None and self.state is KeeperState.NEW:
                 self._selector = None
                 selector.close()
             return
-        _no_running_loop("close_sync", "await keeper.aclose()")
-        portal, stop = self._portal, self._portal_stop
-        self._portal = self._portal_stop = None
-        _sync_keepers.discard(self)
-        try:
-            portal.call(self.aclose)
-        finally:
-            if stop is not None:
-                stop()
-
-    def _blocking(self) -> anyio.from_thread.BlockingPortal:
-        with self._portal_lock:  # threads calling at once share one loop
-            if self._portal is None:
-                self._portal, self._portal_stop = _daemon_portal()
-                _sync_keepers.add(self)
-            return self._portal
+        no_running_loop("close_sync", "await keeper.aclose()")
+        self._sync.close()
 
     # -- after the fact --------------------------------------------------------------------
 
@@ -916,55 +899,3 @@ def _recordable(found: ToolResult, ctx: CallContext) -> dict[str, Any] | None:
             exc,
         )
         return None
-
-
-def _daemon_portal() -> tuple[anyio.from_thread.BlockingPortal, Callable[[], None]]:
-    """An event loop on a daemon thread, and how to stop it.
-
-    `anyio.from_thread.start_blocking_portal` runs its loop on a worker thread the interpreter
-    waits for at exit: a script that never called `close_sync()` waited for ever. A daemon
-    thread is not waited for; the exit handler (`_sync_keepers`) closes the keeper through
-    it, after every other thread of the program has ended.
-    """
-    ready: concurrent.futures.Future[anyio.from_thread.BlockingPortal] = concurrent.futures.Future()
-
-    async def serve() -> None:
-        async with anyio.from_thread.BlockingPortal() as portal:
-            ready.set_result(portal)
-            await portal.sleep_until_stopped()
-
-    def run() -> None:
-        try:
-            anyio.run(serve)
-        except BaseException as exc:  # the loop could not start: say so to the caller
-            if not ready.done():
-                ready.set_exception(exc)
-
-    thread = threading.Thread(target=run, name="toolkeeper-sync", daemon=True)
-    thread.start()
-    portal = ready.result()
-
-    def stop() -> None:
-        portal.call(portal.stop)
-        thread.join()
-
-    return portal, stop
-
-
-_sync_keepers: AtExit[Keeper] = AtExit(Keeper.close_sync, "closing the keeper at exit failed")
-"""Keepers `execute_sync` opened and `close_sync` has not closed: closed when the program ends
-without `close_sync()` (their ledgers then flushed and closed). Exit handlers run once every
-other thread of the program has ended, so no call is cut short. A forked child closes none:
-their event loops run on threads the child does not have (it waited for ever)."""
-
-
-def _no_running_loop(method: str, instead: str) -> None:
-    """Refuse a blocking call on a thread whose event loop it would stall (or deadlock)."""
-    try:
-        library = sniffio.current_async_library()
-    except sniffio.AsyncLibraryNotFoundError:
-        return
-    raise RuntimeError(
-        f"Keeper.{method}() would block the {library} event loop running on this thread; "
-        f"use {instead} here"
-    )
