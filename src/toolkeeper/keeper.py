@@ -16,7 +16,6 @@ refused.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import enum
 import inspect
@@ -32,11 +31,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 import sniffio
-from anyio.lowlevel import EventLoopToken, current_token
 
+from ._in_flight import InFlight
 from ._sync import SyncPortal, no_running_loop
 from .catalog.registry import Catalog, Reconciler, ResourceKey, Tool
 from .connectors.python import FunctionConnector
@@ -258,17 +256,8 @@ class Keeper:
         self._call_tool: Tool | None = None
         self._sync = SyncPortal(self.aclose)
         self._open_lock: anyio.Lock | None = None
-        # `execute`s and batches in flight, which `aclose` waits for, one item each: they may
-        # run on another thread's event loop (`execute_sync`'s) than the one closing the
-        # keeper, so they are counted by a list's append and pop, each atomic (a lock costs a
-        # call more), and the wait is on a thread-safe event.
-        self._in_flight: list[None] = []
-        # What wakes a waiting `aclose`: its event, and the event loop and thread it waits on
-        # (the last call may end on another: `execute_sync`'s). One slot, taken by an atomic
-        # pop: `aclose` fills it before it looks at `_in_flight`, and the call that empties
-        # `_in_flight` takes it after, so whichever of the two takes it decides whether
-        # `aclose` waits, and no call wakes an `aclose` that does not wait.
-        self._waker: list[tuple[anyio.Event, EventLoopToken, int]] = []
+        self._in_flight = InFlight()
+        """The `execute`s and batches that `aclose` waits for."""
         self._closed = threading.Event()
         """Set once `aclose` has closed the ledger, the audit sink and the selector."""
         self._selector: Selector | None = None
@@ -487,21 +476,7 @@ class Keeper:
             return
         self.state = KeeperState.CLOSED
         try:
-            idle = anyio.Event()
-            self._waker.append((idle, current_token(), threading.get_ident()))
-            try:
-                if self._in_flight:
-                    self.drain()
-                    await idle.wait()
-            finally:
-                # Taken back unless a call took it (none was in flight, or the wait was cut
-                # short): one ending later would wake a loop no one waits on, and block for ever
-                # if that loop has stopped.
-                try:
-                    self._waker.pop()
-                except IndexError:  # the last call, ending just now, took it: it wakes us
-                    with anyio.CancelScope(shield=True):
-                        await idle.wait()
+            await self._in_flight.until_none(self.drain)
         finally:
             # Each is closed even when one before it fails: the audit sink's buffered events
             # are not lost to a ledger that failed to close.
@@ -517,21 +492,6 @@ class Keeper:
                             self.audit.close()
                         finally:
                             self._closed.set()
-
-    def _ended(self) -> None:
-        """One `execute` or batch is done: the last one lets a waiting `aclose` go on."""
-        self._in_flight.pop()
-        if self._in_flight or not self._waker:
-            return
-        try:
-            event, loop, thread = self._waker.pop()
-        except IndexError:  # (`aclose`, or another call ending, took it first)
-            return
-        if threading.get_ident() == thread:
-            event.set()
-        else:  # (an anyio event is set on its own event loop)
-            with contextlib.suppress(Exception):  # (that loop is gone: no one waits)
-                anyio.from_thread.run_sync(event.set, token=loop)
 
     async def __aenter__(self) -> Keeper:
         await self.open()
@@ -672,21 +632,17 @@ class Keeper:
     async def execute(self, call: ToolCall) -> ToolResult:
         """Check, run and record one proposed call, for the principal it names (else the
         keeper's default one; with neither, it is refused). Never raises for bad input."""
-        self._in_flight.append(None)  # (counted while it opens the keeper too: `aclose` waits)
-        try:
+        with self._in_flight:  # (counted while it opens the keeper too: `aclose` waits)
             if self.state is not KeeperState.OPEN:
                 await self.open()
             if self._call_tool is None:
                 return await self.executor.execute(call)
             inner = self._unwrap(call)
             return _as_called(call, inner, await self.executor.execute(inner))
-        finally:
-            self._ended()
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
-        self._in_flight.append(None)
-        try:
+        with self._in_flight:
             if self.state is not KeeperState.OPEN:
                 await self.open()
             if self._call_tool is None:
@@ -694,8 +650,6 @@ class Keeper:
             inner = [self._unwrap(c) for c in calls]
             results = await self.executor.execute_many(inner)
             return [_as_called(c, i, r) for c, i, r in zip(calls, inner, results, strict=True)]
-        finally:
-            self._ended()
 
     def execute_sync(self, call: ToolCall) -> ToolResult:
         """`execute` for scripts without an event loop. Call `close_sync()` when done.
