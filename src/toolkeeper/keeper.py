@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import inspect
 import json
-import logging
 import math
 import os
 import threading
@@ -40,9 +38,7 @@ from .catalog.registry import Catalog, Reconciler, ResourceKey, Tool
 from .connectors.python import FunctionConnector
 from .core.errors import ConfigurationError
 from .core.retry import RetryPolicy
-from .core.states import CallStatus
 from .core.values import (
-    CallContext,
     Effect,
     Principal,
     ToolCall,
@@ -53,23 +49,22 @@ from .core.values import (
 from .executor.executor import Executor
 from .executor.records import replay
 from .executor.runtime import DEFAULT_MAX_ARGUMENT_BYTES, Runtime, idempotency_key
-from .ledger.base import EVERY, CallRecord, LedgerStore, StaleState
+from .ledger.base import CallRecord, LedgerStore
 from .ledger.keys import digest_key
 from .ledger.memory import MemoryStore
+from .ledger.reconcile import Reconciliation
 from .ledger.sqlite import SQLiteStore
-from .observe.audit import AuditEvent, AuditSink, JsonlAuditSink, MemoryAuditSink
+from .observe.audit import AuditSink, JsonlAuditSink, MemoryAuditSink
 from .policy.approvals import Approvals
 from .policy.budgets import Budgets, MemoryRateLimiter, RateLimiter
 from .policy.grants import may_use
-from .schema.from_callable import NOT_JSON, function_schema, json_data
+from .schema.from_callable import function_schema
 
 if TYPE_CHECKING:
     from .retrieval import FusionConfig, QueryAdapter, QueryContext, Selection, Selector
     from .retrieval.selector import Connected
 
 __all__ = ["DEFAULT_LEDGER", "DEFAULT_TOOL_THREADS", "Keeper", "KeeperState", "default_audit"]
-
-_log = logging.getLogger("toolkeeper")
 
 DEFAULT_LEDGER = "sqlite:///./toolkeeper.db"
 DEFAULT_TOOL_THREADS = 40
@@ -253,6 +248,14 @@ class Keeper:
             sleep=sleep,
         )
         self.executor = Executor(self.runtime)
+        self._outcomes = Reconciliation(
+            store=self.store,
+            catalog=self.catalog,
+            limiter=self.thread_limiter,
+            key=idempotency_key,
+            emit=self.runtime.emit,
+            clock=clock,
+        )
         self._call_tool: Tool | None = None
         self._sync = SyncPortal(self.aclose)
         self._open_lock: anyio.Lock | None = None
@@ -446,13 +449,7 @@ class Keeper:
     async def _recover(self) -> None:
         """Mark the calls of dead processes UNKNOWN_OUTCOME, and those of this process whose
         end the ledger failed to record (see `recover_abandoned`)."""
-        from .ledger.recovery import recover_abandoned
-
-        found = await recover_abandoned(
-            self.store, now=self.runtime.clock(), given_up=self.runtime.unended
-        )
-        for record in found:
-            self._audit_change(record, previous=CallStatus.RUNNING, by="recovery")
+        await self._outcomes.recover(self.runtime.unended)
 
     def drain(self) -> None:
         """Stop retrying: calls in flight end after their current attempt, and calls waiting
@@ -686,7 +683,7 @@ class Keeper:
         (as `toolkeeper ledger unknown` does), not only those found when it opened.
         """
         await self._open_and_recover()
-        return await self.store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME], limit=EVERY)
+        return await self._outcomes.unknown()
 
     async def reconcile(self) -> list[ToolResult]:
         """Ask each UNKNOWN_OUTCOME call's tool what really happened, by idempotency key.
@@ -703,55 +700,7 @@ class Keeper:
         Returns:
             The results of the calls that were settled.
         """
-        settled: list[ToolResult] = []
-        for record in await self.unknown():
-            tool = self.catalog.get(record.tool)
-            if tool is None or tool.reconcile is None:
-                continue
-            current = await self.store.get_call(record.task_id, record.call_id)
-            if current is None or current.status is not CallStatus.UNKNOWN_OUTCOME:
-                continue  # settled meanwhile (another process reconciles too): not asked again
-            ctx = CallContext(
-                call_id=record.call_id,
-                task_id=record.task_id,
-                tool=record.tool,
-                version=record.version,
-                # (rows written before ids had to be non-empty text still reconcile)
-                principal=Principal(
-                    id=record.principal_id or "unknown", tenant=record.tenant or "default"
-                ),
-                attempt=record.attempt,
-                deadline=time.monotonic() + tool.spec.timeout,
-                idempotency_key=idempotency_key(record.task_id, record.call_id),
-                arguments=record.arguments,
-                approval_id=record.approval_id,
-            )
-            found: object = None
-            with anyio.move_on_after(tool.spec.timeout) as scope:
-                found = await _ask(tool.reconcile, ctx, self.thread_limiter)
-            if scope.cancelled_caught:
-                _log.warning("reconciling %s %r timed out; it stays unknown", ctx.tool, ctx.call_id)
-            if not isinstance(found, ToolResult) or found.status not in (
-                CallStatus.SUCCEEDED,
-                CallStatus.FAILED,
-            ):
-                continue
-            changes = _recordable(found, ctx)
-            if changes is None:
-                continue
-            try:
-                updated = await self.store.transition(
-                    record.task_id,
-                    record.call_id,
-                    expected=CallStatus.UNKNOWN_OUTCOME,
-                    target=found.status,
-                    changes=changes,
-                )
-            except StaleState:
-                continue
-            self._audit_change(updated, previous=CallStatus.UNKNOWN_OUTCOME, by="reconcile")
-            settled.append(replay(updated))
-        return settled
+        return [replay(r) for r in await self._outcomes.reconcile(await self.unknown())]
 
     async def settle(
         self,
@@ -772,10 +721,7 @@ class Keeper:
             ValueError: its outcome is not unknown, or `by`/`note` is blank.
         """
         await self._open_and_recover()
-        from .ledger.recovery import settle
-
-        updated = await settle(
-            self.store,
+        updated = await self._outcomes.settle(
             task_id,
             call_id,
             succeeded=succeeded,
@@ -784,72 +730,4 @@ class Keeper:
             result=result,
             effect_ref=effect_ref,
         )
-        self._audit_change(
-            updated, previous=CallStatus.UNKNOWN_OUTCOME, by=f"person:{by}", note=note
-        )
         return replay(updated)
-
-    def _audit_change(
-        self, record: CallRecord, *, previous: CallStatus, by: str, **extra: Any
-    ) -> None:
-        """The audit event of a state change made outside a call (recovery, reconciliation, a
-        person settling it): `by` says who made it."""
-        error = record.error or {}
-        self.runtime.emit(
-            AuditEvent(
-                at=self.runtime.clock(),
-                task_id=record.task_id,
-                call_id=record.call_id,
-                tool=record.tool,
-                version=record.version,
-                principal_id=record.principal_id,
-                tenant=record.tenant,
-                status=record.status,
-                previous=previous,
-                attempt=record.attempt,
-                error_code=error.get("code"),
-                message=error.get("message"),
-                approval_id=record.approval_id,
-                extra={"by": by, **extra},
-            )
-        )
-
-
-async def _ask(reconcile: Reconciler, ctx: CallContext, limiter: anyio.CapacityLimiter) -> object:
-    """One reconciler's answer; None when it fails. A sync one (a status lookup over a
-    blocking client) runs in a worker thread, as a sync tool does: on the event loop it would
-    stall every other task, and no timeout could cut it short."""
-    try:
-        if inspect.iscoroutinefunction(reconcile):
-            found = reconcile(ctx)
-        else:
-            found = await anyio.to_thread.run_sync(
-                reconcile, ctx, abandon_on_cancel=True, limiter=limiter
-            )
-        if hasattr(found, "__await__"):
-            found = await found
-        return found
-    except Exception:
-        _log.exception("reconciling %s %r failed; it stays unknown", ctx.tool, ctx.call_id)
-        return None
-
-
-def _recordable(found: ToolResult, ctx: CallContext) -> dict[str, Any] | None:
-    """What a reconciler found, as the ledger records it: its data and error made JSON as a
-    tool's result is (dates, decimals, models...); None, with a warning, when they cannot be
-    (the call stays unknown)."""
-    try:
-        return {
-            "result": json_data(found.data),
-            "error": json_data(found.error.to_dict()) if found.error else None,
-            "effect_ref": found.effect_ref,
-        }
-    except NOT_JSON as exc:
-        _log.warning(
-            "reconciling %s %r found what is not JSON data (%s: %s); it stays unknown",
-            ctx.tool,
-            ctx.call_id,
-            type(exc).__name__,
-            exc,
-        )
-        return None
