@@ -16,9 +16,7 @@ refused.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-import json
 import math
 import os
 import threading
@@ -62,6 +60,7 @@ from .schema.from_callable import function_schema
 
 if TYPE_CHECKING:
     from .retrieval import FusionConfig, QueryAdapter, QueryContext, Selection, Selector
+    from .retrieval.meta import Unwrapper
     from .retrieval.selector import Connected
 
 __all__ = ["DEFAULT_LEDGER", "DEFAULT_TOOL_THREADS", "Keeper", "KeeperState", "default_audit"]
@@ -98,17 +97,6 @@ def _limiter(clock: Callable[[], float]) -> MemoryRateLimiter:
     limits as it drives approvals and retries), else on monotonic time, which no change of the
     wall clock moves."""
     return MemoryRateLimiter() if clock is time.time else MemoryRateLimiter(clock)
-
-
-def _as_called(call: ToolCall, inner: ToolCall, result: ToolResult) -> ToolResult:
-    """The result of `inner` (the tool a `call_tool` named) answering `call` as proposed: a
-    vendor pairs an answer with the name it called (Gemini), so it names `call_tool`; the
-    tool that ran is in `metadata["tool"]`."""
-    if inner is call:
-        return result
-    return dataclasses.replace(
-        result, tool=call.name, metadata={**result.metadata, "tool": inner.name}
-    )
 
 
 def _check_options(
@@ -256,7 +244,8 @@ class Keeper:
             emit=self.runtime.emit,
             clock=clock,
         )
-        self._call_tool: Tool | None = None
+        self._unwrapper: Unwrapper | None = None
+        """Reads `call_tool` proposals as the calls they stand for, once discovery is on."""
         self._sync = SyncPortal(self.aclose)
         self._open_lock: anyio.Lock | None = None
         self._in_flight = InFlight()
@@ -566,7 +555,7 @@ class Keeper:
         Raises:
             ConfigurationError: a tool of the catalog already has one of those names.
         """
-        from .retrieval import meta_tools
+        from .retrieval.meta import CALL_TOOL, Unwrapper, meta_tools
         from .retrieval.selector import META_TAG
 
         _ = self.selector  # (the index is built now, not by the first search on the event loop)
@@ -581,48 +570,14 @@ class Keeper:
                 )
         for tool in tools:
             self.catalog.add(tool)
-        self._call_tool = next(t for t in tools if t.spec.name == "call_tool")
-        return tools
-
-    def _unwrap(self, call: ToolCall) -> ToolCall:
-        """A `call_tool` proposal as the proposal it stands for, under the same call id.
-
-        The inner call is then the call of record: proposing the same `call_tool` again after
-        its approval runs it (nested under a `call_tool` record of its own, the approval
-        required would end that record and replay forever). Anything `call_tool` itself must
-        refuse (no `tools:call` grant, malformed arguments, a tool the principal may not use,
-        said as for one that does not exist) is left to its own pipeline.
-        """
-        tool = self._call_tool
-        if tool is None or call.name != tool.spec.name or self.catalog.get(call.name) is not tool:
-            return call
-        arguments: Any = call.arguments
-        if isinstance(arguments, str):
-            if len(arguments) > self.runtime.max_argument_bytes:
-                return call  # (its own pipeline refuses it, unparsed)
-            try:
-                arguments = json.loads(arguments)
-            except (ValueError, RecursionError):  # (nested too deep to parse: refused as such)
-                return call
-        principal = call.principal or self.runtime.principal
-        if (
-            principal is None
-            or not isinstance(arguments, Mapping)
-            or not self.runtime.prepared(tool).validator.is_valid(dict(arguments))
-            or not may_use(principal, tool.spec)
-        ):
-            return call
-        name, inner = arguments["name"], arguments.get("arguments") or {}
-        if self.catalog.get(name) is None or name not in self.selector.allowed(principal):
-            return call
-        return ToolCall(
-            call_id=call.call_id,
-            name=name,
-            arguments=inner,
-            task_id=call.task_id,
-            principal=call.principal,
-            metadata={**call.metadata, "via": tool.spec.name},
+        self._unwrapper = Unwrapper(
+            call_tool=next(t for t in tools if t.spec.name == CALL_TOOL),
+            catalog=self.catalog,
+            selector=lambda: self.selector,
+            principal=self.runtime.principal,
+            max_argument_bytes=self.runtime.max_argument_bytes,
         )
+        return tools
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -632,21 +587,24 @@ class Keeper:
         with self._in_flight:  # (counted while it opens the keeper too: `aclose` waits)
             if self.state is not KeeperState.OPEN:
                 await self.open()
-            if self._call_tool is None:
+            unwrapper = self._unwrapper
+            if unwrapper is None:
                 return await self.executor.execute(call)
-            inner = self._unwrap(call)
-            return _as_called(call, inner, await self.executor.execute(inner))
+            inner = unwrapper.unwrap(call)
+            return unwrapper.as_called(call, inner, await self.executor.execute(inner))
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
         with self._in_flight:
             if self.state is not KeeperState.OPEN:
                 await self.open()
-            if self._call_tool is None:
+            unwrapper = self._unwrapper
+            if unwrapper is None:
                 return await self.executor.execute_many(calls)
-            inner = [self._unwrap(c) for c in calls]
+            inner = [unwrapper.unwrap(c) for c in calls]
             results = await self.executor.execute_many(inner)
-            return [_as_called(c, i, r) for c, i, r in zip(calls, inner, results, strict=True)]
+            answer = unwrapper.as_called
+            return [answer(c, i, r) for c, i, r in zip(calls, inner, results, strict=True)]
 
     def execute_sync(self, call: ToolCall) -> ToolResult:
         """`execute` for scripts without an event loop. Call `close_sync()` when done.
