@@ -22,7 +22,6 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -31,30 +30,22 @@ import anyio.to_thread
 import sniffio
 
 from ._in_flight import InFlight
+from ._setup import check_options, default_audit, default_limiter, open_store
 from ._sync import SyncPortal, no_running_loop
 from .catalog.registry import Catalog, Reconciler, ResourceKey, Tool
 from .connectors.python import FunctionConnector
 from .core.errors import ConfigurationError
 from .core.retry import RetryPolicy
-from .core.values import (
-    Effect,
-    Principal,
-    ToolCall,
-    ToolResult,
-    ToolSpec,
-    is_count,
-)
+from .core.values import Effect, Principal, ToolCall, ToolResult, ToolSpec
 from .executor.executor import Executor
 from .executor.records import replay
 from .executor.runtime import DEFAULT_MAX_ARGUMENT_BYTES, Runtime, idempotency_key
 from .ledger.base import CallRecord, LedgerStore
 from .ledger.keys import digest_key
-from .ledger.memory import MemoryStore
 from .ledger.reconcile import Reconciliation
-from .ledger.sqlite import SQLiteStore
-from .observe.audit import AuditSink, JsonlAuditSink, MemoryAuditSink
+from .observe.audit import AuditSink
 from .policy.approvals import Approvals
-from .policy.budgets import Budgets, MemoryRateLimiter, RateLimiter
+from .policy.budgets import Budgets, RateLimiter
 from .policy.grants import may_use
 from .schema.from_callable import function_schema
 
@@ -78,65 +69,6 @@ class KeeperState(enum.Enum):
     NEW = "new"
     OPEN = "open"
     CLOSED = "closed"
-
-
-def _open_store(ledger: LedgerStore | str | os.PathLike[str]) -> LedgerStore:
-    if isinstance(ledger, os.PathLike):
-        return SQLiteStore(os.fspath(ledger))
-    if not isinstance(ledger, str):
-        return ledger
-    if ledger == "memory://":
-        return MemoryStore()
-    from .ledger.factory import open_store
-
-    return open_store(ledger)
-
-
-def _limiter(clock: Callable[[], float]) -> MemoryRateLimiter:
-    """The in-process rate limiter: on a clock the caller passed (a `FakeClock` then drives rate
-    limits as it drives approvals and retries), else on monotonic time, which no change of the
-    wall clock moves."""
-    return MemoryRateLimiter() if clock is time.time else MemoryRateLimiter(clock)
-
-
-def _check_options(
-    *,
-    ledger: object,
-    principal: object,
-    audit: object,
-    retry: object,
-    budgets: object,
-    max_argument_bytes: object,
-    tool_threads: object,
-) -> None:
-    """Refuse a `Keeper` option of the wrong type or value when the keeper is made: taken,
-    it failed every call later (as an INTERNAL_ERROR, or a PAYLOAD_TOO_LARGE for any
-    arguments), far from the mistake."""
-    kinds: list[tuple[str, object, tuple[type, ...], str]] = [
-        ("ledger", ledger, (str, os.PathLike, LedgerStore), "a LedgerStore, a URL or a path"),
-        ("principal", principal, (Principal, type(None)), "a toolkeeper.Principal"),
-        ("audit", audit, (AuditSink, type(None)), "an AuditSink, such as JsonlAuditSink(path)"),
-        ("retry", retry, (RetryPolicy, type(None)), "a toolkeeper.RetryPolicy"),
-        ("budgets", budgets, (Budgets, type(None)), "a toolkeeper.Budgets"),
-    ]
-    for name, value, kind, what in kinds:
-        if not isinstance(value, kind):
-            kind_given = type(value).__name__
-            raise ConfigurationError(f"Keeper({name}=...) takes {what}, not a {kind_given}")
-    if not is_count(max_argument_bytes, 1):
-        raise ConfigurationError("max_argument_bytes must be a whole number of bytes (1 or more)")
-    if not is_count(tool_threads, 1):
-        raise ConfigurationError("tool_threads must be a whole number of threads (1 or more)")
-
-
-def default_audit(ledger: LedgerStore | str | os.PathLike[str], store: LedgerStore) -> AuditSink:
-    """A JSON lines file beside a SQLite ledger file named by URL or path (however spelled),
-    else events in memory (`memory://`, `sqlite:///:memory:`, PostgreSQL, a store object)."""
-    named = isinstance(ledger, str | os.PathLike)
-    if named and isinstance(store, SQLiteStore) and store.path != ":memory:":
-        db = Path(store.path)
-        return JsonlAuditSink(db.with_name(db.stem + ".audit.jsonl"))
-    return MemoryAuditSink()
 
 
 class Keeper:
@@ -193,20 +125,16 @@ class Keeper:
         tool_threads: int = DEFAULT_TOOL_THREADS,
         query_adapter: QueryAdapter | bool = True,
     ) -> None:
-        _check_options(
+        check_options(
             ledger=ledger,
             principal=principal,
             audit=audit,
             retry=retry,
             budgets=budgets,
+            rate_limiter=rate_limiter,
             max_argument_bytes=max_argument_bytes,
             tool_threads=tool_threads,
         )
-        if rate_limiter is not None and (budgets is None or budgets.calls_per_minute is None):
-            raise ConfigurationError(
-                "rate_limiter takes its rate from budgets=Budgets(calls_per_minute=...); "
-                "without one it would limit nothing"
-            )
         try:  # (first: nothing is made yet that a refusal would leave open)
             self.approvals = Approvals(
                 lambda: self.store, ttl=approval_ttl, clock=clock, ready=self.open
@@ -218,7 +146,7 @@ class Keeper:
         """The worker threads sync tools run in (`tool_threads` of them)."""
         self._selection = selection
         self._query_adapter = query_adapter
-        self.store: LedgerStore = _open_store(ledger)
+        self.store: LedgerStore = open_store(ledger)
         self.audit: AuditSink = audit if audit is not None else default_audit(ledger, self.store)
         self.state = KeeperState.NEW
         self.runtime = Runtime(
@@ -230,7 +158,7 @@ class Keeper:
             retry=retry or RetryPolicy(),
             rules=tuple(rules),
             budgets=budgets,
-            limiter=rate_limiter or (_limiter(clock) if budgets else None),
+            limiter=rate_limiter or (default_limiter(clock) if budgets else None),
             max_argument_bytes=max_argument_bytes,
             clock=clock,
             sleep=sleep,
