@@ -49,7 +49,7 @@ from .policy.grants import may_use
 
 if TYPE_CHECKING:
     from .retrieval import FusionConfig, QueryAdapter, QueryContext, Selection, Selector
-    from .retrieval.meta import Unwrapper
+    from .retrieval.discovery import Unwrapper
     from .retrieval.selector import Connected
 
 __all__ = ["DEFAULT_LEDGER", "DEFAULT_TOOL_THREADS", "Keeper", "KeeperState", "default_audit"]
@@ -359,25 +359,14 @@ class Keeper(FunctionTools):
         Raises:
             ConfigurationError: a tool of the catalog already has one of those names.
         """
-        from .retrieval.meta import CALL_TOOL, Unwrapper, meta_tools
-        from .retrieval.selector import META_TAG
+        from .retrieval.discovery import add_discovery
 
         _ = self.selector  # (the index is built now, not by the first search on the event loop)
         # Looked up at each call: `close_sync` closes the keeper's index, and a new one follows.
-        tools = meta_tools(lambda: self.selector, self.execute)
-        for tool in tools:
-            present = self.catalog.get(tool.spec.name)
-            if present is not None and META_TAG not in present.spec.tags:
-                raise ConfigurationError(
-                    f"a tool named {tool.spec.name!r} is already in the catalog; discovery "
-                    "needs that name for its own tool"
-                )
-        for tool in tools:
-            self.catalog.add(tool)
-        self._unwrapper = Unwrapper(
-            call_tool=next(t for t in tools if t.spec.name == CALL_TOOL),
-            catalog=self.catalog,
-            selector=lambda: self.selector,
+        tools, self._unwrapper = add_discovery(
+            self.catalog,
+            lambda: self.selector,
+            self.execute,
             principal=self.runtime.principal,
             max_argument_bytes=self.runtime.max_argument_bytes,
         )

@@ -6,15 +6,14 @@ detailing go through the selector's hard filter (a forbidden tool is reported as
 described); `call_tool` reaches only tools the principal could discover, and hands the inner
 call to the same executor pipeline as any other call (policy, validation, approvals, ledger),
 given here as a `call` function. `call_tool_target` is the one reading of a `call_tool`
-call's arguments: the gateway runs what it names as a direct call, and a keeper's `Unwrapper`
-records it as the call it stands for. What it is not: a second authorization path — it decides
-nothing itself.
+call's arguments: the gateway runs what it names as a direct call, and a keeper records it as
+the call it stands for (`discovery.Unwrapper`). What it is not: a second authorization path —
+it decides nothing itself.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,7 +25,6 @@ from ..catalog.registry import Catalog, Tool
 from ..core.errors import ErrorCode, ToolError
 from ..core.signals import PIPELINE_CODES, ToolFailed
 from ..core.values import CallContext, Effect, Principal, ToolCall, ToolResult, ToolSpec
-from ..policy.grants import may_use
 from ..schema.validate import compile_validator, violations_text
 from .selector import META_TAG, Selector
 
@@ -36,7 +34,6 @@ __all__ = [
     "META_TOOL_NAMES",
     "SEARCH_TOOLS",
     "CallFunction",
-    "Unwrapper",
     "call_target",
     "call_tool_target",
     "invalid_arguments",
@@ -200,74 +197,6 @@ def call_tool_target(
     if tool is None:  # (removed since the selector last saw it)
         return ToolError.of(ErrorCode.UNKNOWN_TOOL, f"no tool named {name!r}")
     return tool, arguments.get("arguments") or {}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Unwrapper:
-    """A keeper's `call_tool` proposals as the proposals they stand for, under the same call
-    id: the inner call is then the call of record, so proposing the same `call_tool` again
-    after its approval runs it (nested under a `call_tool` record of its own, the approval
-    required would end that record and replay forever)."""
-
-    call_tool: Tool
-    """The keeper's own `call_tool`, as its catalog holds it."""
-    catalog: Catalog
-    """The keeper's catalog."""
-    selector: Callable[[], Selector]
-    """The keeper's search index, whose hard filter applies."""
-    principal: Principal | None
-    """Who a call that names nobody acts for (the keeper's default principal)."""
-    max_argument_bytes: int
-    """Larger raw arguments are left unparsed (the pipeline refuses them)."""
-
-    def unwrap(self, call: ToolCall) -> ToolCall:
-        """The call a `call_tool` proposal stands for; any other call, as it is.
-
-        What `call_tool` itself must refuse (no `tools:call` grant, malformed arguments, a
-        tool the principal may not use, said as for one that does not exist) is returned as
-        it is, for its own pipeline to refuse.
-        """
-        tool = self.call_tool
-        if call.name != tool.spec.name or self.catalog.get(call.name) is not tool:
-            return call
-        arguments: Any = call.arguments
-        if isinstance(arguments, str):
-            if len(arguments) > self.max_argument_bytes:
-                return call  # (its own pipeline refuses it, unparsed)
-            try:
-                arguments = json.loads(arguments)
-            except (ValueError, RecursionError):  # (nested too deep to parse: refused as such)
-                return call
-        principal = call.principal or self.principal
-        if (
-            principal is None
-            or not isinstance(arguments, Mapping)
-            or not may_use(principal, tool.spec)
-        ):
-            return call
-        found = call_tool_target(
-            arguments, principal=principal, selector=self.selector, catalog=self.catalog
-        )
-        if isinstance(found, ToolError):
-            return call
-        inner, inner_arguments = found
-        return ToolCall(
-            call_id=call.call_id,
-            name=inner.spec.name,
-            arguments=inner_arguments,
-            task_id=call.task_id,
-            principal=call.principal,
-            metadata={**call.metadata, "via": tool.spec.name},
-        )
-
-    @staticmethod
-    def as_called(call: ToolCall, inner: ToolCall, result: ToolResult) -> ToolResult:
-        """The result of `inner` (what `unwrap` made of `call`) answering `call` as proposed:
-        a vendor pairs an answer with the name it called (Gemini), so it names `call_tool`;
-        the tool that ran is in `metadata["tool"]`."""
-        if inner is call:
-            return result
-        return replace(result, tool=call.name, metadata={**result.metadata, "tool": inner.name})
 
 
 def meta_tools(
