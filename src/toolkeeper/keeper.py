@@ -16,7 +16,6 @@ refused.
 
 from __future__ import annotations
 
-import enum
 import os
 import threading
 import time
@@ -25,10 +24,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.to_thread
 import sniffio
 
-from ._in_flight import InFlight
+from ._lifecycle import KeeperState, Lifecycle
 from ._setup import check_options, default_audit, default_limiter, open_store
 from ._sync import SyncPortal, no_running_loop
 from .catalog.functions import FunctionTools
@@ -57,14 +55,6 @@ __all__ = ["DEFAULT_LEDGER", "DEFAULT_TOOL_THREADS", "Keeper", "KeeperState", "d
 DEFAULT_LEDGER = "sqlite:///./toolkeeper.db"
 DEFAULT_TOOL_THREADS = 40
 """Sync tool functions that may run at once (as many as anyio's default thread limiter)."""
-
-
-class KeeperState(enum.Enum):
-    """Lifecycle of a `Keeper`."""
-
-    NEW = "new"
-    OPEN = "open"
-    CLOSED = "closed"
 
 
 class Keeper(FunctionTools):
@@ -144,7 +134,7 @@ class Keeper(FunctionTools):
         self._query_adapter = query_adapter
         self.store: LedgerStore = open_store(ledger)
         self.audit: AuditSink = audit if audit is not None else default_audit(ledger, self.store)
-        self.state = KeeperState.NEW
+        self._life = Lifecycle()
         self.runtime = Runtime(
             catalog=self.catalog,
             store=lambda: self.store,
@@ -171,11 +161,6 @@ class Keeper(FunctionTools):
         self._unwrapper: Unwrapper | None = None
         """Reads `call_tool` proposals as the calls they stand for, once discovery is on."""
         self._sync = SyncPortal(self.aclose)
-        self._open_lock: anyio.Lock | None = None
-        self._in_flight = InFlight()
-        """The `execute`s and batches that `aclose` waits for."""
-        self._closed = threading.Event()
-        """Set once `aclose` has closed the ledger, the audit sink and the selector."""
         self._selector: Selector | None = None
         self._selector_lock = threading.Lock()
 
@@ -202,39 +187,30 @@ class Keeper(FunctionTools):
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    @property
+    def state(self) -> KeeperState:
+        """Where the keeper is in its lifecycle."""
+        return self._life.state
+
+    def _is_closed(self) -> bool:
+        return self._life.is_closed
+
     async def open(self) -> None:
         """Open the ledger and mark calls abandoned by dead processes. Idempotent, and safe
         to call from concurrent tasks (the first opens, the others wait for it)."""
-        if self.state is KeeperState.OPEN:
-            return
-        if self._open_lock is None:
-            self._open_lock = anyio.Lock()
-        async with self._open_lock:
-            if not self._is_open():  # (read again: another task may have opened it)
-                await self._open()
-
-    def _is_open(self) -> bool:
-        return self.state is KeeperState.OPEN
-
-    def _is_closed(self) -> bool:
-        return self.state is KeeperState.CLOSED
+        await self._life.open(self._open)
 
     async def _open(self) -> None:
-        if self.state is KeeperState.CLOSED:
-            raise ConfigurationError("this Keeper is closed")
         await self.store.open()
         self.runtime.digest_key = digest_key(self.store)
         self.runtime.cancel_scope = type(anyio.CancelScope())
         self.runtime.native_asyncio = sniffio.current_async_library() == "asyncio"
         await self._recover()
-        if self._is_closed():  # closed while it was opening
-            raise ConfigurationError("this Keeper is closed")
-        self.state = KeeperState.OPEN
 
     async def _open_and_recover(self) -> None:
         """Open (which recovers), or, open already, recover the calls of processes that died
         since: once either way."""
-        if self._is_open():
+        if self._life.is_open:
             await self._recover()
         else:
             await self.open()
@@ -260,28 +236,19 @@ class Keeper(FunctionTools):
         after their current attempt (as `drain` ends them), and are recorded as they ended.
         An `aclose` made while another is closing the keeper returns when that one has.
         """
-        if self.state is KeeperState.CLOSED:
-            if not self._closed.is_set():  # (it may close on another thread's event loop)
-                await anyio.to_thread.run_sync(self._closed.wait, abandon_on_cancel=True)
-            return
-        self.state = KeeperState.CLOSED
+        await self._life.close(self._close, busy=self.drain)
+
+    async def _close(self) -> None:
+        # Each is closed even when one before it fails: the audit sink's buffered events are
+        # not lost to a ledger that failed to close.
         try:
-            await self._in_flight.until_none(self.drain)
+            if self._selector is not None:
+                self._selector.close()
         finally:
-            # Each is closed even when one before it fails: the audit sink's buffered events
-            # are not lost to a ledger that failed to close.
-            with anyio.CancelScope(shield=True):
-                try:
-                    if self._selector is not None:
-                        self._selector.close()
-                finally:
-                    try:
-                        await self.store.aclose()
-                    finally:
-                        try:
-                            self.audit.close()
-                        finally:
-                            self._closed.set()
+            try:
+                await self.store.aclose()
+            finally:
+                self.audit.close()
 
     async def __aenter__(self) -> Keeper:
         await self.open()
@@ -377,8 +344,8 @@ class Keeper(FunctionTools):
     async def execute(self, call: ToolCall) -> ToolResult:
         """Check, run and record one proposed call, for the principal it names (else the
         keeper's default one; with neither, it is refused). Never raises for bad input."""
-        with self._in_flight:  # (counted while it opens the keeper too: `aclose` waits)
-            if self.state is not KeeperState.OPEN:
+        with self._life.calls:  # (counted while it opens the keeper too: `aclose` waits)
+            if self._life.state is not KeeperState.OPEN:
                 await self.open()
             unwrapper = self._unwrapper
             if unwrapper is None:
@@ -388,8 +355,8 @@ class Keeper(FunctionTools):
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
-        with self._in_flight:
-            if self.state is not KeeperState.OPEN:
+        with self._life.calls:
+            if self._life.state is not KeeperState.OPEN:
                 await self.open()
             unwrapper = self._unwrapper
             if unwrapper is None:
