@@ -17,7 +17,6 @@ refused.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -29,11 +28,11 @@ import sniffio
 from ._lifecycle import KeeperState, Lifecycle
 from ._setup import check_options, default_audit, default_limiter, open_store
 from ._sync import SyncPortal, no_running_loop
-from .catalog.functions import FunctionTools
-from .catalog.registry import Catalog, Tool
+from ._toolbox import Toolbox
+from .catalog.registry import Tool
 from .core.errors import ConfigurationError
 from .core.retry import RetryPolicy
-from .core.values import Principal, ToolCall, ToolResult, ToolSpec
+from .core.values import Principal, ToolCall, ToolResult
 from .executor.executor import Executor
 from .executor.records import replay
 from .executor.runtime import DEFAULT_MAX_ARGUMENT_BYTES, Runtime, idempotency_key
@@ -43,12 +42,10 @@ from .ledger.reconcile import Reconciliation
 from .observe.audit import AuditSink
 from .policy.approvals import Approvals
 from .policy.budgets import Budgets, RateLimiter
-from .policy.grants import may_use
 
 if TYPE_CHECKING:
-    from .retrieval import FusionConfig, QueryAdapter, QueryContext, Selection, Selector
+    from .retrieval import FusionConfig, QueryAdapter
     from .retrieval.discovery import Unwrapper
-    from .retrieval.selector import Connected
 
 __all__ = ["DEFAULT_LEDGER", "DEFAULT_TOOL_THREADS", "Keeper", "KeeperState", "default_audit"]
 
@@ -57,7 +54,7 @@ DEFAULT_TOOL_THREADS = 40
 """Sync tool functions that may run at once (as many as anyio's default thread limiter)."""
 
 
-class Keeper(FunctionTools):
+class Keeper(Toolbox):
     """Tools, policy, ledger and executor for one application.
 
     Args:
@@ -127,11 +124,12 @@ class Keeper(FunctionTools):
             )
         except ValueError as exc:
             raise ConfigurationError(f"Keeper(approval_ttl=...): {exc}") from None
-        self.catalog = Catalog()
-        self.thread_limiter = anyio.CapacityLimiter(tool_threads)
-        """The worker threads sync tools run in (`tool_threads` of them)."""
-        self._selection = selection
-        self._query_adapter = query_adapter
+        super().__init__(
+            principal=principal,
+            tool_threads=tool_threads,
+            selection=selection,
+            query_adapter=query_adapter,
+        )
         self.store: LedgerStore = open_store(ledger)
         self.audit: AuditSink = audit if audit is not None else default_audit(ledger, self.store)
         self._life = Lifecycle()
@@ -161,29 +159,6 @@ class Keeper(FunctionTools):
         self._unwrapper: Unwrapper | None = None
         """Reads `call_tool` proposals as the calls they stand for, once discovery is on."""
         self._sync = SyncPortal(self.aclose)
-        self._selector: Selector | None = None
-        self._selector_lock = threading.Lock()
-
-    # -- tools -----------------------------------------------------------------------------
-
-    def visible_tools(self, principal: Principal | None = None) -> list[ToolSpec]:
-        """The specs a principal may see and call (all others are never shown to it).
-
-        Raises:
-            ConfigurationError: no principal is given and the keeper has no default one.
-        """
-        who = self._acting_for(principal, "visible_tools")
-        return [spec for spec in self.catalog.specs() if may_use(who, spec)]
-
-    def _acting_for(self, principal: Principal | None, method: str) -> Principal:
-        """`principal`, else the keeper's own; never anyone's grants by default."""
-        who = principal or self.runtime.principal
-        if who is None:
-            raise ConfigurationError(
-                f"Keeper.{method}() needs a principal: pass principal=..., or give the keeper "
-                "a default one (Keeper(principal=...))"
-            )
-        return who
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -262,62 +237,7 @@ class Keeper(FunctionTools):
     ) -> None:
         await self.aclose()
 
-    # -- retrieval (needs the `[retrieval]` extra) -----------------------------------------
-
-    @property
-    def selector(self) -> Selector:
-        """The search index over this keeper's catalog, built on first use, following it
-        until the keeper is closed (a closed keeper's selector answers no more searches)."""
-        if self._selector is None:
-            if self._is_closed():  # (one built now would never be closed)
-                raise ConfigurationError("this Keeper is closed")
-            with self._selector_lock:  # two threads' first selections build one index
-                if self._selector is None:
-                    self._selector = self.new_selector()
-        return self._selector
-
-    def new_selector(self, *, connected: Connected | None = None, dense: bool = True) -> Selector:
-        """A search index of its own over this keeper's catalog, following it, that ranks and
-        abstains as `select` does (the keeper's `selection` and `query_adapter`); the caller
-        closes it. `connected` says whether a source is connected (its tools are left out
-        while it is not); `dense=False` ranks by keywords alone, with no model.
-
-        Raises:
-            ImportError: the `[retrieval]` extra is not installed (for `dense`, its model).
-        """
-        from .retrieval import Selector
-
-        if not dense:
-            return Selector.for_catalog(
-                self.catalog, embedder=None, connected=connected, config=self._selection
-            )
-        return Selector.default(
-            self.catalog,
-            connected=connected,
-            config=self._selection,
-            query_adapter=self._query_adapter,
-        )
-
-    def select(
-        self,
-        query: str,
-        *,
-        principal: Principal | None = None,
-        k: int = 8,
-        context: QueryContext | None = None,
-    ) -> Selection:
-        """The tools `principal` may use that best fit `query` (direct mode), e.g.
-        `keeper.select(message, principal=p, k=8).to("anthropic")`.
-
-        Raises:
-            TypeError: `query` is not a str, or `context` not a `QueryContext`.
-            ValueError: `k` is not a whole number of at least 1.
-            ConfigurationError: the keeper is closed, or no principal is given and the keeper
-                has no default one.
-        """
-        return self.selector.select(
-            query, principal=self._acting_for(principal, "select"), k=k, context=context
-        )
+    # -- discovery (needs the `[retrieval]` extra) -----------------------------------------
 
     def enable_discovery(self) -> list[Tool]:
         """Add `search_tools`, `get_tool_details` and `call_tool` (progressive discovery);
@@ -334,7 +254,7 @@ class Keeper(FunctionTools):
             self.catalog,
             lambda: self.selector,
             self.execute,
-            principal=self.runtime.principal,
+            principal=self._principal,
             max_argument_bytes=self.runtime.max_argument_bytes,
         )
         return tools
