@@ -60,8 +60,12 @@ class Reconciliation:
         return await self.store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME], limit=EVERY)
 
     async def reconcile(self, records: list[CallRecord]) -> list[CallRecord]:
-        """Ask each of `records`' tools what really happened, by idempotency key, as
-        `Keeper.reconcile` says; a call settled meanwhile is not asked.
+        """Ask the tool of each of `records` what really happened, by idempotency key.
+
+        A call whose tool has no reconciler, or that was settled meanwhile, is not asked. A
+        sync reconciler runs in a worker thread (`limiter`), each under its tool's timeout.
+        A SUCCEEDED or FAILED `ToolResult` it returns is recorded, made JSON; one that
+        raises, times out or finds what is not JSON data leaves its call unknown (logged).
 
         Returns:
             The records of the calls that were settled, as stored.
