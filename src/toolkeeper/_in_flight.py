@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from types import TracebackType
 
 import anyio
 import anyio.from_thread
@@ -22,8 +21,8 @@ __all__ = ["InFlight"]
 class InFlight:
     """A count of calls in flight, and a wait until there are none.
 
-    A call is counted while it runs inside `with in_flight:`, on any thread. `until_none`
-    returns once no call is counted; one task at a time may wait.
+    A call is counted from `enter()` to `exit()` (in a `finally`), on any thread.
+    `until_none` returns once no call is counted; one task at a time may wait.
     """
 
     __slots__ = ("_calls", "_waker")
@@ -37,15 +36,12 @@ class InFlight:
         # wakes a task that does not wait.
         self._waker: list[tuple[anyio.Event, EventLoopToken, int]] = []
 
-    def __enter__(self) -> None:
+    def enter(self) -> None:
+        """Count one call more."""
         self._calls.append(None)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def exit(self) -> None:
+        """Count one call less: the last one wakes the task `until_none` keeps waiting."""
         self._calls.pop()
         if self._calls or not self._waker:
             return

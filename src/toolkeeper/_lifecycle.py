@@ -29,12 +29,15 @@ class KeeperState(enum.Enum):
 
 
 class Lifecycle:
-    """Where a keeper is in its lifecycle, and the calls it has in flight."""
+    """Where a keeper is in its lifecycle.
 
-    def __init__(self) -> None:
+    Args:
+        calls: The keeper's calls in flight, which `close` waits for.
+    """
+
+    def __init__(self, calls: InFlight) -> None:
         self.state = KeeperState.NEW
-        self.calls = InFlight()
-        """The calls in flight, which `close` waits for."""
+        self._calls = calls
         self._open_lock: anyio.Lock | None = None
         self._closed = threading.Event()
         """Set once `close` has run its closing steps."""
@@ -81,7 +84,7 @@ class Lifecycle:
             return
         self.state = KeeperState.CLOSED
         try:
-            await self.calls.until_none(busy)
+            await self._calls.until_none(busy)
         finally:
             with anyio.CancelScope(shield=True):
                 try:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import sniffio
 
+from ._in_flight import InFlight
 from ._lifecycle import KeeperState, Lifecycle
 from ._setup import check_options, default_audit, default_limiter, open_store
 from ._sync import SyncPortal, no_running_loop
@@ -132,7 +133,9 @@ class Keeper(Toolbox):
         )
         self.store: LedgerStore = open_store(ledger)
         self.audit: AuditSink = audit if audit is not None else default_audit(ledger, self.store)
-        self._life = Lifecycle()
+        self._calls = InFlight()
+        """The `execute`s and batches in flight, which `aclose` waits for."""
+        self._life = Lifecycle(self._calls)
         self.runtime = Runtime(
             catalog=self.catalog,
             store=lambda: self.store,
@@ -264,7 +267,9 @@ class Keeper(Toolbox):
     async def execute(self, call: ToolCall) -> ToolResult:
         """Check, run and record one proposed call, for the principal it names (else the
         keeper's default one; with neither, it is refused). Never raises for bad input."""
-        with self._life.calls:  # (counted while it opens the keeper too: `aclose` waits)
+        calls = self._calls
+        calls.enter()  # (counted while it opens the keeper too: `aclose` waits)
+        try:
             if self._life.state is not KeeperState.OPEN:
                 await self.open()
             unwrapper = self._unwrapper
@@ -272,10 +277,13 @@ class Keeper(Toolbox):
                 return await self.executor.execute(call)
             inner = unwrapper.unwrap(call)
             return unwrapper.as_called(call, inner, await self.executor.execute(inner))
+        finally:
+            calls.exit()
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
-        with self._life.calls:
+        self._calls.enter()
+        try:
             if self._life.state is not KeeperState.OPEN:
                 await self.open()
             unwrapper = self._unwrapper
@@ -285,6 +293,8 @@ class Keeper(Toolbox):
             results = await self.executor.execute_many(inner)
             answer = unwrapper.as_called
             return [answer(c, i, r) for c, i, r in zip(calls, inner, results, strict=True)]
+        finally:
+            self._calls.exit()
 
     def execute_sync(self, call: ToolCall) -> ToolResult:
         """`execute` for scripts without an event loop. Call `close_sync()` when done.
