@@ -16,43 +16,24 @@ refused.
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
-import dataclasses
-import enum
-import inspect
-import json
-import logging
-import math
 import os
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.from_thread
-import anyio.to_thread
-import sniffio
-from anyio.lowlevel import EventLoopToken, current_token
 
-from .catalog.registry import Catalog, Reconciler, ResourceKey, Tool
-from .connectors.python import DEFAULT_TOOL_THREADS, FunctionConnector
-from .core._exit import AtExit
+from ._in_flight import InFlight
+from ._lifecycle import KeeperState, Lifecycle
+from ._setup import check_options, default_audit, default_limiter, open_store
+from ._sync import SyncPortal, no_running_loop
+from ._toolbox import Toolbox
+from .catalog.registry import Tool
+from .connectors.python import DEFAULT_TOOL_THREADS
 from .core.errors import ConfigurationError
 from .core.retry import RetryPolicy
-from .core.states import CallStatus
-from .core.values import (
-    CallContext,
-    Effect,
-    Principal,
-    ToolCall,
-    ToolResult,
-    ToolSpec,
-    is_count,
-)
+from .core.values import Principal, ToolCall, ToolResult
 from .executor.executor import Executor
 from .executor.records import replay
 from .executor.runtime import (
@@ -61,108 +42,23 @@ from .executor.runtime import (
     event_loop_clock,
     idempotency_key,
 )
-from .ledger.base import EVERY, CallRecord, LedgerStore, StaleState
+from .ledger.base import CallRecord, LedgerStore
 from .ledger.keys import digest_key
-from .ledger.memory import MemoryStore
-from .ledger.sqlite import SQLiteStore
-from .observe.audit import AuditEvent, AuditSink, JsonlAuditSink, MemoryAuditSink
+from .ledger.reconcile import Reconciliation
+from .observe.audit import AuditSink
 from .policy.approvals import Approvals
-from .policy.budgets import Budgets, MemoryRateLimiter, RateLimiter
-from .policy.grants import may_use
-from .schema.from_callable import NOT_JSON, function_schema, json_data
+from .policy.budgets import Budgets, RateLimiter
 
 if TYPE_CHECKING:
-    from .retrieval import FusionConfig, QueryAdapter, QueryContext, Selection, Selector
-    from .retrieval.selector import Connected
+    from .retrieval import FusionConfig, QueryAdapter
+    from .retrieval.discovery import Unwrapper
 
 __all__ = ["DEFAULT_LEDGER", "DEFAULT_TOOL_THREADS", "Keeper", "KeeperState", "default_audit"]
 
-_log = logging.getLogger("toolkeeper")
-
 DEFAULT_LEDGER = "sqlite:///./toolkeeper.db"
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-
-class KeeperState(enum.Enum):
-    """Lifecycle of a `Keeper`."""
-
-    NEW = "new"
-    OPEN = "open"
-    CLOSED = "closed"
-
-
-def _open_store(ledger: LedgerStore | str | os.PathLike[str]) -> LedgerStore:
-    if isinstance(ledger, os.PathLike):
-        return SQLiteStore(os.fspath(ledger))
-    if not isinstance(ledger, str):
-        return ledger
-    if ledger == "memory://":
-        return MemoryStore()
-    from .ledger.factory import open_store
-
-    return open_store(ledger)
-
-
-def _limiter(clock: Callable[[], float]) -> MemoryRateLimiter:
-    """The in-process rate limiter: on a clock the caller passed (a `FakeClock` then drives rate
-    limits as it drives approvals and retries), else on monotonic time, which no change of the
-    wall clock moves."""
-    return MemoryRateLimiter() if clock is time.time else MemoryRateLimiter(clock)
-
-
-def _as_called(call: ToolCall, inner: ToolCall, result: ToolResult) -> ToolResult:
-    """The result of `inner` (the tool a `call_tool` named) answering `call` as proposed: a
-    vendor pairs an answer with the name it called (Gemini), so it names `call_tool`; the
-    tool that ran is in `metadata["tool"]`."""
-    if inner is call:
-        return result
-    return dataclasses.replace(
-        result, tool=call.name, metadata={**result.metadata, "tool": inner.name}
-    )
-
-
-def _check_options(
-    *,
-    ledger: object,
-    principal: object,
-    audit: object,
-    retry: object,
-    budgets: object,
-    max_argument_bytes: object,
-    tool_threads: object,
-) -> None:
-    """Refuse a `Keeper` option of the wrong type or value when the keeper is made: taken,
-    it failed every call later (as an INTERNAL_ERROR, or a PAYLOAD_TOO_LARGE for any
-    arguments), far from the mistake."""
-    kinds: list[tuple[str, object, tuple[type, ...], str]] = [
-        ("ledger", ledger, (str, os.PathLike, LedgerStore), "a LedgerStore, a URL or a path"),
-        ("principal", principal, (Principal, type(None)), "a toolkeeper.Principal"),
-        ("audit", audit, (AuditSink, type(None)), "an AuditSink, such as JsonlAuditSink(path)"),
-        ("retry", retry, (RetryPolicy, type(None)), "a toolkeeper.RetryPolicy"),
-        ("budgets", budgets, (Budgets, type(None)), "a toolkeeper.Budgets"),
-    ]
-    for name, value, kind, what in kinds:
-        if not isinstance(value, kind):
-            kind_given = type(value).__name__
-            raise ConfigurationError(f"Keeper({name}=...) takes {what}, not a {kind_given}")
-    if not is_count(max_argument_bytes, 1):
-        raise ConfigurationError("max_argument_bytes must be a whole number of bytes (1 or more)")
-    if not is_count(tool_threads, 1):
-        raise ConfigurationError("tool_threads must be a whole number of threads (1 or more)")
-
-
-def default_audit(ledger: LedgerStore | str | os.PathLike[str], store: LedgerStore) -> AuditSink:
-    """A JSON lines file beside a SQLite ledger file named by URL or path (however spelled),
-    else events in memory (`memory://`, `sqlite:///:memory:`, PostgreSQL, a store object)."""
-    named = isinstance(ledger, str | os.PathLike)
-    if named and isinstance(store, SQLiteStore) and store.path != ":memory:":
-        db = Path(store.path)
-        return JsonlAuditSink(db.with_name(db.stem + ".audit.jsonl"))
-    return MemoryAuditSink()
-
-
-class Keeper:
+class Keeper(Toolbox):
     """Tools, policy, ledger and executor for one application.
 
     Args:
@@ -216,34 +112,33 @@ class Keeper:
         tool_threads: int = DEFAULT_TOOL_THREADS,
         query_adapter: QueryAdapter | bool = True,
     ) -> None:
-        _check_options(
+        check_options(
             ledger=ledger,
             principal=principal,
             audit=audit,
             retry=retry,
             budgets=budgets,
+            rate_limiter=rate_limiter,
             max_argument_bytes=max_argument_bytes,
             tool_threads=tool_threads,
         )
-        if rate_limiter is not None and (budgets is None or budgets.calls_per_minute is None):
-            raise ConfigurationError(
-                "rate_limiter takes its rate from budgets=Budgets(calls_per_minute=...); "
-                "without one it would limit nothing"
-            )
         try:  # (first: nothing is made yet that a refusal would leave open)
             self.approvals = Approvals(
                 lambda: self.store, ttl=approval_ttl, clock=clock, ready=self.open
             )
         except ValueError as exc:
             raise ConfigurationError(f"Keeper(approval_ttl=...): {exc}") from None
-        self.catalog = Catalog()
-        self.thread_limiter = anyio.CapacityLimiter(tool_threads)
-        """The worker threads sync tools run in (`tool_threads` of them)."""
-        self._selection = selection
-        self._query_adapter = query_adapter
-        self.store: LedgerStore = _open_store(ledger)
+        super().__init__(
+            principal=principal,
+            tool_threads=tool_threads,
+            selection=selection,
+            query_adapter=query_adapter,
+        )
+        self.store: LedgerStore = open_store(ledger)
         self.audit: AuditSink = audit if audit is not None else default_audit(ledger, self.store)
-        self.state = KeeperState.NEW
+        self._calls = InFlight()
+        """The `execute`s and batches in flight, which `aclose` waits for."""
+        self._life = Lifecycle(self._calls)
         self.runtime = Runtime(
             catalog=self.catalog,
             store=lambda: self.store,
@@ -253,209 +148,50 @@ class Keeper:
             retry=retry or RetryPolicy(),
             rules=tuple(rules),
             budgets=budgets,
-            limiter=rate_limiter or (_limiter(clock) if budgets else None),
+            limiter=rate_limiter or (default_limiter(clock) if budgets else None),
             max_argument_bytes=max_argument_bytes,
             clock=clock,
             sleep=sleep,
         )
         self.executor = Executor(self.runtime)
-        self._call_tool: Tool | None = None
-        self._portal_stop: Callable[[], None] | None = None
-        self._portal: anyio.from_thread.BlockingPortal | None = None
-        self._portal_lock = threading.Lock()
-        self._open_lock: anyio.Lock | None = None
-        # `execute`s and batches in flight, which `aclose` waits for, one item each: they may
-        # run on another thread's event loop (`execute_sync`'s) than the one closing the
-        # keeper, so they are counted by a list's append and pop, each atomic (a lock costs a
-        # call more), and the wait is on a thread-safe event.
-        self._in_flight: list[None] = []
-        # What wakes a waiting `aclose`: its event, and the event loop and thread it waits on
-        # (the last call may end on another: `execute_sync`'s). One slot, taken by an atomic
-        # pop: `aclose` fills it before it looks at `_in_flight`, and the call that empties
-        # `_in_flight` takes it after, so whichever of the two takes it decides whether
-        # `aclose` waits, and no call wakes an `aclose` that does not wait.
-        self._waker: list[tuple[anyio.Event, EventLoopToken, int]] = []
-        self._closed = threading.Event()
-        """Set once `aclose` has closed the ledger, the audit sink and the selector."""
-        self._selector: Selector | None = None
-        self._selector_lock = threading.Lock()
-
-    # -- tools -----------------------------------------------------------------------------
-
-    @overload
-    def tool(self, func: F, /) -> F: ...
-
-    @overload
-    def tool(
-        self,
-        func: None = None,
-        /,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        effect: Effect | str = Effect.WRITE,
-        idempotent: bool = False,
-        permissions: Iterable[str] = (),
-        tags: Iterable[str] = (),
-        aliases: Iterable[str] = (),
-        examples: Iterable[Mapping[str, Any]] = (),
-        version: str = "1",
-        timeout: float = 30.0,
-        environments: Iterable[str] | None = None,
-        tenants: Iterable[str] | None = None,
-        rules: Iterable[Any] = (),
-        writes: ResourceKey | None = None,
-        reconcile: Reconciler | None = None,
-        retry: RetryPolicy | None = None,
-        title: str | None = None,
-    ) -> Callable[[F], F]: ...
-
-    def tool(self, func: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
-        """Register a Python function (sync or async) as a tool.
-
-        The input schema comes from the type hints and the Google-style docstring; the output
-        schema from the return annotation (a generator function's: the list of what it yields,
-        which is what its call returns). Options are `ToolSpec` fields plus `rules`,
-        `writes` (resources a call writes, for parallel batches), `reconcile` (looks up an
-        unknown outcome by idempotency key) and `retry`. Undeclared tools are assumed to write.
-
-        Returns:
-            The function itself, unchanged.
-        """
-
-        def register(fn: F) -> F:
-            self.add_function(fn, **options)
-            return fn
-
-        return register(func) if func is not None else register
-
-    def add_function(
-        self,
-        func: Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        effect: Effect | str = Effect.WRITE,
-        idempotent: bool = False,
-        permissions: Iterable[str] = (),
-        tags: Iterable[str] = (),
-        aliases: Iterable[str] = (),
-        examples: Iterable[Mapping[str, Any]] = (),
-        version: str = "1",
-        timeout: float = 30.0,
-        environments: Iterable[str] | None = None,
-        tenants: Iterable[str] | None = None,
-        rules: Iterable[Any] = (),
-        writes: ResourceKey | None = None,
-        reconcile: Reconciler | None = None,
-        retry: RetryPolicy | None = None,
-        title: str | None = None,
-    ) -> Tool:
-        """Register a Python function as a tool (the non-decorator form of `tool`).
-
-        Raises:
-            ConfigurationError: the function cannot be a tool (its parameters cannot be
-                described), it is a lambda and no `name` is given, or `timeout` is not a
-                positive, finite number.
-        """
-        if not name and getattr(func, "__name__", None) == "<lambda>":
-            # (every lambda is "<lambda>": a second would replace the first without a word; an
-            # empty name, as a config's missing one, falls back to it just as None does)
-            raise ConfigurationError(
-                "a lambda has no name a model could call it by; give it one: "
-                "add_function(fn, name='lookup_order')"
-            )
-        schema = function_schema(func)
-        # (NaN or inf would be no timeout at all: a tool that hangs would hold its call for ever)
-        if not 0 < timeout < math.inf:
-            raise ConfigurationError("timeout must be a positive, finite number of seconds")
-        spec = ToolSpec(
-            name=name or func.__name__,
-            title=title,
-            description=description if description is not None else schema.description,
-            input_schema=schema.input_schema,
-            output_schema=schema.output_schema,
-            effect=Effect(effect),
-            idempotent=idempotent,
-            permissions=tuple(permissions),
-            tags=tuple(tags),
-            aliases=tuple(aliases),
-            examples=tuple(dict(e) for e in examples),
-            version=version,
-            timeout=timeout,
-            environments=frozenset(environments) if environments is not None else None,
-            tenants=frozenset(tenants) if tenants is not None else None,
-            source="python",
+        self._outcomes = Reconciliation(
+            store=self.store,
+            catalog=self.catalog,
+            limiter=self.thread_limiter,
+            key=idempotency_key,
+            emit=self.runtime.emit,
+            clock=clock,
         )
-        tool = Tool(
-            spec=spec,
-            connector=FunctionConnector(func, schema, limiter=self.thread_limiter),
-            rules=tuple(rules),
-            reconcile=reconcile,
-            writes=writes,
-            retry=retry,
-        )
-        self.catalog.add(tool)
-        return tool
-
-    def add(self, tool: Tool) -> None:
-        """Register a tool built elsewhere (an upstream MCP tool, an HTTP operation...)."""
-        self.catalog.add(tool)
-
-    def visible_tools(self, principal: Principal | None = None) -> list[ToolSpec]:
-        """The specs a principal may see and call (all others are never shown to it).
-
-        Raises:
-            ConfigurationError: no principal is given and the keeper has no default one.
-        """
-        who = self._acting_for(principal, "visible_tools")
-        return [spec for spec in self.catalog.specs() if may_use(who, spec)]
-
-    def _acting_for(self, principal: Principal | None, method: str) -> Principal:
-        """`principal`, else the keeper's own; never anyone's grants by default."""
-        who = principal or self.runtime.principal
-        if who is None:
-            raise ConfigurationError(
-                f"Keeper.{method}() needs a principal: pass principal=..., or give the keeper "
-                "a default one (Keeper(principal=...))"
-            )
-        return who
+        self._unwrapper: Unwrapper | None = None
+        """Reads `call_tool` proposals as the calls they stand for, once discovery is on."""
+        self._sync = SyncPortal(self.aclose)
 
     # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def state(self) -> KeeperState:
+        """Where the keeper is in its lifecycle."""
+        return self._life.state
+
+    def _is_closed(self) -> bool:
+        return self._life.is_closed
 
     async def open(self) -> None:
         """Open the ledger and mark calls abandoned by dead processes. Idempotent, and safe
         to call from concurrent tasks (the first opens, the others wait for it)."""
-        if self.state is KeeperState.OPEN:
-            return
-        if self._open_lock is None:
-            self._open_lock = anyio.Lock()
-        async with self._open_lock:
-            if not self._is_open():  # (read again: another task may have opened it)
-                await self._open()
-
-    def _is_open(self) -> bool:
-        return self.state is KeeperState.OPEN
-
-    def _is_closed(self) -> bool:
-        return self.state is KeeperState.CLOSED
+        await self._life.open(self._open)
 
     async def _open(self) -> None:
-        if self.state is KeeperState.CLOSED:
-            raise ConfigurationError("this Keeper is closed")
         await self.store.open()
         self.runtime.digest_key = digest_key(self.store)
         self.runtime.cancel_scope = type(anyio.CancelScope())
         self.runtime.loop_clock = event_loop_clock()
         await self._recover()
-        if self._is_closed():  # closed while it was opening
-            raise ConfigurationError("this Keeper is closed")
-        self.state = KeeperState.OPEN
 
     async def _open_and_recover(self) -> None:
         """Open (which recovers), or, open already, recover the calls of processes that died
         since: once either way."""
-        if self._is_open():
+        if self._life.is_open:
             await self._recover()
         else:
             await self.open()
@@ -463,13 +199,7 @@ class Keeper:
     async def _recover(self) -> None:
         """Mark the calls of dead processes UNKNOWN_OUTCOME, and those of this process whose
         end the ledger failed to record (see `recover_abandoned`)."""
-        from .ledger.recovery import recover_abandoned
-
-        found = await recover_abandoned(
-            self.store, now=self.runtime.clock(), given_up=self.runtime.unended
-        )
-        for record in found:
-            self._audit_change(record, previous=CallStatus.RUNNING, by="recovery")
+        await self._outcomes.recover(self.runtime.unended)
 
     def drain(self) -> None:
         """Stop retrying: calls in flight end after their current attempt, and calls waiting
@@ -487,57 +217,19 @@ class Keeper:
         after their current attempt (as `drain` ends them), and are recorded as they ended.
         An `aclose` made while another is closing the keeper returns when that one has.
         """
-        if self.state is KeeperState.CLOSED:
-            if not self._closed.is_set():  # (it may close on another thread's event loop)
-                await anyio.to_thread.run_sync(self._closed.wait, abandon_on_cancel=True)
-            return
-        self.state = KeeperState.CLOSED
-        try:
-            idle = anyio.Event()
-            self._waker.append((idle, current_token(), threading.get_ident()))
-            try:
-                if self._in_flight:
-                    self.drain()
-                    await idle.wait()
-            finally:
-                # Taken back unless a call took it (none was in flight, or the wait was cut
-                # short): one ending later would wake a loop no one waits on, and block for ever
-                # if that loop has stopped.
-                try:
-                    self._waker.pop()
-                except IndexError:  # the last call, ending just now, took it: it wakes us
-                    with anyio.CancelScope(shield=True):
-                        await idle.wait()
-        finally:
-            # Each is closed even when one before it fails: the audit sink's buffered events
-            # are not lost to a ledger that failed to close.
-            with anyio.CancelScope(shield=True):
-                try:
-                    if self._selector is not None:
-                        self._selector.close()
-                finally:
-                    try:
-                        await self.store.aclose()
-                    finally:
-                        try:
-                            self.audit.close()
-                        finally:
-                            self._closed.set()
+        await self._life.close(self._close, busy=self.drain)
 
-    def _ended(self) -> None:
-        """One `execute` or batch is done: the last one lets a waiting `aclose` go on."""
-        self._in_flight.pop()
-        if self._in_flight or not self._waker:
-            return
+    async def _close(self) -> None:
+        # Each is closed even when one before it fails: the audit sink's buffered events are
+        # not lost to a ledger that failed to close.
         try:
-            event, loop, thread = self._waker.pop()
-        except IndexError:  # (`aclose`, or another call ending, took it first)
-            return
-        if threading.get_ident() == thread:
-            event.set()
-        else:  # (an anyio event is set on its own event loop)
-            with contextlib.suppress(Exception):  # (that loop is gone: no one waits)
-                anyio.from_thread.run_sync(event.set, token=loop)
+            if self._selector is not None:
+                self._selector.close()
+        finally:
+            try:
+                await self.store.aclose()
+            finally:
+                self.audit.close()
 
     async def __aenter__(self) -> Keeper:
         await self.open()
@@ -551,62 +243,7 @@ class Keeper:
     ) -> None:
         await self.aclose()
 
-    # -- retrieval (needs the `[retrieval]` extra) -----------------------------------------
-
-    @property
-    def selector(self) -> Selector:
-        """The search index over this keeper's catalog, built on first use, following it
-        until the keeper is closed (a closed keeper's selector answers no more searches)."""
-        if self._selector is None:
-            if self._is_closed():  # (one built now would never be closed)
-                raise ConfigurationError("this Keeper is closed")
-            with self._selector_lock:  # two threads' first selections build one index
-                if self._selector is None:
-                    self._selector = self.new_selector()
-        return self._selector
-
-    def new_selector(self, *, connected: Connected | None = None, dense: bool = True) -> Selector:
-        """A search index of its own over this keeper's catalog, following it, that ranks and
-        abstains as `select` does (the keeper's `selection` and `query_adapter`); the caller
-        closes it. `connected` says whether a source is connected (its tools are left out
-        while it is not); `dense=False` ranks by keywords alone, with no model.
-
-        Raises:
-            ImportError: the `[retrieval]` extra is not installed (for `dense`, its model).
-        """
-        from .retrieval import Selector
-
-        if not dense:
-            return Selector.for_catalog(
-                self.catalog, embedder=None, connected=connected, config=self._selection
-            )
-        return Selector.default(
-            self.catalog,
-            connected=connected,
-            config=self._selection,
-            query_adapter=self._query_adapter,
-        )
-
-    def select(
-        self,
-        query: str,
-        *,
-        principal: Principal | None = None,
-        k: int = 8,
-        context: QueryContext | None = None,
-    ) -> Selection:
-        """The tools `principal` may use that best fit `query` (direct mode), e.g.
-        `keeper.select(message, principal=p, k=8).to("anthropic")`.
-
-        Raises:
-            TypeError: `query` is not a str, or `context` not a `QueryContext`.
-            ValueError: `k` is not a whole number of at least 1.
-            ConfigurationError: the keeper is closed, or no principal is given and the keeper
-                has no default one.
-        """
-        return self.selector.select(
-            query, principal=self._acting_for(principal, "select"), k=k, context=context
-        )
+    # -- discovery (needs the `[retrieval]` extra) -----------------------------------------
 
     def enable_discovery(self) -> list[Tool]:
         """Add `search_tools`, `get_tool_details` and `call_tool` (progressive discovery);
@@ -615,93 +252,52 @@ class Keeper:
         Raises:
             ConfigurationError: a tool of the catalog already has one of those names.
         """
-        from .retrieval import meta_tools
-        from .retrieval.selector import META_TAG
+        from .retrieval.discovery import add_discovery
 
         _ = self.selector  # (the index is built now, not by the first search on the event loop)
         # Looked up at each call: `close_sync` closes the keeper's index, and a new one follows.
-        tools = meta_tools(lambda: self.selector, self.execute)
-        for tool in tools:
-            present = self.catalog.get(tool.spec.name)
-            if present is not None and META_TAG not in present.spec.tags:
-                raise ConfigurationError(
-                    f"a tool named {tool.spec.name!r} is already in the catalog; discovery "
-                    "needs that name for its own tool"
-                )
-        for tool in tools:
-            self.catalog.add(tool)
-        self._call_tool = next(t for t in tools if t.spec.name == "call_tool")
-        return tools
-
-    def _unwrap(self, call: ToolCall) -> ToolCall:
-        """A `call_tool` proposal as the proposal it stands for, under the same call id.
-
-        The inner call is then the call of record: proposing the same `call_tool` again after
-        its approval runs it (nested under a `call_tool` record of its own, the approval
-        required would end that record and replay forever). Anything `call_tool` itself must
-        refuse (no `tools:call` grant, malformed arguments, a tool the principal may not use,
-        said as for one that does not exist) is left to its own pipeline.
-        """
-        tool = self._call_tool
-        if tool is None or call.name != tool.spec.name or self.catalog.get(call.name) is not tool:
-            return call
-        arguments: Any = call.arguments
-        if isinstance(arguments, str):
-            if len(arguments) > self.runtime.max_argument_bytes:
-                return call  # (its own pipeline refuses it, unparsed)
-            try:
-                arguments = json.loads(arguments)
-            except (ValueError, RecursionError):  # (nested too deep to parse: refused as such)
-                return call
-        principal = call.principal or self.runtime.principal
-        if (
-            principal is None
-            or not isinstance(arguments, Mapping)
-            or not self.runtime.prepared(tool).validator.is_valid(dict(arguments))
-            or not may_use(principal, tool.spec)
-        ):
-            return call
-        name, inner = arguments["name"], arguments.get("arguments") or {}
-        if self.catalog.get(name) is None or name not in self.selector.allowed(principal):
-            return call
-        return ToolCall(
-            call_id=call.call_id,
-            name=name,
-            arguments=inner,
-            task_id=call.task_id,
-            principal=call.principal,
-            metadata={**call.metadata, "via": tool.spec.name},
+        tools, self._unwrapper = add_discovery(
+            self.catalog,
+            lambda: self.selector,
+            self.execute,
+            principal=self._principal,
+            max_argument_bytes=self.runtime.max_argument_bytes,
         )
+        return tools
 
     # -- calls -----------------------------------------------------------------------------
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Check, run and record one proposed call, for the principal it names (else the
         keeper's default one; with neither, it is refused). Never raises for bad input."""
-        self._in_flight.append(None)  # (counted while it opens the keeper too: `aclose` waits)
+        calls = self._calls
+        calls.enter()  # (counted while it opens the keeper too: `aclose` waits)
         try:
-            if self.state is not KeeperState.OPEN:
+            if self._life.state is not KeeperState.OPEN:
                 await self.open()
-            if self._call_tool is None:
+            unwrapper = self._unwrapper
+            if unwrapper is None:
                 return await self.executor.execute(call)
-            inner = self._unwrap(call)
-            return _as_called(call, inner, await self.executor.execute(inner))
+            inner = unwrapper.unwrap(call)
+            return unwrapper.as_called(call, inner, await self.executor.execute(inner))
         finally:
-            self._ended()
+            calls.exit()
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run several calls concurrently (writes to a same resource one at a time)."""
-        self._in_flight.append(None)
+        self._calls.enter()
         try:
-            if self.state is not KeeperState.OPEN:
+            if self._life.state is not KeeperState.OPEN:
                 await self.open()
-            if self._call_tool is None:
+            unwrapper = self._unwrapper
+            if unwrapper is None:
                 return await self.executor.execute_many(calls)
-            inner = [self._unwrap(c) for c in calls]
+            inner = [unwrapper.unwrap(c) for c in calls]
             results = await self.executor.execute_many(inner)
-            return [_as_called(c, i, r) for c, i, r in zip(calls, inner, results, strict=True)]
+            answer = unwrapper.as_called
+            return [answer(c, i, r) for c, i, r in zip(calls, inner, results, strict=True)]
         finally:
-            self._ended()
+            self._calls.exit()
 
     def execute_sync(self, call: ToolCall) -> ToolResult:
         """`execute` for scripts without an event loop. Call `close_sync()` when done.
@@ -710,8 +306,8 @@ class Keeper:
             RuntimeError: called from a thread that runs an event loop, which it would block
                 (there, `await keeper.execute(call)`).
         """
-        _no_running_loop("execute_sync", "await keeper.execute(call)")
-        return self._blocking().call(self.execute, call)
+        no_running_loop("execute_sync", "await keeper.execute(call)")
+        return self._sync.portal().call(self.execute, call)
 
     def close_sync(self) -> None:
         """Close what `execute_sync` opened, and the search index `select` built. Idempotent.
@@ -720,28 +316,14 @@ class Keeper:
         open: its search index, which follows the catalog and holds the vector cache open,
         is all there is to close (a later `select` builds a new one).
         """
-        if self._portal is None:
+        if not self._sync.started:
             selector = self._selector
             if selector is not None and self.state is KeeperState.NEW:
                 self._selector = None
                 selector.close()
             return
-        _no_running_loop("close_sync", "await keeper.aclose()")
-        portal, stop = self._portal, self._portal_stop
-        self._portal = self._portal_stop = None
-        _sync_keepers.discard(self)
-        try:
-            portal.call(self.aclose)
-        finally:
-            if stop is not None:
-                stop()
-
-    def _blocking(self) -> anyio.from_thread.BlockingPortal:
-        with self._portal_lock:  # threads calling at once share one loop
-            if self._portal is None:
-                self._portal, self._portal_stop = _daemon_portal()
-                _sync_keepers.add(self)
-            return self._portal
+        no_running_loop("close_sync", "await keeper.aclose()")
+        self._sync.close()
 
     # -- after the fact --------------------------------------------------------------------
 
@@ -752,7 +334,7 @@ class Keeper:
         (as `toolkeeper ledger unknown` does), not only those found when it opened.
         """
         await self._open_and_recover()
-        return await self.store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME], limit=EVERY)
+        return await self._outcomes.unknown()
 
     async def reconcile(self) -> list[ToolResult]:
         """Ask each UNKNOWN_OUTCOME call's tool what really happened, by idempotency key.
@@ -769,55 +351,7 @@ class Keeper:
         Returns:
             The results of the calls that were settled.
         """
-        settled: list[ToolResult] = []
-        for record in await self.unknown():
-            tool = self.catalog.get(record.tool)
-            if tool is None or tool.reconcile is None:
-                continue
-            current = await self.store.get_call(record.task_id, record.call_id)
-            if current is None or current.status is not CallStatus.UNKNOWN_OUTCOME:
-                continue  # settled meanwhile (another process reconciles too): not asked again
-            ctx = CallContext(
-                call_id=record.call_id,
-                task_id=record.task_id,
-                tool=record.tool,
-                version=record.version,
-                # (rows written before ids had to be non-empty text still reconcile)
-                principal=Principal(
-                    id=record.principal_id or "unknown", tenant=record.tenant or "default"
-                ),
-                attempt=record.attempt,
-                deadline=time.monotonic() + tool.spec.timeout,
-                idempotency_key=idempotency_key(record.task_id, record.call_id),
-                arguments=record.arguments,
-                approval_id=record.approval_id,
-            )
-            found: object = None
-            with anyio.move_on_after(tool.spec.timeout) as scope:
-                found = await _ask(tool.reconcile, ctx, self.thread_limiter)
-            if scope.cancelled_caught:
-                _log.warning("reconciling %s %r timed out; it stays unknown", ctx.tool, ctx.call_id)
-            if not isinstance(found, ToolResult) or found.status not in (
-                CallStatus.SUCCEEDED,
-                CallStatus.FAILED,
-            ):
-                continue
-            changes = _recordable(found, ctx)
-            if changes is None:
-                continue
-            try:
-                updated = await self.store.transition(
-                    record.task_id,
-                    record.call_id,
-                    expected=CallStatus.UNKNOWN_OUTCOME,
-                    target=found.status,
-                    changes=changes,
-                )
-            except StaleState:
-                continue
-            self._audit_change(updated, previous=CallStatus.UNKNOWN_OUTCOME, by="reconcile")
-            settled.append(replay(updated))
-        return settled
+        return [replay(r) for r in await self._outcomes.reconcile(await self.unknown())]
 
     async def settle(
         self,
@@ -838,10 +372,7 @@ class Keeper:
             ValueError: its outcome is not unknown, or `by`/`note` is blank.
         """
         await self._open_and_recover()
-        from .ledger.recovery import settle
-
-        updated = await settle(
-            self.store,
+        updated = await self._outcomes.settle(
             task_id,
             call_id,
             succeeded=succeeded,
@@ -850,124 +381,4 @@ class Keeper:
             result=result,
             effect_ref=effect_ref,
         )
-        self._audit_change(
-            updated, previous=CallStatus.UNKNOWN_OUTCOME, by=f"person:{by}", note=note
-        )
         return replay(updated)
-
-    def _audit_change(
-        self, record: CallRecord, *, previous: CallStatus, by: str, **extra: Any
-    ) -> None:
-        """The audit event of a state change made outside a call (recovery, reconciliation, a
-        person settling it): `by` says who made it."""
-        error = record.error or {}
-        self.runtime.emit(
-            AuditEvent(
-                at=self.runtime.clock(),
-                task_id=record.task_id,
-                call_id=record.call_id,
-                tool=record.tool,
-                version=record.version,
-                principal_id=record.principal_id,
-                tenant=record.tenant,
-                status=record.status,
-                previous=previous,
-                attempt=record.attempt,
-                error_code=error.get("code"),
-                message=error.get("message"),
-                approval_id=record.approval_id,
-                extra={"by": by, **extra},
-            )
-        )
-
-
-async def _ask(reconcile: Reconciler, ctx: CallContext, limiter: anyio.CapacityLimiter) -> object:
-    """One reconciler's answer; None when it fails. A sync one (a status lookup over a
-    blocking client) runs in a worker thread, as a sync tool does: on the event loop it would
-    stall every other task, and no timeout could cut it short."""
-    try:
-        if inspect.iscoroutinefunction(reconcile):
-            found = reconcile(ctx)
-        else:
-            found = await anyio.to_thread.run_sync(
-                reconcile, ctx, abandon_on_cancel=True, limiter=limiter
-            )
-        if hasattr(found, "__await__"):
-            found = await found
-        return found
-    except Exception:
-        _log.exception("reconciling %s %r failed; it stays unknown", ctx.tool, ctx.call_id)
-        return None
-
-
-def _recordable(found: ToolResult, ctx: CallContext) -> dict[str, Any] | None:
-    """What a reconciler found, as the ledger records it: its data and error made JSON as a
-    tool's result is (dates, decimals, models...); None, with a warning, when they cannot be
-    (the call stays unknown)."""
-    try:
-        return {
-            "result": json_data(found.data),
-            "error": json_data(found.error.to_dict()) if found.error else None,
-            "effect_ref": found.effect_ref,
-        }
-    except NOT_JSON as exc:
-        _log.warning(
-            "reconciling %s %r found what is not JSON data (%s: %s); it stays unknown",
-            ctx.tool,
-            ctx.call_id,
-            type(exc).__name__,
-            exc,
-        )
-        return None
-
-
-def _daemon_portal() -> tuple[anyio.from_thread.BlockingPortal, Callable[[], None]]:
-    """An event loop on a daemon thread, and how to stop it.
-
-    `anyio.from_thread.start_blocking_portal` runs its loop on a worker thread the interpreter
-    waits for at exit: a script that never called `close_sync()` waited for ever. A daemon
-    thread is not waited for; the exit handler (`_sync_keepers`) closes the keeper through
-    it, after every other thread of the program has ended.
-    """
-    ready: concurrent.futures.Future[anyio.from_thread.BlockingPortal] = concurrent.futures.Future()
-
-    async def serve() -> None:
-        async with anyio.from_thread.BlockingPortal() as portal:
-            ready.set_result(portal)
-            await portal.sleep_until_stopped()
-
-    def run() -> None:
-        try:
-            anyio.run(serve)
-        except BaseException as exc:  # the loop could not start: say so to the caller
-            if not ready.done():
-                ready.set_exception(exc)
-
-    thread = threading.Thread(target=run, name="toolkeeper-sync", daemon=True)
-    thread.start()
-    portal = ready.result()
-
-    def stop() -> None:
-        portal.call(portal.stop)
-        thread.join()
-
-    return portal, stop
-
-
-_sync_keepers: AtExit[Keeper] = AtExit(Keeper.close_sync, "closing the keeper at exit failed")
-"""Keepers `execute_sync` opened and `close_sync` has not closed: closed when the program ends
-without `close_sync()` (their ledgers then flushed and closed). Exit handlers run once every
-other thread of the program has ended, so no call is cut short. A forked child closes none:
-their event loops run on threads the child does not have (it waited for ever)."""
-
-
-def _no_running_loop(method: str, instead: str) -> None:
-    """Refuse a blocking call on a thread whose event loop it would stall (or deadlock)."""
-    try:
-        library = sniffio.current_async_library()
-    except sniffio.AsyncLibraryNotFoundError:
-        return
-    raise RuntimeError(
-        f"Keeper.{method}() would block the {library} event loop running on this thread; "
-        f"use {instead} here"
-    )

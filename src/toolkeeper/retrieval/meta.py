@@ -5,8 +5,10 @@ with only these three can find, inspect and call any tool its principal may use.
 detailing go through the selector's hard filter (a forbidden tool is reported as unknown, never
 described); `call_tool` reaches only tools the principal could discover, and hands the inner
 call to the same executor pipeline as any other call (policy, validation, approvals, ledger),
-given here as a `call` function. What it is not: a
-second authorization path — it decides nothing itself.
+given here as a `call` function. `call_tool_target` is the one reading of a `call_tool`
+call's arguments: the gateway runs what it names as a direct call, and a keeper records it as
+the call it stands for (`discovery.Unwrapper`). What it is not: a second authorization path —
+it decides nothing itself.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from typing import Any
 
 import anyio.to_thread
 
-from ..catalog.registry import Tool
-from ..core.errors import ErrorCode
+from ..catalog.registry import Catalog, Tool
+from ..core.errors import ErrorCode, ToolError
 from ..core.signals import PIPELINE_CODES, ToolFailed
 from ..core.values import CallContext, Effect, Principal, ToolCall, ToolResult, ToolSpec
+from ..schema.validate import compile_validator, violations_text
 from .selector import META_TAG, Selector
 
 __all__ = [
@@ -32,6 +35,8 @@ __all__ = [
     "SEARCH_TOOLS",
     "CallFunction",
     "call_target",
+    "call_tool_target",
+    "invalid_arguments",
     "meta_specs",
     "meta_tools",
     "summary",
@@ -142,6 +147,56 @@ def call_target(selector: Selector, principal: Principal, arguments: Mapping[str
             f"no tool named {name!r}", details={"name": name}, code=ErrorCode.UNKNOWN_TOOL
         )
     return name
+
+
+def invalid_arguments(spec: ToolSpec, arguments: Mapping[str, Any]) -> ToolError | None:
+    """The refusal of arguments that do not fit a meta-tool's schema, worded and detailed as
+    the executor words such a refusal (INVALID_ARGUMENTS); None when they fit."""
+    violations = compile_validator(spec.input_schema).violations(dict(arguments))
+    if not violations:
+        return None
+    return ToolError.of(
+        ErrorCode.INVALID_ARGUMENTS,
+        violations_text(violations),
+        details={"violations": [v.to_dict() for v in violations]},
+    )
+
+
+def call_tool_target(
+    arguments: Mapping[str, Any],
+    *,
+    principal: Principal,
+    selector: Selector | Callable[[], Selector],
+    catalog: Catalog,
+) -> tuple[Tool, Mapping[str, Any]] | ToolError:
+    """The tool a `call_tool` call names for `principal`, and the arguments to call it with.
+
+    Args:
+        arguments: The arguments of the `call_tool` call.
+        principal: Who the call acts for.
+        selector: Whose hard filter says which tools `principal` may reach (or a function
+            that returns it, asked only once the arguments fit).
+        catalog: Where the named tool is looked up.
+
+    Returns:
+        The tool and its arguments, or the refusal: arguments that do not fit `call_tool`'s
+        schema (INVALID_ARGUMENTS), a discovery tool named (TOOL_ERROR), or a tool that
+        `principal` may not use or the catalog no longer has (UNKNOWN_TOOL, as for one that
+        does not exist).
+    """
+    refused = invalid_arguments(_SPECS[CALL_TOOL], arguments)
+    if refused is not None:
+        return refused
+    try:
+        name = call_target(
+            selector if isinstance(selector, Selector) else selector(), principal, arguments
+        )
+    except ToolFailed as exc:
+        return ToolError.of(exc.code or ErrorCode.TOOL_ERROR, exc.message)
+    tool = catalog.get(name)
+    if tool is None:  # (removed since the selector last saw it)
+        return ToolError.of(ErrorCode.UNKNOWN_TOOL, f"no tool named {name!r}")
+    return tool, arguments.get("arguments") or {}
 
 
 def meta_tools(

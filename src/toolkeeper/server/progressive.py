@@ -23,9 +23,15 @@ from ..core.signals import ToolFailed
 from ..core.states import CallStatus
 from ..core.values import CallContext, Principal, ToolCall, ToolResult, ToolSpec
 from ..keeper import Keeper
-from ..retrieval.meta import CALL_TOOL, META_TOOL_NAMES, call_target, meta_specs, meta_tools
+from ..retrieval.meta import (
+    CALL_TOOL,
+    META_TOOL_NAMES,
+    call_tool_target,
+    invalid_arguments,
+    meta_specs,
+    meta_tools,
+)
 from ..retrieval.selector import Connected, Selector
-from ..schema.validate import compile_validator, violations_text
 
 __all__ = ["MetaTools"]
 
@@ -78,18 +84,14 @@ class MetaTools:
     ) -> tuple[Tool, dict[str, Any]] | ToolResult:
         """The tool and arguments a `call_tool` call names, or its refusal: the gateway runs
         it as a direct call of that tool (approval questions included)."""
-        tools, selector = self._built()
-        refused = _invalid(tools[CALL_TOOL], arguments)
-        if refused is not None:
-            return refused
-        try:
-            name = call_target(selector, principal, arguments)
-        except ToolFailed as exc:
-            return _error(CALL_TOOL, exc.code or ErrorCode.TOOL_ERROR, exc.message)
-        tool = self._keeper.catalog.get(name)
-        if tool is None:  # (removed since the selector last saw it)
-            return _error(CALL_TOOL, ErrorCode.UNKNOWN_TOOL, f"no tool named {name!r}")
-        return tool, dict(arguments.get("arguments") or {})
+        _, selector = self._built()
+        found = call_tool_target(
+            arguments, principal=principal, selector=selector, catalog=self._keeper.catalog
+        )
+        if isinstance(found, ToolError):
+            return _refused(CALL_TOOL, found)
+        tool, inner = found
+        return tool, dict(inner)
 
     async def call(
         self, principal: Principal, name: str, arguments: Mapping[str, Any]
@@ -97,9 +99,9 @@ class MetaTools:
         """Answer one meta-tool call for `principal`."""
         tools, _ = self._built()
         tool = tools[name]
-        refused = _invalid(tool, arguments)
+        refused = invalid_arguments(tool.spec, arguments)
         if refused is not None:
-            return refused
+            return _refused(name, refused)
         ctx = CallContext(
             call_id=f"meta-{uuid.uuid4().hex}",
             task_id=f"mcp:{principal.id}",
@@ -114,7 +116,8 @@ class MetaTools:
         try:
             data = await tool.connector.invoke(tool.spec, arguments, ctx)
         except ToolFailed as failed:
-            return _error(name, failed.code or ErrorCode.TOOL_ERROR, failed.message)
+            code = failed.code or ErrorCode.TOOL_ERROR
+            return _refused(name, ToolError.of(code, failed.message))
         return ToolResult(call_id=ctx.call_id, tool=name, status=CallStatus.SUCCEEDED, data=data)
 
 
@@ -133,23 +136,6 @@ def _selector(keeper: Keeper, connected: Connected | None) -> Selector:
         return keeper.new_selector(connected=connected, dense=False)
 
 
-def _invalid(tool: Tool, arguments: Mapping[str, Any]) -> ToolResult | None:
-    """The refusal of arguments that do not fit a meta-tool's schema, worded and detailed as
-    the executor words such a refusal; None when they fit."""
-    violations = compile_validator(tool.spec.input_schema).violations(dict(arguments))
-    if not violations:
-        return None
-    message = violations_text(violations)
-    error = ToolError.of(
-        ErrorCode.INVALID_ARGUMENTS,
-        message,
-        details={"violations": [v.to_dict() for v in violations]},
-    )
-    return ToolResult(call_id="", tool=tool.spec.name, status=CallStatus.REJECTED, error=error)
-
-
-def _error(name: str, code: ErrorCode, message: str) -> ToolResult:
+def _refused(name: str, error: ToolError) -> ToolResult:
     """A meta-tool's own refusal: no call was proposed, so there is no call id to name."""
-    return ToolResult(
-        call_id="", tool=name, status=CallStatus.REJECTED, error=ToolError.of(code, message)
-    )
+    return ToolResult(call_id="", tool=name, status=CallStatus.REJECTED, error=error)
