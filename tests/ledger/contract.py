@@ -32,7 +32,7 @@ from toolkeeper.ledger import (
 from toolkeeper.ledger._rows import RESULT_INLINE_LIMIT
 from toolkeeper.ledger.recovery import settle
 
-from .records import approval, call, dead_pid
+from .records import approval, call, dead_pid, hold
 
 Connect = Callable[[], Awaitable[LedgerStore]]
 S = CallStatus
@@ -261,6 +261,67 @@ class LedgerContract:
         assert await ids(task_id="t1") == ["a", "b", "d"]
         assert await ids(task_id="t2", statuses=[S.SUCCEEDED]) == ["e"]
         assert await ids(limit=2) == ["a", "b"]
+
+    # -- budget holds ----------------------------------------------------------------------
+
+    async def test_a_budget_hold_is_taken_while_the_task_has_room(self, store: LedgerStore) -> None:
+        await store.claim_call(call("ran", task_id="t", status=S.SUCCEEDED))
+        await store.claim_call(call("refused", task_id="t", status=S.REJECTED))
+        assert await store.hold_budget(hold("a", limits=((None, 3),))) is None
+        # Taken again by the same call, the hold replaces its own: still room for one more.
+        assert await store.hold_budget(hold("a", limits=((None, 3),))) is None
+        assert await store.hold_budget(hold("b", limits=((None, 3),))) is None
+        # 1 counted call + 2 holds: the task's 3 places are taken.
+        assert await store.hold_budget(hold("c", limits=((None, 3),))) == 0
+        # Per tool: another tool's calls and holds do not count.
+        assert await store.hold_budget(hold("d", tool="other", limits=(("other", 1),))) is None
+        assert await store.hold_budget(hold("e", tool="other", limits=(("other", 1),))) == 0
+        # The first full budget is the one named.
+        limits = (("payments.transfer", 9), (None, 4))
+        assert await store.hold_budget(hold("f", limits=limits)) == 1
+
+    async def test_a_hold_stops_counting_once_its_call_has_a_record(
+        self, store: LedgerStore
+    ) -> None:
+        now = time.time()
+        assert await store.hold_budget(hold("a", limits=((None, 1),), at=now - 10)) is None
+        assert await store.hold_budget(hold("b", limits=((None, 1),), at=now)) == 0
+        # The call ran: its record counts in place of its hold (one place, not two).
+        await store.claim_call(call("a", task_id="t", status=S.RUNNING))
+        assert await store.hold_budget(hold("b", limits=((None, 1),), at=now)) == 0
+        assert await store.hold_budget(hold("b", limits=((None, 2),), at=now)) is None
+        # A call refused after its hold was taken gives its place back.
+        assert await store.hold_budget(hold("c", limits=((None, 3),), at=now - 5)) is None
+        await store.claim_call(call("c", task_id="t", status=S.REJECTED))
+        assert await store.hold_budget(hold("d", limits=((None, 3),), at=now)) is None
+
+    async def test_a_hold_whose_process_died_counts_until_it_expires(
+        self, store: LedgerStore
+    ) -> None:
+        now = time.time()
+        assert (
+            await store.hold_budget(hold("a", limits=((None, 1),), at=now - 100, lasts=50)) is None
+        )
+        assert await store.hold_budget(hold("b", limits=((None, 1),), at=now - 60, lasts=50)) == 0
+        assert await store.hold_budget(hold("b", limits=((None, 1),), at=now)) is None
+        # Another tenant's task of the same id is another task.
+        other = replace(hold("c", limits=((None, 1),), at=now), tenant="globex")
+        assert await store.hold_budget(other) is None
+
+    async def test_concurrent_holds_take_exactly_the_places_there_are(
+        self, connect: Connect
+    ) -> None:
+        stores = [await connect() for _ in range(8)]
+        taken: list[int] = []
+
+        async def take(i: int) -> None:
+            if await stores[i].hold_budget(hold(f"c{i}", limits=((None, 3),))) is None:
+                taken.append(i)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(stores)):
+                tg.start_soon(take, i)
+        assert len(taken) == 3
 
     async def test_count_calls_by_task_tool_and_state(self, store: LedgerStore) -> None:
         await self._populate(store)

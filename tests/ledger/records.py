@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from typing import Any
 
 from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import ApprovalRecord, CallRecord, current_owner
+from toolkeeper.ledger.base import BudgetHold
+from toolkeeper.policy.budgets import COUNTED_STATUSES
 
 
 def call(
@@ -62,3 +65,26 @@ def dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     return child.pid
+
+
+def hold(
+    call_id: str,
+    *,
+    task_id: str = "t",
+    tool: str = "payments.transfer",
+    limits: tuple[tuple[str | None, int], ...],
+    at: float | None = None,
+    lasts: float = 300.0,
+) -> BudgetHold:
+    """A budget hold of a call of tenant acme (as `call` makes them), taken at `at` (now)."""
+    now = time.time() if at is None else at
+    return BudgetHold(
+        tenant="acme",
+        task_id=task_id,
+        call_id=call_id,
+        tool=tool,
+        limits=limits,
+        counted=COUNTED_STATUSES,
+        created_at=now,
+        expires_at=now + lasts,
+    )

@@ -81,12 +81,10 @@ class Executor:
                         raise LostRace
                     return step
                 except LostRace:
-                    rt.release(st)
                     if st.reentries >= _MAX_REENTRIES:
                         return _internal(call, "the call kept changing under concurrent updates")
                     st = st.anew()
                 except CallRefused as refused:
-                    rt.release(st)
                     try:
                         return await journal.refuse(rt, st, refused.error)
                     except LostRace:
@@ -104,9 +102,6 @@ class Executor:
                 except Exception:
                     log_exception(_log, st.hidden(), "internal error executing %r", call.name)
                     return _internal(call, "an internal error stopped the call")
-                finally:
-                    if st.reserved:
-                        rt.release(st)
         finally:
             self._turns.give_back(key)
 

@@ -99,7 +99,6 @@ async def claim_running(rt: Runtime, st: CallState, run: Attempts) -> None:
         except StoreError:
             rt.unended[key] = False  # (it may have landed all the same, and ran nothing)
             raise
-    rt.release(st)  # the RUNNING record counts against the budget now
     if rt.unended:
         rt.unended.pop(key, None)  # (written now, at last)
     run.recorded = run.number
@@ -366,8 +365,6 @@ async def _record_end(rt: Runtime, st: CallState, outcome: Outcome, run: Attempt
             # call ran all the same, so it is recorded as it ended, a note in place of data.
             note = unrecordable(st.tool.spec.name, str(exc), None, st.hidden())
             outcome = dataclasses.replace(outcome, data=note, content=None)  # nothing shown
-    if st.reserved:
-        rt.release(st)  # its record counts now
     finished_at = rt.clock()
     audit(
         rt,

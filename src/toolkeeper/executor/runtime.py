@@ -22,7 +22,7 @@ from ..observe.redact import sensitive_pointers
 from ..policy.approvals import Approvals
 from ..policy.budgets import Budgets, RateLimiter
 from ..schema.validate import compile_validator
-from .state import CallState, Prepared
+from .state import Prepared
 
 __all__ = ["DEFAULT_MAX_ARGUMENT_BYTES", "Runtime", "event_loop_clock", "idempotency_key"]
 
@@ -105,10 +105,6 @@ class Runtime:
     call): whether their effect may have happened. Nothing runs them any more, though their
     owner lives: proposed again, they are taken for abandoned, as after a restart."""
     _prepared: dict[int, tuple[Tool, Prepared]] = field(default_factory=dict)
-    reserved: dict[tuple[str, str, str | None], int] = field(default_factory=dict)
-    """Budget places taken by calls of this process that passed the budget gate and are not
-    in the ledger yet, by (tenant, task, tool) and (tenant, task, None): what concurrent calls
-    count too."""
 
     def __post_init__(self) -> None:
         self.catalog.subscribe(self._forget)
@@ -132,16 +128,6 @@ class Runtime:
         )
         self._prepared[id(tool)] = (tool, prepared)
         return prepared
-
-    def release(self, st: CallState) -> None:
-        """Give back the budget places `st` holds: its record now counts (or never will)."""
-        for key in st.reserved:
-            left = self.reserved.get(key, 0) - 1
-            if left > 0:
-                self.reserved[key] = left
-            else:
-                self.reserved.pop(key, None)
-        st.reserved = ()
 
     def emit(self, event: AuditEvent) -> None:
         """Send an audit event; a failing sink never fails a call."""

@@ -66,8 +66,6 @@ class CallState:
     """The call was found RUNNING and abandoned, and is safe to run again."""
     idempotency_key: str = ""
     """The call's idempotency key, once computed."""
-    reserved: tuple[tuple[str, str, str | None], ...] = ()
-    """The budget places it holds until its record is written (see `Runtime.reserved`)."""
 
     def anew(self) -> CallState:
         """The state of the same proposal for another pass through every gate."""

@@ -21,7 +21,7 @@ from ._rows import (
     history_entry,
     result_columns,
 )
-from .base import EVERY, ApprovalStatus, check_limit
+from .base import EVERY, ApprovalStatus, BudgetHold, check_limit
 
 
 class Lifecycle(StrEnum):
@@ -152,6 +152,54 @@ def list_approvals_query(status: ApprovalStatus | None, limit: int) -> tuple[str
     sql += " ORDER BY created_at, id LIMIT ?"
     params.append(_as_limit(check_limit(limit)))
     return sql, tuple(params)
+
+
+DELETE_SPENT_HOLDS = "DELETE FROM budget_holds WHERE tenant = ? AND task_id = ? AND expires_at <= ?"
+"""Forget a task's holds that no longer count because they expired."""
+
+UPSERT_HOLD = (
+    "INSERT INTO budget_holds (tenant, task_id, call_id, tool, created_at, expires_at)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, task_id, call_id) DO UPDATE SET"
+    " tool = excluded.tool, created_at = excluded.created_at, expires_at = excluded.expires_at"
+)
+
+
+def budget_used_query(hold: BudgetHold, tool: str | None) -> tuple[str, tuple[Any, ...]]:
+    """SQL and parameters that count what a budget of `hold.task_id` (of `tool`, or of the
+    whole task) has used, but for `hold`'s own call: its calls in a counted state, and the
+    holds that still count (`base.hold_counts`)."""
+    counted = [s.value for s in hold.counted] or ["-"]
+    of_tool = " AND tool = ?" if tool is not None else ""
+    sql = (
+        "SELECT (SELECT COUNT(*) FROM calls WHERE task_id = ? AND tenant = ? AND call_id <> ?"
+        f" AND {_in('status', counted)}{of_tool})"
+        " + (SELECT COUNT(*) FROM budget_holds h WHERE h.tenant = ? AND h.task_id = ?"
+        f" AND h.call_id <> ? AND h.expires_at > ?{of_tool.replace('tool', 'h.tool')}"
+        " AND NOT EXISTS (SELECT 1 FROM calls c WHERE c.task_id = h.task_id"
+        f" AND c.call_id = h.call_id AND ({_in('c.status', counted)}"
+        " OR c.updated_at >= h.created_at)))"
+    )
+    mine = (hold.task_id, hold.tenant, hold.call_id)
+    params: list[Any] = [*mine, *counted]
+    if tool is not None:
+        params.append(tool)
+    params += [hold.tenant, hold.task_id, hold.call_id, hold.created_at]
+    if tool is not None:
+        params.append(tool)
+    params += counted
+    return sql, tuple(params)
+
+
+def hold_params(hold: BudgetHold) -> tuple[Any, ...]:
+    """The parameters of `UPSERT_HOLD`."""
+    return (
+        hold.tenant,
+        hold.task_id,
+        hold.call_id,
+        hold.tool,
+        hold.created_at,
+        hold.expires_at,
+    )
 
 
 @functools.lru_cache(maxsize=512)

@@ -28,11 +28,13 @@ __all__ = [
     "EVERY",
     "ApprovalRecord",
     "ApprovalStatus",
+    "BudgetHold",
     "CallRecord",
     "LedgerStore",
     "StaleState",
     "check_limit",
     "current_owner",
+    "hold_counts",
     "is_abandoned",
 ]
 
@@ -163,6 +165,43 @@ class ApprovalRecord:
         return self.expires_at is not None and now >= self.expires_at
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BudgetHold:
+    """A call's place in its task's budgets, asked for before it runs (`hold_budget`).
+
+    A hold counts, beside the task's counted calls, until its call has a record that counts
+    itself, or one written at or after `created_at` (the call ended without running), or
+    until `expires_at` (its process died before it wrote one): `hold_counts`."""
+
+    tenant: str
+    """Tenant of the task."""
+    task_id: str
+    """The task whose budgets it counts against."""
+    call_id: str
+    """The call that holds it (another hold of the same call replaces it)."""
+    tool: str
+    """The call's tool (per-tool budgets count only its holds)."""
+    limits: tuple[tuple[str | None, int], ...]
+    """(tool, limit) per budget to check: a tool name for a per-tool budget, None for the
+    whole task."""
+    counted: tuple[CallStatus, ...]
+    """The record states a budget counts."""
+    created_at: float
+    """When it was asked for (epoch seconds)."""
+    expires_at: float
+    """When it stops counting if its call never writes a record (epoch seconds)."""
+
+
+def hold_counts(hold: BudgetHold, record: CallRecord | None, now: float) -> bool:
+    """Whether a stored hold still counts at `now`: it is live, and its call has no record
+    that counts itself (`hold.counted`) or was written since the hold was taken."""
+    if hold.expires_at <= now:
+        return False
+    return record is None or (
+        record.status not in hold.counted and record.updated_at < hold.created_at
+    )
+
+
 @runtime_checkable
 class LedgerStore(Protocol):
     """Durable storage of call records and approvals. All methods are safe to call from many
@@ -234,6 +273,18 @@ class LedgerStore(Protocol):
         tenant: str | None = None,
     ) -> int:
         """How many calls of a task (and tool, and tenant) are in the given states."""
+        ...
+
+    async def hold_budget(self, hold: BudgetHold) -> int | None:
+        """Take `hold` if every budget of `hold.limits` has room, atomically across every
+        process sharing the store: for each (tool, limit), the task's calls in a counted
+        state plus the holds that still count (`hold_counts`), other than this call's, of
+        that tool (or of any, for None) must be fewer than `limit`.
+
+        Returns:
+            None when the hold was taken; else the index in `hold.limits` of the first full
+            budget (nothing is stored then).
+        """
         ...
 
     async def create_approval(self, record: ApprovalRecord) -> ApprovalRecord:

@@ -12,7 +12,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 from ..core.states import CallStatus
-from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState, check_limit
+from .base import (
+    ApprovalRecord,
+    ApprovalStatus,
+    BudgetHold,
+    CallRecord,
+    StaleState,
+    check_limit,
+    hold_counts,
+)
 from .transitions import apply_checked, check_decision, check_transition, not_pending, stamp_new
 
 __all__ = ["MemoryStore"]
@@ -29,6 +37,7 @@ class MemoryStore:
     def __init__(self, *, digest_key: bytes | None = None) -> None:
         self._calls: dict[tuple[str, str], CallRecord] = {}
         self._approvals: dict[str, ApprovalRecord] = {}
+        self._holds: dict[tuple[str, str], dict[str, BudgetHold]] = {}
         self._digest_key = digest_key or secrets.token_bytes(32)
 
     def digest_key(self) -> bytes:
@@ -115,6 +124,29 @@ class MemoryStore:
             and (tenant is None or r.tenant == tenant)
             and (wanted is None or r.status in wanted)
         )
+
+    async def hold_budget(self, hold: BudgetHold) -> int | None:
+        holds = self._holds.setdefault((hold.tenant, hold.task_id), {})
+        for call_id, other in list(holds.items()):
+            if not hold_counts(other, self._calls.get((hold.task_id, call_id)), hold.created_at):
+                del holds[call_id]
+        counted = set(hold.counted)
+        calls = [
+            r
+            for r in self._calls.values()
+            if r.task_id == hold.task_id
+            and r.tenant == hold.tenant
+            and r.call_id != hold.call_id
+            and r.status in counted
+        ]
+        others = [h for call_id, h in holds.items() if call_id != hold.call_id]
+        for index, (tool, limit) in enumerate(hold.limits):
+            used = sum(1 for r in calls if tool is None or r.tool == tool)
+            used += sum(1 for h in others if tool is None or h.tool == tool)
+            if used >= limit:
+                return index
+        holds[hold.call_id] = hold
+        return None
 
     async def create_approval(self, record: ApprovalRecord) -> ApprovalRecord:
         if record.id in self._approvals:

@@ -118,6 +118,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         name="calls keep their results' MCP content blocks",
         statements=("ALTER TABLE calls ADD COLUMN content TEXT",),
     ),
+    Migration(
+        version=3,
+        name="budget holds: a call's place in its task's budgets until its record counts",
+        statements=(
+            """CREATE TABLE budget_holds (
+                tenant TEXT NOT NULL,
+                task_id TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                expires_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (tenant, task_id, call_id))""",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

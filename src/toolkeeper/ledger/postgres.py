@@ -39,7 +39,7 @@ from ..core.errors import ConfigurationError, StoreError
 from ..core.states import CallStatus
 from . import _rows as codec
 from . import _sql as q
-from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
+from .base import ApprovalRecord, ApprovalStatus, BudgetHold, CallRecord, StaleState
 from .keys import from_environment, parse_key
 from .migrations import (
     INSERT_VERSION,
@@ -466,6 +466,29 @@ class PostgresStore:
             cur = await conn.execute(q.for_psycopg(sql), params)
             row = await cur.fetchone()
         return 0 if row is None else int(row[0])
+
+    async def hold_budget(self, hold: BudgetHold) -> int | None:
+        return await self._again(lambda: self._hold_budget(hold))
+
+    async def _hold_budget(self, hold: BudgetHold) -> int | None:
+        counts = [q.budget_used_query(hold, tool) for tool, _ in hold.limits]
+        async with self._conn() as conn, conn.transaction():
+            # One lock per task: every process counts and takes a place in turn (a record
+            # written meanwhile counts itself, in place of its call's hold, in one snapshot).
+            key = _lock_key(f"budget\x00{hold.tenant}\x00{hold.task_id}")
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            await conn.execute(
+                q.for_psycopg(q.DELETE_SPENT_HOLDS), (hold.tenant, hold.task_id, hold.created_at)
+            )
+            for index, ((sql, params), (_, limit)) in enumerate(
+                zip(counts, hold.limits, strict=True)
+            ):
+                cur = await conn.execute(q.for_psycopg(sql), params)
+                row = await cur.fetchone()
+                if row is not None and int(row[0]) >= limit:
+                    return index
+            await conn.execute(q.for_psycopg(q.UPSERT_HOLD), q.hold_params(hold))
+        return None
 
     # -- approvals -------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ from ..core.values import Effect
 from . import _rows as codec
 from . import _sql as q
 from ._group_commit import GroupCommit, Mode
-from .base import ApprovalRecord, ApprovalStatus, CallRecord, StaleState
+from .base import ApprovalRecord, ApprovalStatus, BudgetHold, CallRecord, StaleState
 from .keys import key_file
 from .migrations import (
     INSERT_VERSION,
@@ -188,7 +188,7 @@ def _require_ledger(path: str) -> None:
         raise NoLedger(f"no ledger at {path}: the file is not a toolkeeper ledger")
 
 
-_LEDGER_TABLES = frozenset({"schema_version", "calls", "results", "approvals"})
+_LEDGER_TABLES = frozenset({"schema_version", "calls", "results", "approvals", "budget_holds"})
 
 
 def _refuse_foreign(path: str) -> None:
@@ -529,6 +529,36 @@ class SQLiteStore:
             return int(conn.execute(sql, params).fetchone()[0])
 
         return await self._run(op)
+
+    async def hold_budget(self, hold: BudgetHold) -> int | None:
+        counts = [q.budget_used_query(hold, tool) for tool, _ in hold.limits]
+
+        def op(conn: sqlite3.Connection) -> int | None:
+            # Counted and taken under the file's write lock: no other process takes a place
+            # between the two (in an open batch, this connection holds the lock already).
+            own = not conn.in_transaction
+            if own:
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(q.DELETE_SPENT_HOLDS, (hold.tenant, hold.task_id, hold.created_at))
+                for index, ((sql, params), (_, limit)) in enumerate(
+                    zip(counts, hold.limits, strict=True)
+                ):
+                    if int(conn.execute(sql, params).fetchone()[0]) >= limit:
+                        full: int | None = index
+                        break
+                else:
+                    full = None
+                    conn.execute(q.UPSERT_HOLD, q.hold_params(hold))
+            except BaseException:
+                if own and conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            if own:
+                conn.execute("COMMIT")
+            return full
+
+        return await self._run(op, Mode.WRITE)
 
     # -- approvals -------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import logging
 import math
 
 from ...core.errors import CallRefused, ErrorCode, ToolError
+from ...ledger.base import BudgetHold
 from ...policy.budgets import COUNTED_STATUSES, rate_key
 from ..runtime import Runtime
 from ..state import CallState
@@ -15,49 +16,56 @@ __all__ = ["budget"]
 
 _log = logging.getLogger("toolkeeper")
 
+_SPARE = 60.0
+"""Seconds a budget hold outlives its call's every attempt and wait."""
+
 
 def budget(rt: Runtime, st: CallState) -> Answer:
-    """Budgets are counted in the ledger, with the places of this process's calls that passed
-    this gate and are not recorded yet; a rate limiter that cannot answer refuses (fail closed)."""
+    """A call takes its place in its task's budgets in the ledger (`LedgerStore.hold_budget`),
+    atomically across every process that shares it; a rate limiter that cannot answer
+    refuses (fail closed)."""
     return None if rt.budgets is None else _budget(rt, st)
 
 
 async def _budget(rt: Runtime, st: CallState) -> Step:
     limits = rt.budgets
     assert st.tool is not None and limits is not None
-    store = rt.store()
-    task, tool, tenant = st.call.task_id, st.tool.spec.name, st.principal.tenant
-    # A task id is the tenant's own: another tenant's task of the same id ("default") is
-    # another task.
-    # (budget, its limit, its place in Runtime.reserved, what it counts, what the model reads)
-    budgets: list[tuple[str, int, tuple[str, str, str | None], int, str]] = []
+    tool = st.tool.spec.name
+    # (limit, its budget, what the model reads)
+    budgets: list[tuple[int, str | None, str, str]] = []
     # A call run again (it was cancelled) reuses a record the ledger counts already: it is not
-    # one more call, and holds its place without a reservation.
+    # one more call.
     counted = st.record is not None and st.record.status in COUNTED_STATUSES
     if limits.max_calls_per_task is not None and not counted:
-        used = await store.count_calls(task, statuses=COUNTED_STATUSES, tenant=tenant)
-        budgets.append(
-            ("calls_per_task", limits.max_calls_per_task, (tenant, task, None), used, "calls")
-        )
+        budgets.append((limits.max_calls_per_task, None, "calls_per_task", "calls"))
     tool_limit = limits.tool_limit(tool)
     if tool_limit is not None and not counted:
-        used = await store.count_calls(task, tool=tool, statuses=COUNTED_STATUSES, tenant=tenant)
-        budgets.append(
-            ("calls_per_tool_per_task", tool_limit, (tenant, task, tool), used, f"calls of {tool}")
+        budgets.append((tool_limit, tool, "calls_per_tool_per_task", f"calls of {tool}"))
+    if budgets:
+        now = rt.clock()
+        policy = st.tool.retry or rt.retry
+        # Long enough for every attempt and wait, so that only a process that died before
+        # it wrote the call's record leaves a hold to expire (its place comes back then).
+        lasts = (st.tool.spec.timeout + policy.max_interval) * policy.max_attempts + _SPARE
+        hold = BudgetHold(
+            tenant=st.principal.tenant,  # (another tenant's task of the same id is another)
+            task_id=st.call.task_id,
+            call_id=st.call.call_id,
+            tool=tool,
+            limits=tuple((scope, limit) for limit, scope, _, _ in budgets),
+            counted=COUNTED_STATUSES,
+            created_at=now,
+            expires_at=now + lasts,
         )
-    # From here to the reservation nothing awaits: calls of this process that passed this gate
-    # but are not in the ledger yet hold their place, so concurrent calls cannot all pass.
-    for name, limit, key, used, what in budgets:
-        if used + rt.reserved.get(key, 0) >= limit:
+        full = await rt.store().hold_budget(hold)
+        if full is not None:
+            limit, _, name, what = budgets[full]
             raise refuse(
                 ErrorCode.BUDGET_EXCEEDED,
                 f"this task has used its budget of {limit} {what}",
                 budget=name,
                 limit=limit,
             )
-    for _, _, key, _, _ in budgets:
-        rt.reserved[key] = rt.reserved.get(key, 0) + 1
-    st.reserved = tuple(key for _, _, key, _, _ in budgets)
     if limits.calls_per_minute is not None and rt.limiter is not None:
         try:
             wait = await rt.limiter.acquire(
