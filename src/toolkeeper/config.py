@@ -138,6 +138,10 @@ class ServerSettings(_Model):
     """Ledger URL: `sqlite:///relative.db`, `sqlite:////absolute.db`, `postgresql://...`. A
     relative SQLite path is the working directory's, as `toolkeeper approvals` and
     `toolkeeper ledger` take it, not the configuration file's."""
+    ledger_pool_size: int = Field(default=4, ge=1)
+    """The most connections each gateway process opens to a PostgreSQL ledger (a call finding
+    none free waits for one). Several processes on one server need `processes x
+    ledger_pool_size` below its `max_connections`. Unused with SQLite."""
     stdio_principal: str | None = None
     """The principal a `--stdio` client acts for (stdio has no token); default: the only
     principal, if there is exactly one."""

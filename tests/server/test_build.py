@@ -144,6 +144,16 @@ def test_configured_tool_threads_are_the_keepers(tmp_path: Path) -> None:
     assert deployment.keeper.thread_limiter.total_tokens == 2
 
 
+def test_configured_ledger_pool_size_is_the_postgresql_stores(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    url = "postgresql://postgres@127.0.0.1:5432/test"
+    (tmp_path / "gw.toml").write_text(f'[server]\nledger = "{url}"\nledger_pool_size = 7\n')
+    deployment = build(load_config(tmp_path / "gw.toml"))
+    assert deployment.keeper.store.pool_size == 7
+    (tmp_path / "sq.toml").write_text('[server]\nledger = "sqlite:///l.db"\nledger_pool_size = 7\n')
+    assert build(load_config(tmp_path / "sq.toml")).keeper.store.path.endswith("l.db")
+
+
 async def test_a_relative_path_is_refused_not_checked_against_one_folder_and_opened_in_another(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

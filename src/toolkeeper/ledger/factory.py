@@ -9,7 +9,7 @@ from .base import LedgerStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
-__all__ = ["DEFAULT_LEDGER_URL", "in_process", "open_store"]
+__all__ = ["DEFAULT_LEDGER_URL", "POSTGRES_SCHEMES", "in_process", "open_store"]
 
 DEFAULT_LEDGER_URL = "sqlite:///./toolkeeper.db"
 """The embedded default: a SQLite file in the working directory."""
@@ -31,7 +31,11 @@ def in_process(url: str) -> bool:
     return url.startswith("memory:") or url in (":memory:", f"{_SQLITE}/:memory:")
 
 
-def open_store(url: str, *, create: bool = True) -> LedgerStore:
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""How a PostgreSQL ledger URL begins."""
+
+
+def open_store(url: str, *, create: bool = True, pool_size: int | None = None) -> LedgerStore:
     """A store for `url`, not yet opened: `await store.open()` (or `async with`) next.
 
     With `create=False` a SQLite file that does not exist is refused when the store opens
@@ -43,7 +47,8 @@ def open_store(url: str, *, create: bool = True) -> LedgerStore:
     - `sqlite:///relative/path.db`, `sqlite:////absolute/path.db`, `sqlite:///:memory:`;
     - a plain file path (`toolkeeper.db`, `/var/lib/toolkeeper/ledger.db`): SQLite; but not
       a bare `memory` (or `memory:`), refused as the slip it is: `./memory` names that file;
-    - `postgresql://...` or `postgres://...`: a `PostgresStore` (needs the `postgres` extra).
+    - `postgresql://...` or `postgres://...`: a `PostgresStore` (needs the `postgres` extra),
+      with at most `pool_size` connections (its default when None).
 
     Raises:
         ConfigurationError: the URL names no supported store.
@@ -51,10 +56,12 @@ def open_store(url: str, *, create: bool = True) -> LedgerStore:
     """
     if url == "memory://":
         return MemoryStore()
-    if url.startswith(("postgresql://", "postgres://")):
+    if url.startswith(POSTGRES_SCHEMES):
         from .postgres import PostgresStore
 
-        return PostgresStore(url, create=create)
+        if pool_size is None:
+            return PostgresStore(url, create=create)
+        return PostgresStore(url, create=create, min_size=min(1, pool_size), max_size=pool_size)
     if url.startswith(_SQLITE):
         rest = url[len(_SQLITE) :]
         path = rest[1:] if rest.startswith("/") else ""

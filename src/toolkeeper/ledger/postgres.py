@@ -188,6 +188,11 @@ class PostgresStore:
         if since is None or time.monotonic() - since >= self._check_after:
             await AsyncConnectionPool.check_connection(conn)
 
+    @property
+    def pool_size(self) -> int:
+        """The most connections it opens at once (`max_size`)."""
+        return self._max_size
+
     def digest_key(self) -> bytes:
         """The key of this ledger's digests (`ledger.keys`): `digest_key=`, else
         `TOOLKEEPER_DIGEST_KEY` or `TOOLKEEPER_DIGEST_KEY_FILE`; every process on the ledger,

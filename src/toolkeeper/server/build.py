@@ -27,6 +27,7 @@ from ..connectors.mcp import McpUpstream, ToolOverride, UpstreamParams
 from ..core.errors import ConfigurationError
 from ..core.values import Principal
 from ..keeper import Keeper
+from ..ledger.factory import POSTGRES_SCHEMES, open_store
 from ..policy import rules as R
 from ..policy.budgets import Budgets, RateLimiter
 from .gateway import Gateway, GatewayPrincipal
@@ -191,8 +192,13 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         ledger: Overrides `[server] ledger`.
     """
     budgets, limiter = _budgets(config.budgets)
+    url = ledger or config.server.ledger
     keeper = Keeper(
-        ledger=ledger or config.server.ledger,
+        ledger=(
+            open_store(url, pool_size=config.server.ledger_pool_size)
+            if url.startswith(POSTGRES_SCHEMES)
+            else url
+        ),
         principal=Principal(id="gateway", grants=frozenset()),
         rules=[_rule(r, config.base_dir) for r in config.rules],
         budgets=budgets,
