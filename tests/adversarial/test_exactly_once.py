@@ -207,3 +207,42 @@ async def test_a_gateway_killed_mid_write_does_not_run_it_again_when_restarted(
             again = await second.call_tool("adv.crash_write", args)
     assert code_of(again) == "UNKNOWN_OUTCOME"
     assert effects(effect_file) == ["paid"]
+
+
+@pytest.mark.parametrize("ledger", ["sqlite", "postgresql"])
+async def test_a_gateway_killed_mid_write_is_answered_by_another_without_running_it_again(
+    config_file: Path, effect_file: Path, ledger: str, request: pytest.FixtureRequest
+) -> None:
+    """Two gateway processes share a ledger; one dies (SIGKILL, from inside the tool) between
+    the effect and its record. The other, open all along, is proposed the same write by a
+    plain client (no call id: the id is derived in the ledger, as both gateways derive it)."""
+    params = stdio_params(config_file)
+    if ledger == "postgresql":
+        import psycopg
+
+        schema = request.getfixturevalue("pg_schema")
+        with psycopg.connect(postgres_url(), autocommit=True) as admin:
+            admin.execute(f"CREATE SCHEMA {schema}")
+        url = f"{postgres_url()}?options=-csearch_path%3D{schema}"
+        key = {"TOOLKEEPER_DIGEST_KEY": os.environ["TOOLKEEPER_DIGEST_KEY"]}
+        params = params.model_copy(
+            update={"args": [*params.args, "--ledger", url], "env": {**(params.env or {}), **key}}
+        )
+    args = {"path": str(effect_file), "line": "paid"}
+    with anyio.fail_after(60):
+        async with Client(params) as survivor:
+            await survivor.list_tools()  # (open, its ledger opened and recovered)
+            try:
+                async with Client(params) as doomed:
+                    await doomed.call_tool("adv.crash_write", args)
+            except Exception:
+                pass
+            assert effects(effect_file) == ["paid"]
+            again = await survivor.call_tool("adv.crash_write", args)
+            twice = await survivor.call_tool("adv.crash_write", args)
+    assert code_of(again) == code_of(twice) == "UNKNOWN_OUTCOME"
+    assert effects(effect_file) == ["paid"]
+    if ledger == "postgresql":  # (the record is in the PostgreSQL ledger both gateways used)
+        with psycopg.connect(postgres_url(), autocommit=True) as admin:
+            rows = admin.execute(f"SELECT tool, status FROM {schema}.calls").fetchall()
+        assert rows == [("adv.crash_write", "UNKNOWN_OUTCOME")]
