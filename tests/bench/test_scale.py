@@ -47,6 +47,7 @@ def test_a_tiny_run_reports_every_configuration_with_nothing_duplicated_or_lost(
         assert (run["failures"], run["duplicates"], run["lost"]) == (0, 0, 0)
         assert run["calls_per_second"] > 0
         assert 0 < run["p50_ms"] <= run["p99_ms"]
+        assert run["client_cpu"] > 0 and run["gateway_cpu"] > 0
     budget = data["budget"]
     assert (budget["processes"], budget["calls"], budget["budget"]) == (2, 10, 3)
     assert (budget["duplicates"], budget["lost"], budget["failures"]) == (0, 0, 0)

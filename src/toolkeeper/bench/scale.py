@@ -18,6 +18,7 @@ file (`O_APPEND`). Each configuration reports:
 One more phase sets `max_calls_per_task` and sends calls of one task to every process:
 the overrun is how many more than the budget ran (must be 0).
 
+The figures and their text form are in `toolkeeper.bench.scale_report`.
 What it is not: a chaos test (no process is killed), nor a tuning guide.
 """
 
@@ -44,17 +45,12 @@ from urllib.parse import quote
 import anyio
 import anyio.abc
 
-from .._console import count, render_table
+from .._console import count
 from ..core.states import CallStatus
-from .stats import percentile
+from .scale_report import BudgetRun, ScaleBench, ScaleRun, render_scale
+from .stats import cpu_seconds, percentile
 
-__all__ = [
-    "BudgetRun",
-    "ScaleBench",
-    "ScaleRun",
-    "bench_scale",
-    "configure_scale",
-]
+__all__ = ["bench_scale", "configure_scale", "run_scale_bench"]
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
@@ -112,125 +108,6 @@ grants = ["bench:*"]
 """
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ScaleRun:
-    """One configuration: `clients` clients over `processes` gateway processes."""
-
-    processes: int
-    """Gateway processes, all on the one ledger."""
-    clients: int
-    """Concurrent MCP clients, spread round-robin over the processes."""
-    calls: int
-    """Calls made, all clients together."""
-    seconds: float
-    """Wall time from the first call to the last answer."""
-    calls_per_second: float
-    """`calls / seconds`."""
-    p50_ms: float
-    """Median latency of one call, as its client saw it."""
-    p99_ms: float
-    """99th percentile latency."""
-    failures: int
-    """Calls that raised, or were answered with an error."""
-    duplicates: int
-    """Effects written more than once for one call (must be 0)."""
-    lost: int
-    """Calls answered without a terminal ledger record, plus records of calls never answered
-    (must be 0)."""
-    client_cpu: float
-    """CPU seconds of the load process per wall second: near 1.0, the load is the bottleneck."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict, figures rounded."""
-        return {
-            "processes": self.processes,
-            "clients": self.clients,
-            "calls": self.calls,
-            "seconds": round(self.seconds, 3),
-            "calls_per_second": round(self.calls_per_second, 1),
-            "p50_ms": round(self.p50_ms, 2),
-            "p99_ms": round(self.p99_ms, 2),
-            "failures": self.failures,
-            "duplicates": self.duplicates,
-            "lost": self.lost,
-            "client_cpu": round(self.client_cpu, 2),
-        }
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BudgetRun:
-    """The budget phase: calls of one task, spread over every process, under
-    `max_calls_per_task`."""
-
-    processes: int
-    """Gateway processes."""
-    clients: int
-    """Concurrent clients."""
-    calls: int
-    """Calls proposed, all in one task."""
-    budget: int
-    """`max_calls_per_task`."""
-    ran: int
-    """Calls whose tool ran (lines in the effects file)."""
-    refused: int
-    """Calls answered `BUDGET_EXCEEDED`."""
-    failures: int
-    """Calls that raised, or were answered with another error."""
-    duplicates: int
-    """Effects written more than once for one call (must be 0)."""
-    lost: int
-    """As `ScaleRun.lost` (must be 0)."""
-
-    @property
-    def overrun(self) -> int:
-        """How many more than the budget ran (must be 0)."""
-        return max(0, self.ran - self.budget)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "processes": self.processes,
-            "clients": self.clients,
-            "calls": self.calls,
-            "budget": self.budget,
-            "ran": self.ran,
-            "overrun": self.overrun,
-            "refused": self.refused,
-            "failures": self.failures,
-            "duplicates": self.duplicates,
-            "lost": self.lost,
-        }
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ScaleBench:
-    """The figures of one run of `toolkeeper bench scale`."""
-
-    runs: tuple[ScaleRun, ...]
-    """One per (processes, clients) configuration, in the order run."""
-    budget: BudgetRun | None
-    """The budget phase, or None when it was not run."""
-    environment: dict[str, Any] = field(default_factory=dict)
-    """CPUs, load average before and after, Python, platform, servers."""
-
-    @property
-    def held(self) -> bool:
-        """Whether every promise held: no failure, duplicate, lost record or overrun."""
-        runs_ok = all(r.failures == r.duplicates == r.lost == 0 for r in self.runs)
-        b = self.budget
-        budget_ok = b is None or (b.failures == b.duplicates == b.lost == b.overrun == 0)
-        return runs_ok and budget_ok
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: runs, the budget phase and the environment."""
-        return {
-            "runs": [r.to_dict() for r in self.runs],
-            "budget": None if self.budget is None else self.budget.to_dict(),
-            "held": self.held,
-            "environment": self.environment,
-        }
-
-
 # -- processes -------------------------------------------------------------------------------
 
 
@@ -285,9 +162,17 @@ async def _banner(process: anyio.abc.Process, log: Path) -> str:
     return buffer.split(marker, 1)[1].split(b"\n", 1)[0].decode().strip()
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Fleet:
+    """Gateway processes that listen."""
+
+    urls: list[str]
+    pids: list[int]
+
+
 @contextlib.asynccontextmanager
-async def _gateways(site: _Site, config: Path, count: int) -> AsyncIterator[list[str]]:
-    """`count` gateway processes on `config`, their URLs once all listen; each is stopped
+async def _gateways(site: _Site, config: Path, count: int) -> AsyncIterator[_Fleet]:
+    """`count` gateway processes on `config`, once all listen; each is stopped
     (SIGTERM, then SIGKILL after 10 s) on the way out, on an error too."""
     processes: list[anyio.abc.Process] = []
     logs: list[Path] = []
@@ -313,7 +198,7 @@ async def _gateways(site: _Site, config: Path, count: int) -> AsyncIterator[list
 
                 for i in range(count):
                     tg.start_soon(wait, i)
-        yield urls
+        yield _Fleet(urls=urls, pids=[p.pid for p in processes])
     finally:
         with anyio.CancelScope(shield=True):
             for process in processes:
@@ -341,10 +226,12 @@ class _Load:
     latencies: list[float] = field(default_factory=list)
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    """Of the load process."""
+    gateway_cpu_seconds: float = 0.0
 
 
-async def _drive(urls: Sequence[str], token: str, *, clients: int, calls: int, tag: str) -> _Load:
-    """`calls` calls of `bench.write` by `clients` clients spread over `urls`; the clock runs
+async def _drive(fleet: _Fleet, token: str, *, clients: int, calls: int, tag: str) -> _Load:
+    """`calls` calls of `bench.write` by `clients` clients spread over `fleet`; the clock runs
     from when every client is connected to the last answer."""
     import httpx2
     from mcp import Client
@@ -361,7 +248,9 @@ async def _drive(urls: Sequence[str], token: str, *, clients: int, calls: int, t
         headers = {"Authorization": f"Bearer {token}"}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60.0)) as http,
-            Client(streamable_http_client(urls[i % len(urls)], http_client=http)) as mcp,
+            Client(
+                streamable_http_client(fleet.urls[i % len(fleet.urls)], http_client=http)
+            ) as mcp,
         ):
             await mcp.list_tools()
             connected += 1
@@ -387,8 +276,10 @@ async def _drive(urls: Sequence[str], token: str, *, clients: int, calls: int, t
                 tg.start_soon(client, i)
             await everyone.wait()
             start, cpu = time.perf_counter(), time.process_time()
+            gateway_cpu = cpu_seconds(fleet.pids)
         load.seconds = time.perf_counter() - start
         load.cpu_seconds = time.process_time() - cpu
+        load.gateway_cpu_seconds = cpu_seconds(fleet.pids) - gateway_cpu
     return load
 
 
@@ -416,11 +307,9 @@ def _lost(load: _Load, records: dict[str, str]) -> int:
     return len(load.answers.keys() - terminal) + len(records.keys() - load.answers.keys())
 
 
-async def _run(
-    site: _Site, urls: Sequence[str], *, processes: int, clients: int, calls: int
-) -> ScaleRun:
+async def _run(site: _Site, fleet: _Fleet, *, processes: int, clients: int, calls: int) -> ScaleRun:
     tag = f"p{processes}c{clients}"
-    load = await _drive(urls, _TOKENS["bench"], clients=clients, calls=calls, tag=tag)
+    load = await _drive(fleet, _TOKENS["bench"], clients=clients, calls=calls, tag=tag)
     ran = _effects(site.directory / "main.effects", tag)
     records = await _records(site.ledger, tag)
     latencies = load.latencies or [0.0]
@@ -436,6 +325,7 @@ async def _run(
         duplicates=sum(n - 1 for n in ran.values()),
         lost=_lost(load, records),
         client_cpu=load.cpu_seconds / load.seconds if load.seconds else 0.0,
+        gateway_cpu=load.gateway_cpu_seconds / load.seconds if load.seconds else 0.0,
     )
 
 
@@ -443,8 +333,8 @@ async def _budget(
     site: _Site, *, processes: int, clients: int, calls: int, budget: int
 ) -> BudgetRun:
     config = _write_config(site, "budget", budget=budget)
-    async with _gateways(site, config, processes) as urls:
-        load = await _drive(urls, _TOKENS["budget"], clients=clients, calls=calls, tag="budget")
+    async with _gateways(site, config, processes) as fleet:
+        load = await _drive(fleet, _TOKENS["budget"], clients=clients, calls=calls, tag="budget")
     ran = _effects(site.directory / "budget.effects", "budget")
     records = await _records(site.ledger, "budget")
     codes = list(load.answers.values())
@@ -518,10 +408,10 @@ async def run_scale_bench(
             site = _Site(directory=Path(tmp), ledger=ledger, redis=redis, env=env)
             main = _write_config(site, "main", budget=None)
             for count_ in processes:
-                async with _gateways(site, main, count_) as urls:
+                async with _gateways(site, main, count_) as fleet:
                     for n in clients:
                         runs.append(
-                            await _run(site, urls, processes=count_, clients=n, calls=calls)
+                            await _run(site, fleet, processes=count_, clients=n, calls=calls)
                         )
             phase = None
             if budget is not None:
@@ -618,46 +508,3 @@ def _command(args: argparse.Namespace) -> int:
     else:
         print(render_scale(report))  # noqa: T201
     return 0 if report.held else 1
-
-
-def render_scale(report: ScaleBench) -> str:
-    """The report as text: one row per configuration, the budget phase, the machine."""
-    env = report.environment
-    rows = [
-        [
-            r.processes,
-            r.clients,
-            r.calls,
-            f"{r.calls_per_second:,.0f}",
-            f"{r.p50_ms:.1f}",
-            f"{r.p99_ms:.1f}",
-            r.failures,
-            r.duplicates,
-            r.lost,
-            f"{r.client_cpu:.2f}",
-        ]
-        for r in report.runs
-    ]
-    headers = ["processes", "clients", "calls", "calls/s", "p50 ms", "p99 ms"]
-    headers += ["failures", "duplicates", "lost", "client cpu"]
-    lines = [
-        "toolkeeper bench scale: gateway processes on one PostgreSQL ledger, Redis limits",
-        f"{env.get('cpus')} CPUs, load average {env.get('load_average')} -> "
-        f"{env.get('load_average_after')}; Python {env.get('python')}, "
-        f"PostgreSQL {env.get('postgresql')}",
-        "",
-        render_table(headers, rows),
-        "",
-        "client cpu = CPU seconds of the one load process per wall second (1.0: it is the limit)",
-    ]
-    b = report.budget
-    if b is not None:
-        lines += [
-            "",
-            f"budget: max_calls_per_task = {b.budget}, {b.calls} calls of one task by "
-            f"{b.clients} clients over {b.processes} processes: ran {b.ran}, overrun "
-            f"{b.overrun}, refused {b.refused}, failures {b.failures}, duplicates "
-            f"{b.duplicates}, lost {b.lost}",
-        ]
-    lines += ["", "every promise held" if report.held else "NOT every promise held"]
-    return "\n".join(lines)
