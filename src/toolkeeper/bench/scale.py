@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -493,16 +494,38 @@ def configure_scale(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=_command)
 
 
+async def _until_stopped(**options: Any) -> ScaleBench | str:
+    """`run_scale_bench`, or the name of the signal (SIGTERM, SIGHUP) that stopped it first:
+    its gateways are stopped and its schema dropped then too (Ctrl-C does the same)."""
+    stopped: list[str] = []
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                async for signum in signals:
+                    stopped.append(signal.Signals(signum).name)
+                    tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        report = await run_scale_bench(**options)
+        tg.cancel_scope.cancel()
+    return stopped[0] if stopped else report
+
+
 def _command(args: argparse.Namespace) -> int:
-    report = bench_scale(
-        processes=args.processes,
-        clients=args.clients,
-        calls=args.calls,
-        budget=None if args.no_budget else args.budget,
-        budget_calls=args.budget_calls,
-        postgres=args.postgres,
-        redis=args.redis,
-    )
+    options = {
+        "processes": args.processes,
+        "clients": args.clients,
+        "calls": args.calls,
+        "budget": None if args.no_budget else args.budget,
+        "budget_calls": args.budget_calls,
+        "postgres": args.postgres,
+        "redis": args.redis,
+    }
+    report = anyio.run(lambda: _until_stopped(**options))
+    if isinstance(report, str):
+        print(f"toolkeeper bench scale: stopped by {report}", file=sys.stderr)  # noqa: T201
+        return 1
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))  # noqa: T201 - the command's output
     else:
