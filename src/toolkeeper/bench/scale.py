@@ -58,6 +58,7 @@ DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 DEFAULT_CALLS = 400
 DEFAULT_BUDGET = 20
 DEFAULT_BUDGET_CALLS = 100
+DEFAULT_POOL_SIZE = 4
 
 _CLI = "from toolkeeper.cli import main; raise SystemExit(main())"
 _TOOL = "bench.write"
@@ -88,6 +89,7 @@ _CONFIG = """
 [server]
 ledger = "{ledger}"
 port = 0
+ledger_pool_size = {pool}
 max_requests_per_principal = 10000
 max_sessions_per_principal = 10000
 
@@ -120,6 +122,8 @@ class _Site:
     ledger: str
     """The ledger URL, its schema chosen by `search_path`."""
     redis: str
+    pool: int
+    """`[server] ledger_pool_size`: PostgreSQL connections per gateway process."""
     env: dict[str, str]
     """The environment of the gateway processes (with the digest key)."""
 
@@ -139,6 +143,7 @@ def _write_config(site: _Site, name: str, *, budget: int | None) -> Path:
     config.write_text(
         _CONFIG.format(
             ledger=site.ledger,
+            pool=site.pool,
             tools=tools,
             redis=site.redis,
             budget="" if budget is None else f"max_calls_per_task = {budget}\n",
@@ -394,6 +399,7 @@ async def run_scale_bench(
     budget_calls: int = DEFAULT_BUDGET_CALLS,
     postgres: str = DEFAULT_POSTGRES,
     redis: str = DEFAULT_REDIS,
+    pool_size: int = DEFAULT_POOL_SIZE,
     directory: str | None = None,
 ) -> ScaleBench:
     """Run the benchmark: every (processes, clients) configuration, then the budget phase on
@@ -406,7 +412,7 @@ async def run_scale_bench(
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         async with _schema(postgres) as ledger:
             env = {**os.environ, "TOOLKEEPER_DIGEST_KEY": secrets.token_urlsafe(32)}
-            site = _Site(directory=Path(tmp), ledger=ledger, redis=redis, env=env)
+            site = _Site(directory=Path(tmp), ledger=ledger, redis=redis, pool=pool_size, env=env)
             main = _write_config(site, "main", budget=None)
             for count_ in processes:
                 async with _gateways(site, main, count_) as fleet:
@@ -434,6 +440,7 @@ async def run_scale_bench(
             "python": platform.python_version(),
             "platform": platform.platform(),
             "postgresql": postgres_version,
+            "ledger_pool_size": pool_size,
             "tool": f"{_TOOL}: a sync write appending one line to a file (O_APPEND)",
         },
     )
@@ -490,6 +497,12 @@ def configure_scale(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--redis", default=os.environ.get("TOOLKEEPER_BENCH_REDIS", DEFAULT_REDIS), help="Redis"
     )
+    parser.add_argument(
+        "--pool-size",
+        type=count(1),
+        default=DEFAULT_POOL_SIZE,
+        help="[server] ledger_pool_size: PostgreSQL connections per gateway process",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=_command)
 
@@ -521,6 +534,7 @@ def _command(args: argparse.Namespace) -> int:
         "budget_calls": args.budget_calls,
         "postgres": args.postgres,
         "redis": args.redis,
+        "pool_size": args.pool_size,
     }
     report = anyio.run(lambda: _until_stopped(**options))
     if isinstance(report, str):

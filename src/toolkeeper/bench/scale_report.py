@@ -160,7 +160,7 @@ def render_scale(report: ScaleBench) -> str:
         "toolkeeper bench scale: gateway processes on one PostgreSQL ledger, Redis limits",
         f"{env.get('cpus')} CPUs, load average {env.get('load_average')} -> "
         f"{env.get('load_average_after')}; Python {env.get('python')}, "
-        f"PostgreSQL {env.get('postgresql')}",
+        f"PostgreSQL {env.get('postgresql')}, {env.get('ledger_pool_size')} connections a process",
         "",
         render_table(headers, rows),
         "",
