@@ -44,7 +44,7 @@ def test_a_tiny_run_reports_every_configuration_with_nothing_duplicated_or_lost(
         (2, 4, 12),
     ]
     for run in data["runs"]:
-        assert (run["failures"], run["duplicates"], run["lost"]) == (0, 0, 0)
+        assert (run["failures"], run["duplicates"], run["lost"], run["errors"]) == (0, 0, 0, {})
         assert run["calls_per_second"] > 0
         assert 0 < run["p50_ms"] <= run["p99_ms"]
         assert run["client_cpu"] > 0 and run["gateway_cpu"] > 0

@@ -47,6 +47,7 @@ import anyio
 import anyio.abc
 
 from .._console import count
+from ..core.errors import sole_cause
 from ..core.states import CallStatus
 from .scale_report import BudgetRun, ScaleBench, ScaleRun, render_scale
 from .stats import cpu_seconds, percentile
@@ -87,19 +88,19 @@ def register(keeper):
 
 _CONFIG = """
 [server]
-ledger = "{ledger}"
+ledger = {ledger}
 port = 0
 ledger_pool_size = {pool}
 max_requests_per_principal = 10000
 max_sessions_per_principal = 10000
 
 [[tools]]
-file = "{tools}"
+file = {tools}
 
 [budgets]
 calls_per_minute = 1000000000.0
 burst = 1000000
-rate_limiter = "{redis}"
+rate_limiter = {redis}
 {budget}
 [principals.bench]
 token = "{bench}"
@@ -135,6 +136,11 @@ def _loadavg() -> list[float] | None:
         return None
 
 
+def _toml(text: str) -> str:
+    """`text` as a TOML basic string (JSON's escapes are TOML's)."""
+    return json.dumps(text)
+
+
 def _write_config(site: _Site, name: str, *, budget: int | None) -> Path:
     effects = site.directory / f"{name}.effects"
     tools = site.directory / f"{name}_tools.py"
@@ -142,10 +148,10 @@ def _write_config(site: _Site, name: str, *, budget: int | None) -> Path:
     config = site.directory / f"{name}.toml"
     config.write_text(
         _CONFIG.format(
-            ledger=site.ledger,
+            ledger=_toml(site.ledger),
             pool=site.pool,
-            tools=tools,
-            redis=site.redis,
+            tools=_toml(str(tools)),
+            redis=_toml(site.redis),
             budget="" if budget is None else f"max_calls_per_task = {budget}\n",
             bench=_TOKENS["bench"],
             budget_token=_TOKENS["budget"],
@@ -319,6 +325,9 @@ async def _run(site: _Site, fleet: _Fleet, *, processes: int, clients: int, call
     ran = _effects(site.directory / "main.effects", tag)
     records = await _records(site.ledger, tag)
     latencies = load.latencies or [0.0]
+    errors = collections.Counter(code for code in load.answers.values() if code is not None)
+    if load.raised:
+        errors["RAISED"] = load.raised
     return ScaleRun(
         processes=processes,
         clients=clients,
@@ -327,9 +336,10 @@ async def _run(site: _Site, fleet: _Fleet, *, processes: int, clients: int, call
         calls_per_second=len(load.answers) / load.seconds if load.seconds else 0.0,
         p50_ms=percentile(latencies, 50) * 1000,
         p99_ms=percentile(latencies, 99) * 1000,
-        failures=load.raised + sum(code is not None for code in load.answers.values()),
+        failures=sum(errors.values()),
         duplicates=sum(n - 1 for n in ran.values()),
         lost=_lost(load, records),
+        errors=dict(errors),
         client_cpu=load.cpu_seconds / load.seconds if load.seconds else 0.0,
         gateway_cpu=load.gateway_cpu_seconds / load.seconds if load.seconds else 0.0,
     )
@@ -525,6 +535,10 @@ async def _until_stopped(**options: Any) -> ScaleBench | str:
     return stopped[0] if stopped else report
 
 
+def _is_psycopg(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("psycopg")
+
+
 def _command(args: argparse.Namespace) -> int:
     options = {
         "processes": args.processes,
@@ -536,7 +550,14 @@ def _command(args: argparse.Namespace) -> int:
         "redis": args.redis,
         "pool_size": args.pool_size,
     }
-    report = anyio.run(lambda: _until_stopped(**options))
+    try:
+        report = anyio.run(lambda: _until_stopped(**options))
+    except Exception as exc:  # a server unreachable, a gateway that would not start
+        cause = sole_cause(exc)
+        if not isinstance(cause, OSError | RuntimeError | TimeoutError) and not _is_psycopg(cause):
+            raise
+        print(f"toolkeeper bench scale: {type(cause).__name__}: {cause}", file=sys.stderr)  # noqa: T201
+        return 1
     if isinstance(report, str):
         print(f"toolkeeper bench scale: stopped by {report}", file=sys.stderr)  # noqa: T201
         return 1

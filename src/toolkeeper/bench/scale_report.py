@@ -26,7 +26,7 @@ class ScaleRun:
     seconds: float
     """Wall time from the first call to the last answer."""
     calls_per_second: float
-    """`calls / seconds`."""
+    """Calls answered per second of `seconds`."""
     p50_ms: float
     """Median latency of one call, as its client saw it."""
     p99_ms: float
@@ -38,6 +38,8 @@ class ScaleRun:
     lost: int
     """Calls answered without a terminal ledger record, plus records of calls never answered
     (must be 0)."""
+    errors: dict[str, int]
+    """The failures by error code (`RATE_LIMITED`, ...; `RAISED` for a call that raised)."""
     client_cpu: float
     """CPU seconds of the load process per wall second: near 1.0, the load is the bottleneck."""
     gateway_cpu: float
@@ -56,6 +58,7 @@ class ScaleRun:
             "failures": self.failures,
             "duplicates": self.duplicates,
             "lost": self.lost,
+            "errors": dict(self.errors),
             "client_cpu": round(self.client_cpu, 2),
             "gateway_cpu": round(self.gateway_cpu, 2),
         }
@@ -167,6 +170,10 @@ def render_scale(report: ScaleBench) -> str:
         "client cpu, gateway cpu = CPU seconds per wall second of the one load process, and of",
         "the gateway processes together (the rest of the CPUs: PostgreSQL, Redis, other work)",
     ]
+    for r in report.runs:
+        if r.errors:
+            shown = ", ".join(f"{code} {n}" for code, n in sorted(r.errors.items()))
+            lines.append(f"  {r.processes} processes, {r.clients} clients failed: {shown}")
     b = report.budget
     if b is not None:
         lines += [
