@@ -69,3 +69,26 @@ def pg_schema() -> Iterator[str]:
             yield schema
         finally:
             admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def redis_url() -> str:
+    return os.environ.get("TOOLKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
+def redis_server() -> Iterator[object]:
+    """A client of the real Redis server.
+
+    Skips when the server is unreachable, except in CI (`CI=true`), where it fails.
+    """
+    redis = pytest.importorskip("redis")
+    url = redis_url()
+    client = redis.Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.exceptions.ConnectionError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Redis is not reachable at {url}")
+        pytest.skip(f"Redis is not reachable at {url}")
+    yield client
+    client.close()

@@ -1,32 +1,21 @@
 """The shared rate limiter against the real Redis server."""
 
 import math
-import os
 import uuid
 
 import pytest
 
-from ..conftest import APP
+from ..conftest import APP, redis_url
 
 pytestmark = pytest.mark.anyio
 
-REDIS_URL = os.environ.get("TOOLKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0")
+REDIS_URL = redis_url()
 
 
 @pytest.fixture
-def server() -> object:
+def server(redis_server: object) -> object:
     """A client of the real Redis server (the test is skipped, or fails on CI, without one)."""
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.exceptions.ConnectionError:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"Redis is not reachable at {REDIS_URL}")
-        pytest.skip(f"Redis is not reachable at {REDIS_URL}")
-    yield client
-    client.close()
+    return redis_server
 
 
 @pytest.fixture

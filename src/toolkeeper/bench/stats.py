@@ -18,15 +18,18 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import os
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = [
     "Summary",
     "Timing",
+    "cpu_seconds",
     "interleave",
     "interleave_async",
     "percentile",
@@ -50,6 +53,19 @@ def percentile(values: Sequence[float], q: float) -> float:
     low = math.floor(rank)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User + system CPU seconds the processes `pids` have spent so far (Linux `/proc`; a
+    process that is gone, or a platform without `/proc`, counts 0)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -34,6 +34,10 @@ _BENCHES: dict[str, tuple[str, str]] = {
         "toolkeeper.server.bench:configure_gateway",
         "an MCP tool call through the gateway vs direct vs FastMCP's proxy",
     ),
+    "scale": (
+        "toolkeeper.bench.scale:configure_scale",
+        "gateway processes on one PostgreSQL ledger: throughput, duplicates, lost, budgets",
+    ),
 }
 
 
@@ -65,7 +69,8 @@ class _LazyParser(argparse.ArgumentParser):
 def register(subparsers: Any) -> None:
     """Add `bench` and one sub-command per entry of `_BENCHES`."""
     parser = subparsers.add_parser(
-        "bench", help="time the executor, gateway and retrieval, next to peers"
+        "bench",
+        help="time the executor, gateway and retrieval next to peers, and scale over processes",
     )
     sub = parser.add_subparsers(
         dest="bench_command", metavar="WHAT", required=True, parser_class=_LazyParser

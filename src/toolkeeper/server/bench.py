@@ -38,7 +38,7 @@ import anyio.abc
 from mcp import Client, StdioServerParameters
 
 from .._console import count
-from ..bench.stats import Summary, Timing, interleave_async, time_async_calls
+from ..bench.stats import Summary, Timing, cpu_seconds, interleave_async, time_async_calls
 
 __all__ = ["GatewayBench", "bench_gateway", "configure_gateway"]
 
@@ -163,18 +163,6 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def _cpu_seconds(pids: set[int]) -> float:
-    """User + system CPU seconds of `pids` so far (Linux `/proc`)."""
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
 async def _measure(
     servers: dict[str, tuple[StdioServerParameters, str]],
     *,
@@ -216,13 +204,13 @@ async def _measure(
 
         def block(name: str, client: Client, tool: str) -> Callable[[int], Awaitable[Timing]]:
             async def run(_repeat: int) -> Timing:
-                start = time.process_time() + _cpu_seconds(pids[name])
+                start = time.process_time() + cpu_seconds(pids[name])
                 timing = await time_async_calls(
                     lambda _i: client.call_tool(tool, dict(_TOOL_ARGS)),
                     calls,
                     check=lambda _i, result: not result.is_error,
                 )
-                spent = time.process_time() + _cpu_seconds(pids[name]) - start
+                spent = time.process_time() + cpu_seconds(pids[name]) - start
                 cpu.setdefault(name, []).append(spent / calls)
                 return timing
 
