@@ -154,8 +154,19 @@ def list_approvals_query(status: ApprovalStatus | None, limit: int) -> tuple[str
     return sql, tuple(params)
 
 
-DELETE_SPENT_HOLDS = "DELETE FROM budget_holds WHERE tenant = ? AND task_id = ? AND expires_at <= ?"
-"""Forget a task's holds that no longer count because they expired."""
+def spent_holds_query(hold: BudgetHold) -> tuple[str, tuple[Any, ...]]:
+    """SQL and parameters that delete the holds of `hold`'s task that no longer count
+    (`base.hold_counts`): expired, or superseded by their call's record. What is left is
+    the holds of calls in flight, so counting them stays cheap however long the task."""
+    counted = [s.value for s in hold.counted] or ["-"]
+    sql = (
+        "DELETE FROM budget_holds WHERE tenant = ? AND task_id = ? AND (expires_at <= ?"
+        " OR EXISTS (SELECT 1 FROM calls c WHERE c.task_id = budget_holds.task_id"
+        " AND c.call_id = budget_holds.call_id"
+        f" AND ({_in('c.status', counted)} OR c.updated_at >= budget_holds.created_at)))"
+    )
+    return sql, (hold.tenant, hold.task_id, hold.created_at, *counted)
+
 
 UPSERT_HOLD = (
     "INSERT INTO budget_holds (tenant, task_id, call_id, tool, created_at, expires_at)"

@@ -482,9 +482,8 @@ class PostgresStore:
             # written meanwhile counts itself, in place of its call's hold, in one snapshot).
             key = _lock_key(f"budget\x00{hold.tenant}\x00{hold.task_id}")
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
-            await conn.execute(
-                q.for_psycopg(q.DELETE_SPENT_HOLDS), (hold.tenant, hold.task_id, hold.created_at)
-            )
+            spent, spent_params = q.spent_holds_query(hold)
+            await conn.execute(q.for_psycopg(spent), spent_params)
             for index, ((sql, params), (_, limit)) in enumerate(
                 zip(counts, hold.limits, strict=True)
             ):

@@ -535,12 +535,14 @@ class SQLiteStore:
 
         def op(conn: sqlite3.Connection) -> int | None:
             # Counted and taken under the file's write lock: no other process takes a place
-            # between the two (in an open batch, this connection holds the lock already).
+            # between the two (in an open batch, this connection holds the lock already). It
+            # may join the batch: another process counts under the same lock, so only after
+            # the batch commits; a write's RUNNING record commits it before its effect.
             own = not conn.in_transaction
             if own:
                 conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute(q.DELETE_SPENT_HOLDS, (hold.tenant, hold.task_id, hold.created_at))
+                conn.execute(*q.spent_holds_query(hold))
                 for index, ((sql, params), (_, limit)) in enumerate(
                     zip(counts, hold.limits, strict=True)
                 ):
@@ -558,7 +560,7 @@ class SQLiteStore:
                 conn.execute("COMMIT")
             return full
 
-        return await self._run(op, Mode.WRITE)
+        return await self._run(op, Mode.DEFERRED)
 
     # -- approvals -------------------------------------------------------------------------
 
