@@ -24,7 +24,7 @@ from toolkeeper.ledger.sqlite import NoLedger
 
 from .contract import Connect, LedgerContract
 from .locking import claim_while_locked
-from .records import call
+from .records import call, hold
 
 pytestmark = pytest.mark.anyio
 
@@ -356,3 +356,17 @@ async def test_an_existing_ledger_file_keeps_its_mode(tmp_path: Path) -> None:
     async with SQLiteStore(path):
         pass
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+async def test_a_task_keeps_only_the_budget_holds_of_calls_in_flight(tmp_path: Path) -> None:
+    """Holds superseded by their call's record were kept until they expired, and every later
+    hold of the task counted through all of them (a budgeted call slowed with each one)."""
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path) as store:
+        for i in range(50):
+            assert await store.hold_budget(hold(f"c{i}", limits=((None, 1000),))) is None
+            await store.claim_call(call(f"c{i}", task_id="t", status=CallStatus.SUCCEEDED))
+        assert await store.hold_budget(hold("in-flight", limits=((None, 1000),))) is None
+    with sqlite3.connect(path) as conn:
+        left = [row[0] for row in conn.execute("SELECT call_id FROM budget_holds")]
+    assert left == ["in-flight"]
