@@ -181,11 +181,12 @@ def budget_used_query(hold: BudgetHold, tool: str | None) -> tuple[str, tuple[An
     holds that still count (`base.hold_counts`)."""
     counted = [s.value for s in hold.counted] or ["-"]
     of_tool = " AND tool = ?" if tool is not None else ""
+    hold_of_tool = " AND h.tool = ?" if tool is not None else ""
     sql = (
         "SELECT (SELECT COUNT(*) FROM calls WHERE task_id = ? AND tenant = ? AND call_id <> ?"
         f" AND {_in('status', counted)}{of_tool})"
         " + (SELECT COUNT(*) FROM budget_holds h WHERE h.tenant = ? AND h.task_id = ?"
-        f" AND h.call_id <> ? AND h.expires_at > ?{of_tool.replace('tool', 'h.tool')}"
+        f" AND h.call_id <> ? AND h.expires_at > ?{hold_of_tool}"
         " AND NOT EXISTS (SELECT 1 FROM calls c WHERE c.task_id = h.task_id"
         f" AND c.call_id = h.call_id AND ({_in('c.status', counted)}"
         " OR c.updated_at >= h.created_at)))"
