@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Annotated, Any
 
+import msgspec
 import pytest
 from openai.types.chat import (
     ChatCompletion,
@@ -118,7 +118,7 @@ def test_a_legacy_function_call_is_answered_with_a_function_message() -> None:
     adapter: TypeAdapter[Any] = TypeAdapter(ChatCompletionFunctionMessageParam)
     assert adapter.validate_python(answer) == answer
     [tool_call] = OpenAIChat().parse(load("openai_chat_parallel.json"))[:1]
-    result = replace(result, call_id=tool_call.call_id)
+    result = msgspec.structs.replace(result, call_id=tool_call.call_id)
     assert OpenAIChat().format_result(result)["tool_call_id"] == tool_call.call_id
 
 

@@ -1,12 +1,12 @@
 """Approvals are bound to the exact validated arguments, and survive restarts."""
 
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import msgspec
 import pytest
 
 from toolkeeper import (
@@ -239,7 +239,7 @@ async def test_a_denial_stands_for_the_call_it_was_given_for(keeper: Keeper) -> 
         assert result.error is not None and result.error.code is ErrorCode.APPROVAL_DENIED
         assert "not today" in result.error.message
     assert await keeper.approvals.pending() == []
-    fresh = await keeper.execute(replace(call, call_id="p2"))
+    fresh = await keeper.execute(msgspec.structs.replace(call, call_id="p2"))
     assert fresh.status is CallStatus.AWAITING_APPROVAL and fresh.approval_id != first.approval_id
     assert published == []
 

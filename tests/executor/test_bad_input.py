@@ -1,6 +1,5 @@
 """Bad input never crashes a turn and never leaves a call RUNNING."""
 
-import dataclasses
 import datetime
 import json
 import logging
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
+import msgspec
 import pytest
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -518,8 +518,8 @@ async def test_a_refusal_never_quotes_an_object_or_array_that_holds_a_sensitive_
         assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
         assert [v["pointer"] for v in result.error.details["violations"]] == pointers
         assert secret not in json.dumps(result.error.to_dict())
-    stored = json.dumps([dataclasses.asdict(r) for r in await keeper.store.list_calls()])
-    stored += json.dumps([dataclasses.asdict(e) for e in audit.events], default=str)
+    stored = json.dumps(msgspec.to_builtins(await keeper.store.list_calls()))
+    stored += json.dumps(msgspec.to_builtins(list(audit.events)), default=str)
     assert secret not in stored
 
 
@@ -641,12 +641,12 @@ def _refuser(ledger: str | LedgerStore) -> Keeper:
 
 async def _echo_first(keeper: Keeper, call: ToolCall) -> None:
     """Run `echo` once under the call's id, with other arguments."""
-    assert (await keeper.execute(replace(call, arguments={"text": "first"}))).ok
+    assert (await keeper.execute(msgspec.structs.replace(call, arguments={"text": "first"}))).ok
 
 
 async def _echo_other(keeper: Keeper, call: ToolCall) -> None:
     """Run `echo` once under another call id (the rate limit's one call)."""
-    assert (await keeper.execute(replace(call, call_id="other"))).ok
+    assert (await keeper.execute(msgspec.structs.replace(call, call_id="other"))).ok
 
 
 async def _denied(keeper: Keeper, call: ToolCall) -> None:

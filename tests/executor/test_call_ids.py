@@ -1,10 +1,10 @@
 """A call id belongs to the principal that proposed it first, and to its arguments."""
 
-from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import anyio.lowlevel
+import msgspec
 import pytest
 
 from toolkeeper import CallStatus, ErrorCode, Keeper, Principal, ToolCall
@@ -37,8 +37,8 @@ async def test_another_principal_reusing_a_call_id_gets_a_conflict_not_the_resul
     hr: Keeper,
 ) -> None:
     call = ToolCall(call_id="call_1", name="salary", arguments={"employee": "bob"})
-    first = await hr.execute(replace(call, principal=ALICE))
-    reused = await hr.execute(replace(call, principal=MALLORY))
+    first = await hr.execute(msgspec.structs.replace(call, principal=ALICE))
+    reused = await hr.execute(msgspec.structs.replace(call, principal=MALLORY))
     assert first.status is CallStatus.SUCCEEDED
     assert reused.error is not None and reused.error.code is ErrorCode.CALL_ID_CONFLICT
     assert reused.data is None and not reused.replayed
@@ -49,12 +49,12 @@ async def test_another_principal_reusing_a_call_id_gets_a_conflict_not_the_resul
 
 async def test_another_principal_cannot_disturb_an_approved_call(hr: Keeper) -> None:
     call = ToolCall(call_id="d1", name="delete", arguments={"path": "/tmp/x"})
-    asked = await hr.execute(replace(call, principal=ALICE))
+    asked = await hr.execute(msgspec.structs.replace(call, principal=ALICE))
     assert asked.approval_id is not None
     await hr.approvals.approve(asked.approval_id, by="boss")
-    meddled = await hr.execute(replace(call, principal=MALLORY))
+    meddled = await hr.execute(msgspec.structs.replace(call, principal=MALLORY))
     assert meddled.error is not None and meddled.error.code is ErrorCode.CALL_ID_CONFLICT
-    ran = await hr.execute(replace(call, principal=ALICE))
+    ran = await hr.execute(msgspec.structs.replace(call, principal=ALICE))
     assert ran.status is CallStatus.SUCCEEDED and ran.approval_id == asked.approval_id
 
 
@@ -71,7 +71,7 @@ async def test_a_call_proposed_again_with_its_defaults_written_out_is_the_same_c
         return f"sent to {to}"
 
     short = ToolCall(call_id="s1", name="send", arguments={"to": "bob", "body": "hi"})
-    spelled = replace(short, arguments={"to": "bob", "body": "hi", "urgent": False})
+    spelled = msgspec.structs.replace(short, arguments={"to": "bob", "body": "hi", "urgent": False})
     asked = await keeper.execute(short)
     assert asked.status is CallStatus.AWAITING_APPROVAL and asked.approval_id is not None
     again = await keeper.execute(spelled)
@@ -83,7 +83,9 @@ async def test_a_call_proposed_again_with_its_defaults_written_out_is_the_same_c
     for proposal in (short, spelled):
         replayed = await keeper.execute(proposal)
         assert replayed.replayed and replayed.data == "sent to bob"
-    changed = await keeper.execute(replace(short, arguments={**spelled.arguments, "urgent": True}))
+    changed = await keeper.execute(
+        msgspec.structs.replace(short, arguments={**spelled.arguments, "urgent": True})
+    )
     assert changed.error is not None and changed.error.code is ErrorCode.CALL_ID_CONFLICT
     assert sent == ["bob"]
 

@@ -2,7 +2,6 @@
 it ends exactly as a call that a rule looks at, or whose tool suspends, and every way its tool
 can end (a value, a `ToolOutput`, a raise, something not JSON) runs the tool once per attempt."""
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -51,7 +50,7 @@ def _keeper(*, gated: bool, suspends: bool = False) -> tuple[Keeper, MemoryStore
 
 
 def _timeless(value: Any, *names: str) -> dict[str, Any]:
-    data = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    data = {name: getattr(value, name) for name in value.__struct_fields__}
     for name in names:
         data.pop(name)
     return data

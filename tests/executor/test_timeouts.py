@@ -1,9 +1,8 @@
 """Timeouts hold on every event loop anyio runs on, whatever the tool does with cancel scopes."""
 
-from dataclasses import replace
-
 import anyio
 import anyio.lowlevel
+import msgspec
 import pytest
 
 from toolkeeper import Budgets, CallStatus, ErrorCode, Keeper, RetryPolicy, ToolCall
@@ -192,7 +191,7 @@ async def test_a_cancelled_call_refused_when_proposed_again_still_counts() -> No
         from toolkeeper import Principal
 
         nobody = Principal(id="local", grants=frozenset())  # the same call, now not permitted
-        refused = await keeper.execute(replace(first, principal=nobody))
+        refused = await keeper.execute(msgspec.structs.replace(first, principal=nobody))
         record = await keeper.store.get_call("default", "c1")
         second = await keeper.execute(
             ToolCall(call_id="c2", name="charge", arguments={"order": "B"})

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 import anyio
+import msgspec
 import pytest
 
 from toolkeeper.core.errors import ErrorCode, IllegalTransition
@@ -330,7 +331,9 @@ class LedgerContract:
         assert await store.count_calls("t2", statuses=[S.RUNNING, S.SUCCEEDED]) == 2
         assert await store.count_calls("t2", tool="x.read", statuses=[S.RUNNING]) == 0
         assert await store.count_calls("t3") == 0
-        await store.claim_call(replace(call("f", task_id="t1", tool="x.read"), tenant="globex"))
+        await store.claim_call(
+            msgspec.structs.replace(call("f", task_id="t1", tool="x.read"), tenant="globex")
+        )
         assert await store.count_calls("t1") == 4
         assert await store.count_calls("t1", tenant="globex") == 1
         assert await store.count_calls("t1", tool="x.read", tenant="globex") == 1

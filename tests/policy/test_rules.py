@@ -1,9 +1,9 @@
-import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated
 
 import anyio
+import msgspec
 import pytest
 from pydantic import BaseModel, Field, SecretStr
 
@@ -80,8 +80,8 @@ async def test_an_amount_above_the_cap_asks_for_approval_without_quoting_it() ->
         [request] = await keeper.approvals.pending()
     assert result.error is not None and result.error.code is ErrorCode.APPROVAL_REQUIRED
     assert request.reason == "salary is above 1000"
-    seen = json.dumps(result.error.to_dict()) + json.dumps(dataclasses.asdict(request))
-    seen += json.dumps([dataclasses.asdict(e) for e in audit.events], default=str)
+    seen = json.dumps(result.error.to_dict()) + json.dumps(msgspec.to_builtins(request))
+    seen += json.dumps(msgspec.to_builtins(list(audit.events)), default=str)
     assert "987654" not in seen
 
 
@@ -346,7 +346,7 @@ async def test_a_rule_quoting_a_sensitive_argument_in_its_reason_shows_it_masked
     assert denied.error.message == f"token {REDACTED} is revoked"
     assert request.reason == f"token {REDACTED} is new"
     shown = json.dumps([denied.error.to_dict(), waiting.error.to_dict()])
-    stored = json.dumps([dataclasses.asdict(r) for r in [*records, request]], default=str)
+    stored = json.dumps(msgspec.to_builtins([*records, request]), default=str)
     stored += (tmp_path / "a.jsonl").read_text()
     for secret in ("old-SECRET", "new-SECRET"):
         assert secret not in shown and secret not in stored, secret

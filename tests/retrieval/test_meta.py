@@ -1,11 +1,11 @@
 """Unsafe exposure is 0 by construction: a forbidden tool never shows, on any path."""
 
-import dataclasses
 import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -335,7 +335,7 @@ async def test_a_call_tool_result_answers_under_the_name_the_model_called(
     }
     [call] = Gemini().parse(response, tools=tools)
     async with keeper:
-        result = await keeper.execute(replace(call, principal=USER))
+        result = await keeper.execute(msgspec.structs.replace(call, principal=USER))
     assert result.data == "sunny in Lisbon"
     assert (result.tool, result.metadata["tool"]) == ("call_tool", "get_weather")
     answer = Gemini().format_result(result, tools=tools)["functionResponse"]
@@ -384,8 +384,8 @@ async def test_call_tool_records_no_inner_argument_of_its_own_in_the_clear() -> 
         [record] = await keeper.store.list_calls()
     assert result.error is not None and result.error.code is ErrorCode.UNKNOWN_TOOL
     assert record.arguments == {"name": "rotate", "arguments": REDACTED}
-    stored = json.dumps(dataclasses.asdict(record), default=str)
-    stored += json.dumps([dataclasses.asdict(e) for e in audit.events], default=str)
+    stored = json.dumps(msgspec.to_builtins(record), default=str)
+    stored += json.dumps(msgspec.to_builtins(list(audit.events)), default=str)
     assert "sk-SECRET-123" not in stored
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from toolkeeper import Effect, ErrorCode, ToolCall
@@ -171,7 +171,7 @@ async def test_a_relative_path_is_refused_not_checked_against_one_folder_and_ope
     async with build(load_config(tmp_path / "gw.toml")) as deployment:
         reader = deployment.gateway.principals["reader"].principal
         call = ToolCall(call_id="1", name="files.read", arguments={"path": "gw.toml"})
-        result = await deployment.keeper.execute(dataclasses.replace(call, principal=reader))
+        result = await deployment.keeper.execute(msgspec.structs.replace(call, principal=reader))
     assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
     assert "reader-token-secret" not in repr(result)
 

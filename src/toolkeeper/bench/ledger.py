@@ -12,10 +12,11 @@ Used by `toolkeeper bench`; the store must be open, and its existing data is lef
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..core.states import CallStatus
 from ..ledger.base import CallRecord, LedgerStore, current_owner
@@ -74,11 +75,11 @@ async def bench_ledger(store: LedgerStore, *, calls: int = 2000, repeats: int = 
     for repeat in range(repeats):
         task = f"{base.task_id}-{repeat}"
         running = [
-            dataclasses.replace(base, task_id=task, call_id=f"w{i}", idempotency_key=f"w{i}")
+            msgspec.structs.replace(base, task_id=task, call_id=f"w{i}", idempotency_key=f"w{i}")
             for i in range(calls)
         ]
         done = [
-            dataclasses.replace(
+            msgspec.structs.replace(
                 base,
                 task_id=task,
                 call_id=f"r{i}",

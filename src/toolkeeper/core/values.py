@@ -1,7 +1,11 @@
 """The values every layer shares: tools, principals, calls, results and the context of a call.
 
-Frozen, keyword-only dataclasses with no behaviour beyond small derived properties. This module
-does no I/O and imports nothing beyond the standard library.
+Frozen, keyword-only values with no behaviour beyond small derived properties. The values built
+once per call (`ToolCall`, `ToolResult`, `CallContext`) are `msgspec.Struct`s, built in C: a
+frozen dataclass sets each field through `object.__setattr__`, which made building them most of
+the cost of a quick call; `msgspec.structs.replace` copies one with changes. The others are
+frozen dataclasses. This module does no I/O and imports nothing beyond the standard library and
+msgspec.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+import msgspec
 
 from .errors import ToolError
 from .states import CallStatus
@@ -224,27 +230,25 @@ class ToolSpec:
         return self.effect is Effect.READ_ONLY or self.idempotent
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolCall:
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
     """One invocation a model proposed."""
 
     call_id: str
     """The id the model (or the dialect, when the vendor gives none) assigned to the call."""
     name: str
     """The tool the model asked for."""
-    arguments: Mapping[str, Any] | str = field(default_factory=dict)
+    arguments: Mapping[str, Any] | str = msgspec.field(default_factory=dict)
     """Parsed arguments, or the raw JSON text exactly as the model produced it."""
     task_id: str = "default"
     """The task (conversation, run, job) the call belongs to; dedupe is per task."""
     principal: Principal | None = None
     """Who the call acts for; when None, the keeper's default principal, and a keeper given
     none refuses the call (`Keeper`'s `principal`)."""
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = msgspec.field(default_factory=dict)
     """Where the call came from (dialect, raw id, ...); never used for decisions."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolResult:
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     """One observation: what came back from a call, or why nothing did."""
 
     call_id: str
@@ -273,7 +277,7 @@ class ToolResult:
     """The approval that this call needs or used."""
     replayed: bool = False
     """True when the result came from the ledger instead of a new run."""
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = msgspec.field(default_factory=dict)
     """Extra facts about the result (coerced arguments, a large-result reference, ...)."""
 
     @property
@@ -289,8 +293,7 @@ class ToolResult:
         return self.finished_at - self.started_at
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CallContext:
+class CallContext(msgspec.Struct, frozen=True, kw_only=True):
     """What a running tool may know about its call. Injected into a parameter of this type."""
 
     call_id: str
@@ -310,7 +313,7 @@ class CallContext:
     idempotency_key: str
     """Runtime-owned key, stable across retries and restarts of this call: pass it on to the
     service that performs the effect so that it can deduplicate too."""
-    arguments: Mapping[str, Any] = field(default_factory=dict)
+    arguments: Mapping[str, Any] = msgspec.field(default_factory=dict)
     """The validated arguments (defaults applied)."""
     approval_id: str | None = None
     """The approval this call runs under, when a person approved it: a tool that raises

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import msgspec
+
 from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
 from ..schema.validate import Violation, violations_text
@@ -163,7 +165,7 @@ class Anthropic(Dialect):
         if text == violations_text(given):  # the executor's wording: said anew
             text = violations_text(out)
         details = {**error.details, "violations": [v.to_dict() for v in out]}
-        return replace(result, error=replace(error, message=text, details=details))
+        return msgspec.structs.replace(result, error=replace(error, message=text, details=details))
 
     def export_tool_choice(
         self, choice: ToolChoice, *, strict: bool = False, tools: Sequence[ToolSpec] = ()

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import msgspec
+
 from ..core.values import MCP_CONTENT, ToolResult
 from .wire import mapping
 
@@ -54,7 +56,8 @@ def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
         message = _cut(result.error.message, max_chars, len(text), result.call_id, data=False)
         # The approval to ask a person for stays, wherever the message was cut.
         kept = {"approval_id": result.approval_id} if result.approval_id else {}
-        return replace(result, error=replace(result.error, message=message, details=kept))
+        error = replace(result.error, message=message, details=kept)
+        return msgspec.structs.replace(result, error=error)
     changes: dict[str, Any] = {}
     text = result_text(result)
     if len(text) > max_chars:
@@ -64,7 +67,7 @@ def shown_result(result: ToolResult, max_chars: int | None) -> ToolResult:
         shown = _cut_blocks(blocks, max_chars, result.call_id)
         if shown is not None:
             changes["metadata"] = {**result.metadata, MCP_CONTENT: shown}
-    return replace(result, **changes) if changes else result
+    return msgspec.structs.replace(result, **changes) if changes else result
 
 
 def check_result_limit(max_chars: int | None, name: str) -> int | None:

@@ -6,6 +6,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import MCP_CONTENT, Effect, ToolResult
@@ -94,7 +96,9 @@ def new_record(
     """A first ledger record for the call in `status`."""
     spec = st.tool.spec if st.tool is not None else None
     now = rt.clock()
-    return CallRecord(
+    # Built in two calls of at most 15 keyword arguments: CPython passes more through a dict
+    # it builds for the call, which took longer than building the record.
+    record = CallRecord(
         task_id=st.call.task_id,
         call_id=st.call.call_id,
         tool=st.call.name if spec is not None else recorded_name(st.call.name),
@@ -108,12 +112,15 @@ def new_record(
         idempotent=spec.idempotent if spec is not None else False,
         idempotency_key=st.idempotency_key or idempotency_key(st.call.task_id, st.call.call_id),
         attempt=attempt,
+        result=result,
+        owner=current_owner(),
+    )
+    return msgspec.structs.replace(
+        record,
         approval_id=approval_id,
         effect_ref=effect_ref,
-        result=result,
         content=content,
         error=error,
-        owner=current_owner(),
         deadline=deadline,
         created_at=now,
         updated_at=now,

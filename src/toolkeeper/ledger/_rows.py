@@ -140,7 +140,7 @@ def call_row(record: CallRecord) -> CallRow:
     """Encode a record for `calls`, deciding where its result goes."""
     result_text, ref, apart = result_columns(record.result)
     if ref != record.result_ref:
-        record = dataclasses.replace(record, result_ref=ref)
+        record = msgspec.structs.replace(record, result_ref=ref)
     values = (
         record.task_id,
         record.call_id,

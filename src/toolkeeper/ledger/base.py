@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+import msgspec
+
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
 
@@ -51,8 +53,7 @@ class StaleState(ToolkeeperError):
         self.actual = actual
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CallRecord:
+class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One call as the ledger knows it. Keyed by (`task_id`, `call_id`)."""
 
     task_id: str

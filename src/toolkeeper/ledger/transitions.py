@@ -10,10 +10,11 @@ reads the record and compares-and-sets it in its own way.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import msgspec
 
 from ..core.errors import IllegalTransition
 from ..core.states import CallStatus, can_transition
@@ -23,7 +24,7 @@ __all__ = ["apply_checked", "check_decision", "check_transition", "not_pending",
 
 # Fields a transition never takes from `changes`: the key, and what the store derives.
 _KEY_FIELDS = frozenset({"task_id", "call_id", "status", "history", "updated_at", "result_ref"})
-_FIELDS = frozenset(f.name for f in dataclasses.fields(CallRecord))
+_FIELDS = frozenset(CallRecord.__struct_fields__)
 
 
 def check_transition(
@@ -56,7 +57,7 @@ def apply_checked(
     """The record after a transition: the changes `check_transition` returned, applied to a
     record known to be in the expected state (consumes `checked`)."""
     checked.update(status=target, updated_at=now, history=(*record.history, (target, now)))
-    return dataclasses.replace(record, **checked)
+    return msgspec.structs.replace(record, **checked)
 
 
 def stamp_new(record: CallRecord, clock: Callable[[], float] = time.time) -> CallRecord:
@@ -65,7 +66,7 @@ def stamp_new(record: CallRecord, clock: Callable[[], float] = time.time) -> Cal
     if record.created_at and record.history:
         return record
     now = clock()
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         record, created_at=now, updated_at=now, history=((record.status, now),)
     )
 

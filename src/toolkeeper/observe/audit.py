@@ -14,7 +14,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
@@ -27,8 +26,7 @@ __all__ = ["AuditEvent", "AuditSink", "JsonlAuditSink", "MemoryAuditSink", "Null
 _log = logging.getLogger("toolkeeper")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class AuditEvent:
+class AuditEvent(msgspec.Struct, frozen=True, kw_only=True):
     """One state change of one call."""
 
     at: float
@@ -59,7 +57,7 @@ class AuditEvent:
     """Approval involved."""
     arguments: Mapping[str, Any] | None = None
     """Redacted arguments (on the first event of a call)."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = msgspec.field(default_factory=dict)
     """Anything else worth keeping (duration, effect_ref, digest)."""
 
     def to_dict(self) -> dict[str, Any]:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..catalog.registry import Catalog, Tool
 from ..core.errors import ConfigurationError, ToolError
@@ -133,4 +135,6 @@ class Unwrapper:
         the tool that ran is in `metadata["tool"]`."""
         if inner is call:
             return result
-        return replace(result, tool=call.name, metadata={**result.metadata, "tool": inner.name})
+        return msgspec.structs.replace(
+            result, tool=call.name, metadata={**result.metadata, "tool": inner.name}
+        )

@@ -8,8 +8,10 @@ model's dialect (direct mode) and the tokens they cost. What it is not: the rank
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ..core.values import ANONYMOUS, Principal, ToolCall, ToolSpec
 from .tokens import count_tokens, tool_definition_json
@@ -110,7 +112,7 @@ class Selection:
 
         calls = get_dialect(dialect).parse(response, tools=list(self.specs), turn=turn)
         return [
-            replace(call, principal=self.principal, task_id=task_id or call.task_id)
+            msgspec.structs.replace(call, principal=self.principal, task_id=task_id or call.task_id)
             for call in calls
         ]
 

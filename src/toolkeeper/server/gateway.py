@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import mcp_types
+import msgspec
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -495,7 +496,7 @@ class Gateway:
             hint = (
                 "; once approved, make the same call again, with the same arguments: it runs once"
             )
-            shown = dataclasses.replace(
+            shown = msgspec.structs.replace(
                 shown, error=dataclasses.replace(shown.error, message=shown.error.message + hint)
             )
         wire = self._dialect.format_result(shown, max_chars=None)
@@ -542,7 +543,7 @@ def _unshowable(result: ToolResult, misfit: str) -> ToolResult:
         "mean to repeat it",
         details={"status": result.status.value},
     )
-    return dataclasses.replace(result, data=None, error=error, metadata={})
+    return msgspec.structs.replace(result, data=None, error=error, metadata={})
 
 
 def _needs_approval(result: ToolResult) -> bool:
