@@ -1,0 +1,53 @@
+"""The tools every integration test drives: a read, a destructive write and an admin tool
+the test principal may not see, each counting its runs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from toolkeeper import Keeper, Principal
+
+ALICE = Principal(id="alice", grants=frozenset({"orders:read", "orders:write"}))
+"""May read orders and refund them (a refund waits for a person's approval)."""
+
+
+@dataclass
+class Shop:
+    keeper: Keeper
+    runs: Counter[str] = field(default_factory=Counter)
+    """How many times each tool's body ran."""
+
+
+def shop(ledger: str = "memory://") -> Shop:
+    keeper = Keeper(ledger=ledger)
+    out = Shop(keeper=keeper)
+
+    @keeper.tool(name="orders.get", effect="read_only", permissions=["orders:read"])
+    async def get_order(order_id: str) -> dict[str, object]:
+        """Look an order up by id.
+
+        Args:
+            order_id: The order's id, such as "A1".
+        """
+        out.runs["orders.get"] += 1
+        return {"order_id": order_id, "total": 42}
+
+    @keeper.tool(name="orders.refund", effect="destructive", permissions=["orders:write"])
+    async def refund(order_id: str, amount: int) -> str:
+        """Refund part of an order; money leaves, so a person approves each refund.
+
+        Args:
+            order_id: The order's id.
+            amount: How much to refund, in cents.
+        """
+        out.runs["orders.refund"] += 1
+        return f"refunded {amount} on {order_id}"
+
+    @keeper.tool(name="admin.wipe", effect="destructive", permissions=["admin:wipe"])
+    async def wipe() -> str:
+        """Delete every order."""
+        out.runs["admin.wipe"] += 1
+        return "wiped"
+
+    return out
