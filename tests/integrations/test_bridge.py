@@ -1,0 +1,74 @@
+"""What the integrations share: the tools exported as the model sees them, and imports that
+stay out of the way."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from toolkeeper import Keeper, Principal
+from toolkeeper.integrations._bridge import export, tools_for
+
+from .shop import ALICE, shop
+
+FRAMEWORKS = {
+    "pydantic_ai": ("pydantic_ai", "pydantic-ai"),
+    "openai_agents": ("agents", "openai-agents"),
+    "langchain": ("langchain_core", "langchain"),
+}
+
+
+def test_importing_the_integrations_package_imports_no_framework() -> None:
+    code = (
+        "import sys, toolkeeper.integrations\n"
+        "print(sorted({'pydantic_ai', 'agents', 'langchain_core'} & set(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("module", sorted(FRAMEWORKS))
+def test_a_missing_framework_names_the_extra_that_installs_it(module: str) -> None:
+    framework, extra = FRAMEWORKS[module]
+    code = (
+        f"import sys; sys.modules[{framework!r}] = None\n"
+        "try:\n"
+        f"    import toolkeeper.integrations.{module}\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert f'pip install "toolkeeper[{extra}]"' in out.stdout
+
+
+def test_tools_are_exported_with_model_visible_fields_only() -> None:
+    keeper = shop().keeper
+    [get, refund] = tools_for(keeper, ALICE)
+    assert (get.name, refund.name) == ("orders_get", "orders_refund")
+    assert get.spec.name == "orders.get"
+    assert get.parameters == dict(get.spec.input_schema)
+    assert get.description == get.spec.description
+    for field in ("permissions", "effect", "orders:read", "read_only"):
+        assert field not in repr((get.name, get.description, get.parameters))
+
+
+def test_names_the_vendor_would_refuse_are_rewritten_uniquely() -> None:
+    keeper = Keeper(ledger="memory://")
+
+    @keeper.tool(name="a.b", effect="read_only")
+    def dotted() -> str:
+        return "dotted"
+
+    @keeper.tool(name="a_b", effect="read_only")
+    def underscored() -> str:
+        return "underscored"
+
+    names = [e.name for e in export(keeper.catalog.specs())]
+    assert len(set(names)) == 2 and "a_b" in names
+    assert all(name.replace("_", "").isalnum() for name in names)
+
+
+def test_a_principal_without_grants_is_shown_nothing() -> None:
+    assert tools_for(shop().keeper, Principal(id="guest")) == []
