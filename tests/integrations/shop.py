@@ -4,7 +4,10 @@ the test principal may not see, each counting its runs."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+
+import anyio
 
 from toolkeeper import Keeper, Principal
 
@@ -17,6 +20,9 @@ class Shop:
     keeper: Keeper
     runs: Counter[str] = field(default_factory=Counter)
     """How many times each tool's body ran."""
+    gate: anyio.Event | None = None
+    """When set, `orders.get` waits for it once it has started (and said so in `entered`)."""
+    entered: anyio.Event | None = None
 
 
 def shop(ledger: str = "memory://") -> Shop:
@@ -31,6 +37,9 @@ def shop(ledger: str = "memory://") -> Shop:
             order_id: The order's id, such as "A1".
         """
         out.runs["orders.get"] += 1
+        if out.gate is not None and out.entered is not None:
+            out.entered.set()
+            await out.gate.wait()
         return {"order_id": order_id, "total": 42}
 
     @keeper.tool(name="orders.refund", effect="destructive", permissions=["orders:write"])
@@ -51,3 +60,26 @@ def shop(ledger: str = "memory://") -> Shop:
         return "wiped"
 
     return out
+
+
+BOB = Principal(id="bob", grants=frozenset({"orders:read"}))
+"""May read orders only."""
+
+
+async def proposed_at_once(shop_: Shop, runs: int, start: Callable[[int], Awaitable[None]]) -> int:
+    """Start `runs` framework runs, hold the first `orders.get` that starts until every run
+    is blocked (on the keeper, or in the tool), then let it finish.
+
+    Returns:
+        How many `orders.get` bodies had started by then (all at once in the tool).
+    """
+    shop_.gate, shop_.entered = anyio.Event(), anyio.Event()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            for i in range(runs):
+                group.start_soon(start, i)
+            await shop_.entered.wait()
+            await anyio.wait_all_tasks_blocked()
+            inside = shop_.runs["orders.get"]
+            shop_.gate.set()
+    return inside

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ from toolkeeper import CallStatus, ErrorCode, Principal
 from toolkeeper.integrations import RunScope
 from toolkeeper.integrations.langchain import SCOPE_KEY, KeeperTool, keeper_tools
 
-from .shop import ALICE, Shop, shop
+from .shop import ALICE, BOB, Shop, proposed_at_once, shop
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +54,9 @@ async def shop_() -> AsyncIterator[Shop]:
         yield out
 
 
-def graph(tools: list[KeeperTool], *turns: AIMessage) -> Any:
+def graph(
+    tools: list[KeeperTool], *turns: AIMessage, checkpointer: InMemorySaver | None = None
+) -> Any:
     """A LangGraph agent: the model, then its tool calls through `ToolNode`, until it
     answers."""
     model = Chat(messages=iter(turns)).bind_tools(tools)
@@ -67,7 +70,7 @@ def graph(tools: list[KeeperTool], *turns: AIMessage) -> Any:
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", tools_condition)
     builder.add_edge("tools", "model")
-    return builder.compile(checkpointer=InMemorySaver())
+    return builder.compile(checkpointer=checkpointer or InMemorySaver())
 
 
 def tool_messages(state: dict[str, Any]) -> dict[str, ToolMessage]:
@@ -196,3 +199,59 @@ async def test_outside_a_graph_a_call_needing_approval_is_answered_as_waiting(
     message = await refund.ainvoke({**call, "type": "tool_call"}, CONFIG)
     assert code(message) == ErrorCode.APPROVAL_REQUIRED
     assert shop_.runs["orders.refund"] == 0
+
+
+async def test_concurrent_runs_on_one_keeper_each_act_for_their_own_principal(
+    shop_: Shop,
+) -> None:
+    seen: dict[int, dict[str, Any]] = {}
+
+    async def one(i: int) -> None:
+        who = ALICE if i % 2 else BOB
+        agent = graph(
+            keeper_tools(shop_.keeper, who), asks(("orders_get", {"order_id": f"A{i}"}, "c1")), DONE
+        )
+        config = {"configurable": {"thread_id": f"t{i}", SCOPE_KEY: RunScope(principal=who)}}
+        seen[i] = await agent.ainvoke({"messages": [HumanMessage("total?")]}, config)
+
+    assert await proposed_at_once(shop_, 10, one) == 10  # all in the tool at once
+    assert shop_.runs["orders.get"] == 10
+    for i, state in seen.items():
+        assert json.loads(str(tool_messages(state)["c1"].content))["order_id"] == f"A{i}"
+        record = await shop_.keeper.store.get_call(f"t{i}", "c1")
+        assert record is not None and record.principal_id == ("alice" if i % 2 else "bob")
+
+
+async def test_the_same_call_from_concurrent_runs_runs_once(shop_: Shop) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def one(i: int) -> None:
+        tools = keeper_tools(shop_.keeper, ALICE)
+        agent = graph(tools, asks(("orders_get", {"order_id": "A1"}, "c1")), DONE)
+        seen.append(await agent.ainvoke({"messages": [HumanMessage("total?")]}, CONFIG))
+
+    assert await proposed_at_once(shop_, 5, one) == 1  # the others wait on the keeper
+    assert shop_.runs["orders.get"] == 1
+    totals = [json.loads(str(tool_messages(s)["c1"].content))["total"] for s in seen]
+    assert totals == [42] * 5
+
+
+async def test_a_paused_graph_continues_after_a_keeper_restart_on_a_sqlite_ledger(
+    tmp_path: Path,
+) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    refund = asks(("orders_refund", {"order_id": "A1", "amount": 5}, "c1"))
+    saver = InMemorySaver()  # the graph's own checkpoints (a persistent saver in production)
+    before = shop(ledger)
+    async with before.keeper:
+        agent = graph(keeper_tools(before.keeper, ALICE), refund, checkpointer=saver)
+        paused = await agent.ainvoke({"messages": [HumanMessage("refund")]}, CONFIG)
+    approval_id = paused["__interrupt__"][0].value["approval_id"]
+
+    after = shop(ledger)  # a new keeper: the same tools on the same ledger
+    async with after.keeper:
+        await after.keeper.approvals.approve(approval_id, by="bob")
+        agent = graph(keeper_tools(after.keeper, ALICE), DONE, checkpointer=saver)
+        done = await agent.ainvoke(Command(resume=approval_id), CONFIG)
+    assert tool_messages(done)["c1"].content == "refunded 5 on A1"
+    assert before.runs["orders.refund"] + after.runs["orders.refund"] == 1

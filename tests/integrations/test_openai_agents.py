@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, RunConfig, Runner
+from agents import Agent, RunConfig, Runner, RunState
 from agents.exceptions import ModelBehaviorError
 from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -19,7 +20,7 @@ from toolkeeper import CallStatus, ErrorCode
 from toolkeeper.integrations import RunScope
 from toolkeeper.integrations.openai_agents import KeeperTools
 
-from .shop import ALICE, Shop, shop
+from .shop import ALICE, BOB, Shop, proposed_at_once, shop
 
 pytestmark = pytest.mark.anyio
 
@@ -163,3 +164,70 @@ async def test_the_same_call_id_replayed_is_not_run_twice(shop_: Shop) -> None:
         _, model = await run(shop_, step, DONE)
         assert json.loads(outputs(model)["c1"])["total"] == 42
     assert shop_.runs["orders.get"] == 1
+
+
+async def test_concurrent_runs_on_one_keeper_each_act_for_their_own_principal(
+    shop_: Shop,
+) -> None:
+    seen: dict[int, ScriptedModel] = {}
+
+    async def one(i: int) -> None:
+        step = [function_call("orders_get", {"order_id": f"A{i}"}, call_id="c1")]
+        scope = RunScope(principal=ALICE if i % 2 else BOB, task_id=f"t{i}")
+        _, seen[i] = await run(shop_, step, DONE, context=scope)
+
+    assert await proposed_at_once(shop_, 10, one) == 10  # all in the tool at once
+    assert shop_.runs["orders.get"] == 10
+    for i, model in seen.items():
+        assert json.loads(outputs(model)["c1"])["order_id"] == f"A{i}"
+        record = await shop_.keeper.store.get_call(f"t{i}", "c1")
+        assert record is not None and record.principal_id == ("alice" if i % 2 else "bob")
+
+
+async def test_the_same_call_from_concurrent_runs_runs_once(shop_: Shop) -> None:
+    seen: list[ScriptedModel] = []
+
+    async def one(i: int) -> None:
+        step = [function_call("orders_get", {"order_id": "A1"}, call_id="c1")]
+        seen.append((await run(shop_, step, DONE))[1])
+
+    assert await proposed_at_once(shop_, 5, one) == 1  # the others wait on the keeper
+    assert shop_.runs["orders.get"] == 1
+    assert [json.loads(outputs(m)["c1"])["total"] for m in seen] == [42] * 5
+
+
+def _saved(scope: Any) -> dict[str, Any]:
+    return {"principal": scope.principal.id, "task_id": scope.task_id}
+
+
+def _restored(saved: Any) -> RunScope:
+    # The application maps the saved identity back to its principal (here: alice only).
+    assert saved["principal"] == ALICE.id
+    return RunScope(principal=ALICE, task_id=saved["task_id"])
+
+
+async def test_an_interrupted_run_continues_after_a_restart_on_a_sqlite_ledger(
+    tmp_path: Path,
+) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    refund = function_call("orders_refund", {"order_id": "A1", "amount": 5}, call_id="c1")
+    before = shop(ledger)
+    async with before.keeper:
+        model = ScriptedModel([[refund]])
+        agent = Agent(name="shop", model=model, tools=KeeperTools(before.keeper).tools)
+        first = await Runner.run(agent, "refund", context=SCOPE, run_config=QUIET)
+        saved = first.to_state().to_string(context_serializer=_saved)
+
+    after = shop(ledger)  # a new process: the same tools on the same ledger
+    async with after.keeper:
+        [request] = await after.keeper.approvals.pending()
+        await after.keeper.approvals.approve(request.id, by="bob")
+        tools = KeeperTools(after.keeper)
+        model = ScriptedModel([DONE])
+        agent = Agent(name="shop", model=model, tools=tools.tools)
+        state = await RunState.from_string(agent, saved, context_deserializer=_restored)
+        assert await tools.resolve(state, scope=SCOPE) == []
+        second = await Runner.run(agent, state, run_config=QUIET)
+    assert second.final_output == "done"
+    assert outputs(model)["c1"] == "refunded 5 on A1"
+    assert before.runs["orders.refund"] + after.runs["orders.refund"] == 1

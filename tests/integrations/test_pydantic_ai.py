@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("pydantic_ai")
 
+from pydantic import TypeAdapter
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     TextPart,
@@ -28,7 +31,7 @@ from toolkeeper.core.errors import ConfigurationError
 from toolkeeper.integrations import RunScope
 from toolkeeper.integrations.pydantic_ai import KeeperToolset
 
-from .shop import ALICE, Shop, shop
+from .shop import ALICE, BOB, Shop, proposed_at_once, shop
 
 pytestmark = pytest.mark.anyio
 
@@ -218,3 +221,62 @@ async def test_a_run_without_a_scope_acts_for_the_keepers_default_principal() ->
         with pytest.raises(ConfigurationError):
             await Agent(toolsets=[toolset]).run("total?", model=script.model)
         assert nobody.runs["orders.get"] == 0
+
+
+async def test_concurrent_runs_on_one_keeper_each_act_for_their_own_principal(
+    shop_: Shop,
+) -> None:
+    seen: dict[int, Script] = {}
+
+    async def one(i: int) -> None:
+        script = seen[i] = Script(calls(("orders_get", {"order_id": f"A{i}"}, "c1")), DONE)
+        scope = RunScope(principal=ALICE if i % 2 else BOB, task_id=f"t{i}")
+        await agent(shop_).run("total?", model=script.model, deps=scope)
+
+    assert await proposed_at_once(shop_, 10, one) == 10  # all in the tool at once
+    assert shop_.runs["orders.get"] == 10
+    for i, script in seen.items():
+        assert json.loads(str(script.returns["c1"].content))["order_id"] == f"A{i}"
+        record = await shop_.keeper.store.get_call(f"t{i}", "c1")
+        assert record is not None and record.principal_id == ("alice" if i % 2 else "bob")
+
+
+async def test_the_same_call_from_concurrent_runs_runs_once(shop_: Shop) -> None:
+    seen: list[Script] = []
+
+    async def one(i: int) -> None:
+        script = Script(calls(("orders_get", {"order_id": "A1"}, "c1")), DONE)
+        seen.append(script)
+        await agent(shop_).run("total?", model=script.model, deps=SCOPE)
+
+    assert await proposed_at_once(shop_, 5, one) == 1  # the others wait on the keeper
+    assert shop_.runs["orders.get"] == 1
+    assert [json.loads(str(s.returns["c1"].content))["total"] for s in seen] == [42] * 5
+
+
+async def test_a_paused_run_continues_after_a_restart_on_a_sqlite_ledger(
+    tmp_path: Path,
+) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    refund = calls(("orders_refund", {"order_id": "A1", "amount": 5}, "c1"))
+    before = shop(ledger)
+    async with before.keeper:
+        first = await agent(before).run("refund", model=Script(refund).model, deps=SCOPE)
+        assert isinstance(first.output, DeferredToolRequests)
+        history = ModelMessagesTypeAdapter.dump_json(first.all_messages())
+        requests = TypeAdapter(DeferredToolRequests).dump_json(first.output)
+
+    after = shop(ledger)  # a new process: the same tools on the same ledger
+    async with after.keeper:
+        waiting = TypeAdapter(DeferredToolRequests).validate_json(requests)
+        await after.keeper.approvals.approve(waiting.metadata["c1"]["approval_id"], by="bob")
+        toolset = KeeperToolset(after.keeper)
+        script = Script(DONE)
+        await Agent(toolsets=[toolset], output_type=[str, DeferredToolRequests]).run(
+            model=script.model,
+            message_history=ModelMessagesTypeAdapter.validate_json(history),
+            deferred_tool_results=await toolset.decisions(waiting),
+            deps=SCOPE,
+        )
+    assert script.returns["c1"].content == "refunded 5 on A1"
+    assert before.runs["orders.refund"] + after.runs["orders.refund"] == 1
