@@ -6,11 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from typing import Any
 
-from toolkeeper import Keeper, Principal
-from toolkeeper.integrations._bridge import export, tools_for
+import pytest
+
+from toolkeeper import ErrorCode, Keeper, Principal, ToolResult
+from toolkeeper.integrations._bridge import RunScope, export, model_text, run_call, tools_for
 
 from .shop import ALICE, shop
+
+ADMIN = Principal(id="root", grants=frozenset({"*"}))
 
 FRAMEWORKS = {
     "pydantic_ai": ("pydantic_ai", "pydantic-ai"),
@@ -73,3 +79,55 @@ def test_names_the_vendor_would_refuse_are_rewritten_uniquely() -> None:
 
 def test_a_principal_without_grants_is_shown_nothing() -> None:
     assert tools_for(shop().keeper, Principal(id="guest")) == []
+
+
+@pytest.fixture
+async def keeper() -> AsyncIterator[Keeper]:
+    keeper = Keeper(ledger="memory://", max_argument_bytes=10_000)
+
+    @keeper.tool(name="logs.dump", effect="read_only")
+    def dump() -> str:
+        return "x" * 300_000
+
+    @keeper.tool(name="vault.open", effect="read_only")
+    def open_vault(code: str) -> str:
+        raise RuntimeError(f"upstream rejected password={code} at /srv/vault.py:12")
+
+    async with keeper:
+        yield keeper
+
+
+async def _run(keeper: Keeper, tool: str, arguments: Any) -> ToolResult:
+    return await run_call(
+        keeper,
+        tool=tool,
+        wire_name=tool.replace(".", "_"),
+        call_id="c1",
+        arguments=arguments,
+        scope=RunScope(principal=ADMIN),
+        task_id="t1",
+        framework="test",
+    )
+
+
+@pytest.mark.anyio
+async def test_a_huge_result_is_cut_for_the_model_and_kept_whole(keeper: Keeper) -> None:
+    result = await _run(keeper, "logs.dump", {})
+    text = model_text(result)
+    assert 100_000 <= len(text) < 101_000 and "c1" in text[100_000:]
+    record = await keeper.store.get_call("t1", "c1")
+    assert record is not None and len(record.result) == 300_000
+
+
+@pytest.mark.anyio
+async def test_huge_arguments_are_refused_coded(keeper: Keeper) -> None:
+    result = await _run(keeper, "logs.dump", {"pad": "y" * 50_000})
+    assert result.error is not None and result.error.code is ErrorCode.PAYLOAD_TOO_LARGE
+
+
+@pytest.mark.anyio
+async def test_a_failing_tool_reaches_the_model_coded_without_its_secrets(keeper: Keeper) -> None:
+    text = model_text(await _run(keeper, "vault.open", {"code": "hunter2"}))
+    assert json.loads(text)["error"]["code"] == ErrorCode.TOOL_ERROR
+    for leaked in ("hunter2", "vault.py", "Traceback"):
+        assert leaked not in text

@@ -24,7 +24,12 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
+from pydantic_ai.tools import (
+    DeferredToolRequests,
+    DeferredToolResults,
+    ToolApproved,
+    ToolDefinition,
+)
 
 from toolkeeper import CallStatus, ErrorCode, Principal
 from toolkeeper.core.errors import ConfigurationError
@@ -280,3 +285,28 @@ async def test_a_paused_run_continues_after_a_restart_on_a_sqlite_ledger(
         )
     assert script.returns["c1"].content == "refunded 5 on A1"
     assert before.runs["orders.refund"] + after.runs["orders.refund"] == 1
+
+
+async def test_an_approval_cannot_be_stretched_to_arguments_changed_on_the_way(
+    shop_: Shop,
+) -> None:
+    # pydantic-ai lets the application override the arguments of an approved call; the
+    # keeper's approval is bound to the arguments the person saw, so the call is refused.
+    toolset = KeeperToolset(shop_.keeper)
+    runner = Agent(toolsets=[toolset], output_type=[str, DeferredToolRequests])
+    refund = calls(("orders_refund", {"order_id": "A1", "amount": 5}, "c1"))
+    first = await runner.run("refund", model=Script(refund).model, deps=SCOPE)
+    assert isinstance(first.output, DeferredToolRequests)
+    await shop_.keeper.approvals.approve(first.output.metadata["c1"]["approval_id"], by="bob")
+    stretched = DeferredToolResults(
+        approvals={"c1": ToolApproved(override_args={"order_id": "A1", "amount": 500_000})}
+    )
+    script = Script(DONE)
+    await runner.run(
+        model=script.model,
+        message_history=first.all_messages(),
+        deferred_tool_results=stretched,
+        deps=SCOPE,
+    )
+    assert script.error_code("c1") == ErrorCode.CALL_ID_CONFLICT
+    assert shop_.runs["orders.refund"] == 0
