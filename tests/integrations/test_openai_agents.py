@@ -231,3 +231,8 @@ async def test_an_interrupted_run_continues_after_a_restart_on_a_sqlite_ledger(
     assert second.final_output == "done"
     assert outputs(model)["c1"] == "refunded 5 on A1"
     assert before.runs["orders.refund"] + after.runs["orders.refund"] == 1
+
+
+async def test_tools_built_for_a_principal_are_only_theirs(shop_: Shop) -> None:
+    assert [t.name for t in KeeperTools(shop_.keeper, principal=BOB).tools] == ["orders_get"]
+    assert len(KeeperTools(shop_.keeper).tools) == 3  # each enabled per run

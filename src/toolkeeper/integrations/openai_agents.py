@@ -45,7 +45,7 @@ from agents import Agent, FunctionTool, RunContextWrapper, RunState, ToolApprova
 from agents.tool_context import ToolContext  # noqa: E402
 
 if TYPE_CHECKING:
-    from ..core.values import ToolResult
+    from ..core.values import Principal, ToolResult
     from ..keeper import Keeper
 
 __all__ = ["KeeperTools"]
@@ -70,12 +70,11 @@ class KeeperTools:
     """
 
     def __init__(
-        self, keeper: Keeper, *, scope: Scope | None = None, principal: Any = None
+        self, keeper: Keeper, *, scope: Scope | None = None, principal: Principal | None = None
     ) -> None:
         self.keeper = keeper
         self._scope = scope
-        everyone = principal is None
-        listed = keeper.catalog.specs() if everyone else keeper.visible_tools(principal)
+        listed = keeper.catalog.specs() if principal is None else keeper.visible_tools(principal)
         self.tools: list[FunctionTool] = [self._tool(one) for one in export(listed)]
         """The tools, for `Agent(tools=...)`."""
         self._names = {tool.name for tool in self.tools}

@@ -95,6 +95,9 @@ class _AsWritten:
         return {RAW_ARGUMENTS: json.dumps(input, default=str)}
 
 
+_AS_WRITTEN = _AsWritten()
+
+
 class KeeperToolset(AbstractToolset[Any]):
     """The keeper's tools, as a pydantic-ai toolset whose every call runs through
     `keeper.execute`.
@@ -136,7 +139,7 @@ class KeeperToolset(AbstractToolset[Any]):
                     metadata={TOOL_NAME: tool.spec.name},
                 ),
                 max_retries=1,
-                args_validator=_AsWritten(),
+                args_validator=_AS_WRITTEN,
             )
             for tool in tools_for(self.keeper, self.scope(ctx).principal)
         }
