@@ -131,3 +131,20 @@ async def test_a_failing_tool_reaches_the_model_coded_without_its_secrets(keeper
     assert json.loads(text)["error"]["code"] == ErrorCode.TOOL_ERROR
     for leaked in ("hunter2", "vault.py", "Traceback"):
         assert leaked not in text
+
+
+def test_a_listing_is_the_callers_own_and_follows_a_changed_tool() -> None:
+    keeper = shop().keeper
+    [get, _] = tools_for(keeper, ALICE)
+    get.parameters["properties"].clear()  # a framework editing what it was given
+    [again, _] = tools_for(keeper, ALICE)
+    assert again.parameters == dict(again.spec.input_schema)
+
+    @keeper.tool(name="orders.get", effect="read_only", permissions=["orders:read"], version="2")
+    def get_order_v2(order_id: str, currency: str = "EUR") -> str:
+        """Look an order up, in a currency."""
+        return order_id
+
+    [changed, _] = tools_for(keeper, ALICE)
+    assert changed.description == "Look an order up, in a currency."
+    assert "currency" in changed.parameters["properties"]
