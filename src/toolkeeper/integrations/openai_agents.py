@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..policy.grants import may_use
 from ._bridge import (
     Exported,
     RunScope,
@@ -102,8 +103,11 @@ class KeeperTools:
             )
 
         async def enabled(ctx: RunContextWrapper[Any], agent: Any) -> bool:
-            visible = self.keeper.visible_tools(self.scope(ctx).principal)
-            return any(spec.name == name for spec in visible)
+            who = self.scope(ctx).principal
+            if who is None:  # (the keeper's default principal, or its refusal to name none)
+                return any(spec.name == name for spec in self.keeper.visible_tools(None))
+            tool = self.keeper.catalog.get(name)
+            return tool is not None and may_use(who, tool.spec)
 
         async def needs_approval(
             ctx: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str
