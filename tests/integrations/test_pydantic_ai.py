@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 pytest.importorskip("pydantic_ai")
@@ -310,3 +312,31 @@ async def test_an_approval_cannot_be_stretched_to_arguments_changed_on_the_way(
     )
     assert script.error_code("c1") == ErrorCode.CALL_ID_CONFLICT
     assert shop_.runs["orders.refund"] == 0
+
+
+async def test_calls_of_a_tool_that_declares_what_it_writes_do_not_overlap(shop_: Shop) -> None:
+    inside, most = 0, 0
+
+    @shop_.keeper.tool(
+        name="stock.set", effect="write", permissions=["orders:write"], writes=lambda a: a["sku"]
+    )
+    async def set_stock(sku: str, count: int) -> int:
+        nonlocal inside, most
+        inside += 1
+        most = max(most, inside)
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
+        inside -= 1
+        return count
+
+    script = Script(
+        calls(
+            ("stock_set", {"sku": "s1", "count": 1}, "c1"),
+            ("stock_set", {"sku": "s1", "count": 2}, "c2"),
+            ("orders_get", {"order_id": "A1"}, "c3"),
+        ),
+        DONE,
+    )
+    await agent(shop_).run("stock", model=script.model, deps=SCOPE)
+    assert [script.returns[c].content for c in ("c1", "c2")] == ["1", "2"]
+    assert most == 1

@@ -128,7 +128,12 @@ class KeeperToolset(AbstractToolset[Any]):
         return self._scope if isinstance(self._scope, RunScope) else self._scope(ctx)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
-        """The tools the run's principal may see, with their model-visible fields only."""
+        """The tools the run's principal may see, with their model-visible fields only.
+
+        A tool that declares the resources it writes (`writes=`) runs alone among a step's
+        calls (pydantic-ai's `sequential`): `keeper.execute` takes no resource locks (only
+        `execute_many` does), and two writes to one resource must not overlap.
+        """
         return {
             tool.name: ToolsetTool(
                 toolset=self,
@@ -137,12 +142,17 @@ class KeeperToolset(AbstractToolset[Any]):
                     description=tool.description,
                     parameters_json_schema=tool.parameters,
                     metadata={TOOL_NAME: tool.spec.name},
+                    sequential=self._writes(tool.spec.name),
                 ),
                 max_retries=1,
                 args_validator=_AS_WRITTEN,
             )
             for tool in tools_for(self.keeper, self.scope(ctx).principal)
         }
+
+    def _writes(self, name: str) -> bool:
+        tool = self.keeper.catalog.get(name)
+        return tool is not None and tool.writes is not None
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
