@@ -25,8 +25,8 @@ class Shop:
     entered: anyio.Event | None = None
 
 
-def shop(ledger: str = "memory://") -> Shop:
-    keeper = Keeper(ledger=ledger)
+def shop(ledger: str = "memory://", principal: Principal | None = None) -> Shop:
+    keeper = Keeper(ledger=ledger, principal=principal)
     out = Shop(keeper=keeper)
 
     @keeper.tool(name="orders.get", effect="read_only", permissions=["orders:read"])

@@ -219,8 +219,18 @@ async def test_the_same_call_id_replayed_is_not_run_twice(shop_: Shop) -> None:
     assert shop_.runs["orders.get"] == 1
 
 
-async def test_a_run_without_a_scope_acts_for_the_keepers_default_principal() -> None:
-    # With none, the keeper refuses every call rather than act for nobody.
+async def test_a_run_naming_no_principal_acts_for_the_keepers_default_one() -> None:
+    own = shop(principal=ALICE)
+    async with own.keeper:
+        script = Script(calls(("orders_get", {"order_id": "A1"}, "c1")), DONE)
+        toolset = KeeperToolset(own.keeper, scope=RunScope(task_id="t1"))
+        await Agent(toolsets=[toolset]).run("total?", model=script.model)
+        record = await own.keeper.store.get_call("t1", "c1")
+    assert own.runs["orders.get"] == 1
+    assert record is not None and record.principal_id == "alice"
+
+
+async def test_a_run_naming_no_principal_on_a_keeper_without_one_is_refused() -> None:
     nobody = shop()
     async with nobody.keeper:
         script = Script(calls(("orders_get", {"order_id": "A1"}, "c1")), DONE)
