@@ -135,15 +135,44 @@ async def test_a_write_needing_approval_interrupts_the_graph_then_runs_once(
     assert shop_.runs["orders.refund"] == 1
 
 
-async def test_a_graph_resumed_while_the_request_is_undecided_hears_it_still_waits(
+async def test_a_graph_resumed_while_the_request_is_undecided_pauses_again(
     shop_: Shop,
 ) -> None:
     refund = asks(("orders_refund", {"order_id": "A1", "amount": 5}, "c1"))
     agent = graph(keeper_tools(shop_.keeper, ALICE), refund, DONE)
     paused = await agent.ainvoke({"messages": [HumanMessage("refund")]}, CONFIG)
-    done = await agent.ainvoke(Command(resume=paused["__interrupt__"][0].id), CONFIG)
-    assert code(tool_messages(done)["c1"]) == ErrorCode.APPROVAL_REQUIRED
+    [first] = paused["__interrupt__"]
+    again = await agent.ainvoke(Command(resume="not decided"), CONFIG)
+    [second] = again["__interrupt__"]
+    assert second.value["approval_id"] == first.value["approval_id"]
     assert shop_.runs["orders.refund"] == 0
+
+    await shop_.keeper.approvals.approve(first.value["approval_id"], by="bob")
+    done = await agent.ainvoke(Command(resume="approved"), CONFIG)
+    assert tool_messages(done)["c1"].content == "refunded 5 on A1"
+    assert shop_.runs["orders.refund"] == 1
+
+
+async def test_two_calls_needing_approval_in_one_turn_each_pause_and_run_once(
+    shop_: Shop,
+) -> None:
+    turn = asks(
+        ("orders_refund", {"order_id": "A1", "amount": 5}, "c1"),
+        ("orders_refund", {"order_id": "A2", "amount": 7}, "c2"),
+        ("orders_get", {"order_id": "A1"}, "c3"),
+    )
+    agent = graph(keeper_tools(shop_.keeper, ALICE), turn, DONE)
+    state = await agent.ainvoke({"messages": [HumanMessage("refund both")]}, CONFIG)
+    approved: set[str] = set()
+    while "__interrupt__" in state:  # a person approves what each pause shows
+        for interrupt in state["__interrupt__"]:
+            await shop_.keeper.approvals.approve(interrupt.value["approval_id"], by="bob")
+            approved.add(interrupt.value["call_id"])
+        state = await agent.ainvoke(Command(resume="approved"), CONFIG)
+    assert approved == {"c1", "c2"}
+    seen = tool_messages(state)
+    assert [seen["c1"].content, seen["c2"].content] == ["refunded 5 on A1", "refunded 7 on A2"]
+    assert shop_.runs == {"orders.refund": 2, "orders.get": 1}
 
 
 async def test_a_denied_call_reaches_the_model_as_the_coded_refusal(shop_: Shop) -> None:
@@ -214,7 +243,7 @@ async def test_concurrent_runs_on_one_keeper_each_act_for_their_own_principal(
         config = {"configurable": {"thread_id": f"t{i}", SCOPE_KEY: RunScope(principal=who)}}
         seen[i] = await agent.ainvoke({"messages": [HumanMessage("total?")]}, config)
 
-    assert await proposed_at_once(shop_, 10, one) == 10  # all in the tool at once
+    await proposed_at_once(shop_, 10, one, inside=10)  # all ten in the tool at once
     assert shop_.runs["orders.get"] == 10
     for i, state in seen.items():
         assert json.loads(str(tool_messages(state)["c1"].content))["order_id"] == f"A{i}"
@@ -230,7 +259,7 @@ async def test_the_same_call_from_concurrent_runs_runs_once(shop_: Shop) -> None
         agent = graph(tools, asks(("orders_get", {"order_id": "A1"}, "c1")), DONE)
         seen.append(await agent.ainvoke({"messages": [HumanMessage("total?")]}, CONFIG))
 
-    assert await proposed_at_once(shop_, 5, one) == 1  # the others wait on the keeper
+    await proposed_at_once(shop_, 5, one, inside=1)
     assert shop_.runs["orders.get"] == 1
     totals = [json.loads(str(tool_messages(s)["c1"].content))["total"] for s in seen]
     assert totals == [42] * 5

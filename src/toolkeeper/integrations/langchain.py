@@ -13,8 +13,9 @@ spec's JSON Schema) and runs every call through `keeper.execute`. A refusal is a
 message's artifact on success. A call the keeper holds for a person's approval pauses a
 LangGraph graph the LangGraph way (`interrupt`, with the approval id in its value); once the
 request is decided in the keeper, `graph.invoke(Command(resume=...), config)` runs the tool
-again, and the keeper runs the call once or refuses it. Outside a graph run (a checkpointer
-is needed to pause), the call is answered as waiting: APPROVAL_REQUIRED with the approval id.
+again, and the keeper runs the call once or refuses it (a graph resumed before that pauses
+again). Outside a graph run (a checkpointer is needed to pause), the call is answered as
+waiting: APPROVAL_REQUIRED with the approval id.
 
 The principal and task of a run come from its config's `configurable`: `toolkeeper_scope`
 (a `RunScope`) when given, else the principal the tools were built for; the task is the
@@ -102,18 +103,25 @@ class KeeperTool(BaseTool):
         given = configurable.get(SCOPE_KEY)
         scope = given if isinstance(given, RunScope) else RunScope(principal=self._principal)
         thread = configurable.get("thread_id")
-        result = await run_call(
-            self._keeper,
-            tool=self._tool,
-            wire_name=self.name,
-            call_id=call_id or f"lc_{uuid.uuid4().hex}",
-            arguments=arguments,
-            scope=scope,
-            task_id=str(thread) if thread is not None else DEFAULT_TASK,
-            framework="langchain",
-        )
-        if held_for_approval(result):
-            _pause(result)
+        call_id = call_id or f"lc_{uuid.uuid4().hex}"
+
+        async def propose() -> ToolResult:
+            return await run_call(
+                self._keeper,
+                tool=self._tool,
+                wire_name=self.name,
+                call_id=call_id,
+                arguments=arguments,
+                scope=scope,
+                task_id=str(thread) if thread is not None else DEFAULT_TASK,
+                framework="langchain",
+            )
+
+        result = await propose()
+        # Resumed while the request is still undecided (resume values are not decisions:
+        # the keeper's are), the graph pauses again for it.
+        while held_for_approval(result) and _paused(result):
+            result = await propose()
         if not result.ok:
             raise ToolException(model_text(result))
         return model_text(result), result
@@ -124,14 +132,14 @@ class KeeperTool(BaseTool):
         )
 
 
-def _pause(result: ToolResult) -> None:
-    """Pause the LangGraph run for the call's approval; return when there is no graph to
-    pause (or when the run resumes with the request still undecided): the call is then
-    answered as waiting."""
+def _paused(result: ToolResult) -> bool:
+    """Pause the LangGraph run for the call's approval (LangGraph's `interrupt` raises, and
+    the graph stops here); True once the run is resumed. False when there is no graph run to
+    pause (a checkpointer is needed): the call is then answered as waiting."""
     try:
         from langgraph.types import interrupt
     except ImportError:
-        return
+        return False
     assert result.error is not None
     try:
         interrupt(
@@ -143,4 +151,5 @@ def _pause(result: ToolResult) -> None:
             }
         )
     except (RuntimeError, KeyError):
-        return  # (not inside a graph run that can pause)
+        return False  # (not inside a graph run that can pause)
+    return True
