@@ -236,3 +236,27 @@ async def test_an_interrupted_run_continues_after_a_restart_on_a_sqlite_ledger(
 async def test_tools_built_for_a_principal_are_only_theirs(shop_: Shop) -> None:
     assert [t.name for t in KeeperTools(shop_.keeper, principal=BOB).tools] == ["orders_get"]
     assert len(KeeperTools(shop_.keeper).tools) == 3  # each enabled per run
+
+
+async def test_two_calls_needing_approval_in_one_turn_both_interrupt(shop_: Shop) -> None:
+    tools = KeeperTools(shop_.keeper)
+    both = [
+        function_call("orders_refund", {"order_id": "A1", "amount": 5}, call_id="c1"),
+        function_call("orders_refund", {"order_id": "A2", "amount": 7}, call_id="c2"),
+    ]
+    model = ScriptedModel([both, DONE])
+    agent = Agent(name="shop", model=model, tools=tools.tools)
+    first = await Runner.run(agent, "refund both", context=SCOPE, run_config=QUIET)
+    assert len(first.interruptions) == 2
+    state = first.to_state()
+    for request in await shop_.keeper.approvals.pending():
+        if request.call_id == "c1":
+            await shop_.keeper.approvals.approve(request.id, by="bob")
+        else:
+            await shop_.keeper.approvals.deny(request.id, by="bob", reason="too much")
+    assert await tools.resolve(state, scope=SCOPE) == []
+    await Runner.run(agent, state, run_config=QUIET)
+    seen = outputs(model)
+    assert seen["c1"] == "refunded 5 on A1"
+    assert code(seen["c2"]) == ErrorCode.APPROVAL_DENIED
+    assert shop_.runs["orders.refund"] == 1

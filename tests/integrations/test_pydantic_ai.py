@@ -350,3 +350,29 @@ async def test_calls_of_a_tool_that_declares_what_it_writes_do_not_overlap(shop_
     await agent(shop_).run("stock", model=script.model, deps=SCOPE)
     assert [script.returns[c].content for c in ("c1", "c2")] == ["1", "2"]
     assert most == 1
+
+
+async def test_two_calls_needing_approval_in_one_step_are_both_deferred(shop_: Shop) -> None:
+    toolset = KeeperToolset(shop_.keeper)
+    runner = Agent(toolsets=[toolset], output_type=[str, DeferredToolRequests])
+    both = calls(
+        ("orders_refund", {"order_id": "A1", "amount": 5}, "c1"),
+        ("orders_refund", {"order_id": "A2", "amount": 7}, "c2"),
+    )
+    first = await runner.run("refund both", model=Script(both).model, deps=SCOPE)
+    assert isinstance(first.output, DeferredToolRequests)
+    assert sorted(c.tool_call_id for c in first.output.approvals) == ["c1", "c2"]
+    await shop_.keeper.approvals.approve(first.output.metadata["c1"]["approval_id"], by="bob")
+    await shop_.keeper.approvals.deny(
+        first.output.metadata["c2"]["approval_id"], by="bob", reason="too much"
+    )
+    script = Script(DONE)
+    await runner.run(
+        model=script.model,
+        message_history=first.all_messages(),
+        deferred_tool_results=await toolset.decisions(first.output),
+        deps=SCOPE,
+    )
+    assert script.returns["c1"].content == "refunded 5 on A1"
+    assert script.error_code("c2") == ErrorCode.APPROVAL_DENIED
+    assert shop_.runs["orders.refund"] == 1
