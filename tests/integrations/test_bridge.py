@@ -148,3 +148,22 @@ def test_a_listing_is_the_callers_own_and_follows_a_changed_tool() -> None:
     [changed, _] = tools_for(keeper, ALICE)
     assert changed.description == "Look an order up, in a currency."
     assert "currency" in changed.parameters["properties"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("call_id", ["", "c\x00", "c" * 10_000])
+async def test_a_strange_call_id_is_refused_coded_and_runs_nothing(
+    keeper: Keeper, call_id: str
+) -> None:
+    result = await run_call(
+        keeper,
+        tool="logs.dump",
+        wire_name="logs_dump",
+        call_id=call_id,
+        arguments={},
+        scope=RunScope(principal=ADMIN),
+        task_id="t1",
+        framework="test",
+    )
+    assert result.error is not None and result.error.code is ErrorCode.INVALID_CALL_ID
+    assert result.attempt == 0
