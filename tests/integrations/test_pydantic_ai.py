@@ -26,6 +26,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import (
     DeferredToolRequests,
     DeferredToolResults,
@@ -376,3 +377,14 @@ async def test_two_calls_needing_approval_in_one_step_are_both_deferred(shop_: S
     assert script.returns["c1"].content == "refunded 5 on A1"
     assert script.error_code("c2") == ErrorCode.APPROVAL_DENIED
     assert shop_.runs["orders.refund"] == 1
+
+
+async def test_pydantic_ais_test_model_calls_the_exported_tools_with_valid_arguments(
+    shop_: Shop,
+) -> None:
+    # TestModel makes up arguments from each tool's exported JSON Schema.
+    model = TestModel(call_tools=["orders_get"])
+    result = await agent(shop_).run("total?", model=model, deps=SCOPE)
+    assert shop_.runs["orders.get"] == 1
+    returned = json.loads(str(result.output))["orders_get"]
+    assert json.loads(returned)["total"] == 42
