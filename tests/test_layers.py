@@ -19,6 +19,7 @@ ASSEMBLERS = (
     "toolkeeper.cli",
     "toolkeeper.demo",
     "toolkeeper.eval",
+    "toolkeeper.integrations",
     "toolkeeper.keeper",
     "toolkeeper.server",
 )
