@@ -21,8 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import httpcore2
-import httpx2
+
+try:
+    import httpcore2
+    import httpx2
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError('HTTP tools need the http extra: pip install "toolkeeper[http]"') from exc
 
 __all__ = ["AddressPolicy", "AddressRefused", "HostList", "guarded_transport"]
 

@@ -157,10 +157,10 @@ class CommandConnector:
                 await process.wait()
                 _kill_group(process.pid)  # (what it left behind would hold the pipes open)
         finally:
-            if process.returncode is None:
-                _kill_group(process.pid)
-                with anyio.CancelScope(shield=True):
-                    await process.wait()
+            with anyio.CancelScope(shield=True):
+                if process.returncode is None:
+                    _kill_group(process.pid)
+                await process.aclose()  # (reaps it and closes its pipes)
         return self._result(spec, process.returncode, out, err)
 
     def _result(self, spec: ToolSpec, status: int | None, out: _Capped, err: _Capped) -> Any:

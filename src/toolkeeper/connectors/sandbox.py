@@ -118,4 +118,8 @@ class Sandbox:
             # configuration.
             paths += [argv[0], str(Path(argv[0]).resolve())]
         paths += [str(Path(p).resolve()) for p in self.read_only]
-        return [p for p in dict.fromkeys(paths) if not p.startswith("/usr/")]
+        kept: list[str] = []
+        for path in sorted(dict.fromkeys(paths), key=len):  # a folder before what it holds
+            if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+                kept.append(path)
+        return kept
