@@ -34,6 +34,10 @@ _BENCHES: dict[str, tuple[str, str]] = {
         "toolkeeper.server.bench:configure_gateway",
         "an MCP tool call through the gateway vs direct vs FastMCP's proxy",
     ),
+    "connectors": (
+        "toolkeeper.bench.connectors:configure_connectors",
+        "an HTTP tool vs plain httpx2, a command-line tool vs a bare subprocess",
+    ),
     "scale": (
         "toolkeeper.bench.scale:configure_scale",
         "gateway processes on one PostgreSQL ledger: throughput, duplicates, lost, budgets",

@@ -133,7 +133,8 @@ class HttpSource:
             trust_env=False,
         )
         values = [*params.headers.values(), *params.secrets]
-        self._secrets = sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
+        words = [w for v in params.headers.values() for w in v.split() if len(w) >= 8]
+        self._secrets = sorted({v for v in [*values, *words] if len(v) >= 4}, key=len, reverse=True)
         include = params.include
         self.tools: tuple[Tool, ...] = tuple(
             Tool(spec=self._spec(op), connector=HttpOperation(self, op))
