@@ -160,3 +160,26 @@ async def _ended(pid: int) -> None:
             await anyio.wait_readable(fd)
     finally:
         os.close(fd)
+
+
+async def test_an_argument_the_system_cannot_pass_fails_before_the_program_runs() -> None:
+    result = await _run(("printf", "%s", "{text}"), {"text": "x" * 200_000})
+    assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
+    assert result.attempt == 1  # (not retried: it would fail the same way)
+
+
+async def test_concurrent_calls_each_get_their_own_output() -> None:
+    connector = CommandConnector(CommandParams(argv=("printf", "%s", "{text}")))
+    spec = ToolSpec(name="cli.run", input_schema=schema_for(("{text}",)), effect=Effect.READ_ONLY)
+    results: dict[int, ToolResult] = {}
+    async with Keeper(ledger="memory://", principal=APP) as keeper:
+        keeper.add(Tool(spec=spec, connector=connector))
+
+        async def one(i: int) -> None:
+            call = ToolCall(call_id=f"c{i}", name="cli.run", arguments={"text": f"n{i}"})
+            results[i] = await keeper.execute(call)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                tg.start_soon(one, i)
+    assert [results[i].data["stdout"] for i in range(10)] == [f"n{i}" for i in range(10)]

@@ -304,3 +304,44 @@ async def test_a_closed_port_is_upstream_unavailable(service: Service) -> None:
     async with _keeper(params) as keeper:
         result = await keeper.execute(_call("pets.getPet", petId="1"))
     assert result.error is not None and result.error.code is ErrorCode.UPSTREAM_UNAVAILABLE
+
+
+async def test_a_header_argument_with_a_line_break_is_refused_not_injected(
+    service: Service,
+) -> None:
+    async with _keeper(_params(service)) as keeper:
+        call = _call("pets.getPet", petId="1", **{"X-Trace": "t\r\nX-Injected: 1"})
+        result = await keeper.execute(call)
+    assert result.error is not None and result.error.code is ErrorCode.INVALID_ARGUMENTS
+    assert service.seen == []
+
+
+async def test_an_answer_that_is_not_the_json_it_says_is_recorded_as_a_note(
+    service: Service,
+) -> None:
+    service.answers["/pets/1"] = [(200, {"content-type": "application/json"}, b"{not json")]
+    async with _keeper(_params(service)) as keeper:
+        result = await keeper.execute(_call("pets.getPet", petId="1"))
+    assert result.status is CallStatus.SUCCEEDED  # (it ran; its answer cannot be recorded)
+    assert "not json" not in json.dumps(result.data)
+
+
+async def test_a_name_that_does_not_resolve_is_upstream_unavailable() -> None:
+    params = HttpParams(name="pets", base_url="http://no-such-host.invalid")
+    async with _keeper(params) as keeper:
+        result = await keeper.execute(_call("pets.getPet", petId="1"))
+    assert result.error is not None and result.error.code is ErrorCode.UPSTREAM_UNAVAILABLE
+
+
+async def test_concurrent_calls_share_the_sources_connections(service: Service) -> None:
+    results: dict[int, Any] = {}
+    async with _keeper(_params(service)) as keeper:
+
+        async def one(i: int) -> None:
+            results[i] = await keeper.execute(_call("pets.getPet", f"c{i}", petId=str(i)))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(20):
+                tg.start_soon(one, i)
+    assert all(results[i].data["id"] == str(i) for i in range(20))
+    assert len(service.seen) == 20

@@ -144,3 +144,19 @@ sandbox = {}
 """
     with pytest.raises(ConfigError):
         parse_config(text)
+
+
+def test_an_upstreams_sandbox_paths_are_the_config_files(tmp_path: Path) -> None:
+    from toolkeeper.connectors.sandbox import Sandbox
+    from toolkeeper.server.build import upstream_params
+
+    text = """
+[upstreams.files]
+command = "python"
+sandbox = { read_only = ["servers"], writable = "work", network = true }
+"""
+    config = parse_config(text, base_dir=str(tmp_path))
+    params = upstream_params("files", config.upstreams["files"], config.base_dir)
+    assert params.sandbox == Sandbox(
+        network=True, read_only=(str(tmp_path / "servers"),), writable=str(tmp_path / "work")
+    )

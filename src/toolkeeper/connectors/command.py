@@ -13,7 +13,8 @@ Exit status: a success status (0 unless configured) is the result, `{"exit_code"
 "stderr"}` (or stdout parsed as JSON, `output="json"`); any other fails the call with the
 code configured for it (TOOL_ERROR by default), the status and the end of stderr in its
 details; a program killed by a signal fails with TOOL_ERROR. A program that cannot be started
-(missing, not executable) is UPSTREAM_UNAVAILABLE: nothing ran.
+(missing, not executable) is UPSTREAM_UNAVAILABLE: nothing ran; arguments longer than the
+system passes are INVALID_ARGUMENTS.
 
 What it is not: a shell, or a way to run what a model writes: the operator writes the
 template, the model fills values.
@@ -22,6 +23,7 @@ template, the model fills values.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -145,6 +147,11 @@ class CommandConnector:
                 start_new_session=True,
             )
         except OSError as exc:
+            if exc.errno == errno.E2BIG:
+                raise ToolFailed(
+                    f"{spec.name}: the arguments are longer than the system can pass",
+                    code=ErrorCode.INVALID_ARGUMENTS,
+                ) from exc
             why = exc.strerror or type(exc).__name__
             raise UpstreamUnavailable(f"{spec.name}: the program could not start ({why})") from exc
         cap = self.params.max_output_bytes

@@ -229,9 +229,8 @@ class HttpSource:
         if spec.effect is not Effect.READ_ONLY:
             headers["idempotency-key"] = ctx.idempotency_key
         remaining = ctx.remaining()
-        timeout = httpx2.Timeout(
-            min(self.params.timeout, remaining), connect=min(self.params.connect_timeout, remaining)
-        )
+        # The call's deadline (its tool's timeout) bounds the whole request.
+        timeout = httpx2.Timeout(remaining, connect=min(self.params.connect_timeout, remaining))
         if has_body:
             headers["content-type"] = "application/json"
         return self._client.build_request(
@@ -254,7 +253,7 @@ class HttpSource:
             return data
         excerpt = self.scrub(body[: _EXCERPT * 4].decode("utf-8", "replace"))[:_EXCERPT]
         details = {"status": status, "body": excerpt}
-        message = f"{spec.name}: HTTP {status} {response.reason_phrase}".rstrip()
+        message = self.scrub(f"{spec.name}: HTTP {status} {response.reason_phrase}".rstrip())
         if status in (408, 429, 503):
             raise RetryLater(message, after=response.headers.get("retry-after"))
         if status in (400, 422):
