@@ -55,8 +55,9 @@ def map_http_errors(source: str) -> Iterator[None]:
     except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as exc:
         raise UpstreamUnavailable(f"{source}: could not connect ({type(exc).__name__})") from exc
     except (httpx2.LocalProtocolError, httpx2.InvalidURL, httpx2.UnsupportedProtocol) as exc:
-        raise ToolFailed(
-            f"{source}: the request cannot be sent as it is: {exc}",
+        raise ToolFailed(  # (not quoting httpx: its words may quote a header's value)
+            f"{source}: the request cannot be sent as it is (a value not allowed in a header "
+            "or a URL)",
             code=ErrorCode.INVALID_ARGUMENTS,
         ) from exc
     except httpx2.TimeoutException as exc:

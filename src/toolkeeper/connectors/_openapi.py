@@ -36,9 +36,26 @@ DEFAULT_MAX_RESPONSE_BYTES = 4 * 2**20
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
-_IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization", "idempotency-key"})
+_IGNORED_HEADERS = frozenset(
+    {
+        "accept",
+        "content-type",
+        "authorization",
+        "idempotency-key",
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "proxy-authorization",
+    }
+)
 """Header parameters a call may not set: OpenAPI ignores the first three (the request says
-them), and the idempotency key is the runtime's."""
+them), the idempotency key is the runtime's, and the others are the connection's (a `Host`
+of the model's choosing would send the request to another site on the same server)."""
 _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 _MAX_DEPTH = 64
