@@ -191,3 +191,9 @@ class CommandSourceConfig(Model):
     permissions: list[str] | None = None
     """Permissions every tool of this source needs (default `NAME:TOOL`)."""
     tools: dict[str, CommandToolConfig] = {}
+
+    @model_validator(mode="after")
+    def _one_folder(self) -> CommandSourceConfig:
+        if self.sandbox is not None and self.cwd is not None:
+            raise ValueError("a sandboxed program runs in its sandbox.writable, not cwd")
+        return self

@@ -218,8 +218,8 @@ class UpstreamConfig(_Model):
     def _one_transport(self) -> UpstreamConfig:
         if (self.command is None) == (self.url is None):
             raise ValueError("set exactly one of command (stdio) and url (streamable HTTP)")
-        if self.sandbox is not None and self.command is None:
-            raise ValueError("only a stdio upstream (command) runs in a sandbox")
+        if self.sandbox is not None and (self.command is None or self.cwd is not None):
+            raise ValueError("a sandbox is for a stdio upstream, in sandbox.writable (no cwd)")
         return self
 
 

@@ -136,14 +136,17 @@ endpoints.search = { method = "GET", path = "/search" }
     assert caught.value.key == "http.docs.headers.Authorization"
 
 
-def test_only_a_stdio_upstream_is_sandboxed() -> None:
-    text = """
-[upstreams.docs]
-url = "https://mcp.example.com/mcp"
-sandbox = {}
-"""
+@pytest.mark.parametrize(
+    "table",
+    [
+        '[upstreams.docs]\nurl = "https://mcp.example.com/mcp"\nsandbox = {}',
+        '[upstreams.docs]\ncommand = "python"\ncwd = "x"\nsandbox = {}',
+        '[commands.docs]\ncwd = "x"\nsandbox = {}',
+    ],
+)
+def test_a_sandbox_is_for_a_stdio_upstream_or_a_program_in_its_own_folder(table: str) -> None:
     with pytest.raises(ConfigError):
-        parse_config(text)
+        parse_config(table)
 
 
 def test_an_upstreams_sandbox_paths_are_the_config_files(tmp_path: Path) -> None:
