@@ -34,6 +34,7 @@ def config_file(tmp_path: Path) -> Path:
     folder.mkdir()
     path = folder / "toolkeeper.toml"
     path.write_text('[principals.alice]\ntoken = "alice-secret-token-0123"\n')
+    (folder / "ledger.db").write_text("ledger-row-of-bob")
     return path
 
 
@@ -49,19 +50,23 @@ async def _run(
 
 
 @pytest.mark.parametrize("sandboxed", [False, True])
-async def test_a_sandboxed_program_cannot_read_the_gateways_environ_or_config(
+async def test_a_sandboxed_program_cannot_read_the_gateways_environ_config_or_ledger(
     config_file: Path, sandboxed: bool
 ) -> None:
-    argv = ("cat", "{environ}", "{config}")
-    arguments = {"environ": GATEWAY_ENVIRON, "config": str(config_file)}
+    argv = ("cat", "{environ}", "{config}", "{ledger}")
+    ledger = str(config_file.with_name("ledger.db"))
+    arguments = {"environ": GATEWAY_ENVIRON, "config": str(config_file), "ledger": ledger}
     result = await _run(argv, arguments, Sandbox() if sandboxed else None)
     if not sandboxed:
         assert result.status is CallStatus.SUCCEEDED
         assert "PATH=" in result.data["stdout"] and "alice-secret" in result.data["stdout"]
+        assert "ledger-row-of-bob" in result.data["stdout"]
         return
-    assert result.status is CallStatus.FAILED  # cat: no such file, twice
-    assert "PATH=" not in result.error.details["stderr"]  # type: ignore[union-attr]
-    assert "alice-secret" not in result.error.details["stderr"]  # type: ignore[union-attr]
+    assert result.status is CallStatus.FAILED  # cat: no such file, three times
+    assert result.error is not None
+    stderr = result.error.details["stderr"]
+    assert "PATH=" not in stderr and "alice-secret" not in stderr
+    assert stderr.count("No such file") == 3
 
 
 @pytest.mark.parametrize("sandboxed", [False, True])
