@@ -98,6 +98,18 @@ class ConnectorsBench:
     """Python, platform, CPUs and load average."""
 
     @property
+    def cpu_ratios(self) -> dict[str, float]:
+        """Toolkeeper's CPU time per call over the plain call's, per kind: steadier than wall
+        time when other processes compete for the CPU (but blind to I/O waits)."""
+        by_key = {c.key: c.summary for c in self.cases}
+        out = {}
+        for kind, plain in (("http", "http.httpx2"), ("command", "command.bare")):
+            own, other = by_key.get(f"{kind}.toolkeeper"), by_key.get(plain)
+            if own and other and own.cpu_us and other.cpu_us:
+                out[kind] = round(own.cpu_us / other.cpu_us, 3)
+        return out
+
+    @property
     def all_calls_succeeded(self) -> bool:
         """Whether every timed call returned the right result."""
         return all(c.summary is not None and c.summary.failures == 0 for c in self.cases)
@@ -114,6 +126,7 @@ class ConnectorsBench:
             "environment": self.environment,
             "cases": {c.key: c.to_dict() for c in self.cases},
             "targets": {t.key: t.to_dict() for t in self.targets},
+            "cpu_ratios": self.cpu_ratios,
             "targets_met": all(t.met is True for t in self.targets),
             "all_calls_succeeded": self.all_calls_succeeded,
         }
@@ -320,6 +333,8 @@ def render_connectors(report: ConnectorsBench) -> str:
             render_table(["case", "status", "median us", "p99 us", "cpu us"], rows),
             "",
             render_table(["target", "measured", "bound", "met"], targets),
+            "CPU time per call, toolkeeper / plain: "
+            + ", ".join(f"{kind} {ratio:.2f}x" for kind, ratio in report.cpu_ratios.items()),
         ]
     )
 
