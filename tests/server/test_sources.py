@@ -163,3 +163,21 @@ sandbox = { read_only = ["servers"], writable = "work", network = true }
     assert params.sandbox == Sandbox(
         network=True, read_only=(str(tmp_path / "servers"),), writable=str(tmp_path / "work")
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("pets.json", "{not json"), ("pets.yaml", "a: [b"), ("pets.json", '{"swagger": "2.0"}')],
+)
+async def test_an_openapi_document_that_cannot_be_read_is_a_configuration_error(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    from toolkeeper.core.errors import ConfigurationError
+
+    (tmp_path / name).write_text(text)
+    config = parse_config(
+        f'[http.pets]\nbase_url = "https://api.example.com"\nopenapi = "{name}"',
+        base_dir=str(tmp_path),
+    )
+    with pytest.raises(ConfigurationError, match=r"\[http\.pets\] openapi"):
+        build(config)

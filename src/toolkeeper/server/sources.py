@@ -63,7 +63,10 @@ def _document(path: Path) -> Any:
             import yaml
         except ImportError as exc:
             raise ConfigurationError(f"{path}: a YAML document needs pyyaml") from exc
-        return yaml.safe_load(text)
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"not YAML: {exc}") from exc
     return json.loads(text)
 
 
