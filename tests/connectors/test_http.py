@@ -345,3 +345,14 @@ async def test_concurrent_calls_share_the_sources_connections(service: Service) 
                 tg.start_soon(one, i)
     assert all(results[i].data["id"] == str(i) for i in range(20))
     assert len(service.seen) == 20
+
+
+async def test_an_idempotent_write_is_retried_with_the_same_idempotency_key(
+    service: Service,
+) -> None:
+    service.answers["/pets/1"] = [(503, {"retry-after": "0"}, b"")]
+    async with _keeper(_params(service)) as keeper:
+        result = await keeper.execute(_call("pets.replacePet", petId="1", body={"name": "Rex"}))
+    assert result.status is CallStatus.SUCCEEDED and result.attempt == 2
+    first, second = (s.headers["idempotency-key"] for s in service.seen)
+    assert first == second
