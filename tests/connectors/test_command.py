@@ -183,3 +183,14 @@ async def test_concurrent_calls_each_get_their_own_output() -> None:
             for i in range(10):
                 tg.start_soon(one, i)
     assert [results[i].data["stdout"] for i in range(10)] == [f"n{i}" for i in range(10)]
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_a_program_runs_and_times_out_on_trio_too(tmp_path: Path) -> None:
+    done = await _run(("printf", "%s", "{text}"), {"text": "on trio"})
+    assert done.data["stdout"] == "on trio"
+    pidfile = tmp_path / "child"
+    with anyio.fail_after(10):
+        late = await _run(("sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"), seconds=0.5)
+    assert late.error is not None and late.error.code is ErrorCode.TIMEOUT
+    await _ended(int(pidfile.read_text()))
