@@ -28,7 +28,7 @@ from typing import Any
 
 from ..schema.validate import Violation
 
-__all__ = ["Template", "check", "fill", "placeholders", "schema_for"]
+__all__ = ["Template", "check", "fill", "placeholders", "schema_for", "template"]
 
 Template = tuple[str | tuple[str, ...], ...]
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -148,6 +148,6 @@ def check(template: Template, arguments: Mapping[str, Any]) -> list[Violation]:
     return out
 
 
-def _items(raw: Sequence[Any]) -> Template:
-    """A template from configuration (lists of text or of lists of text)."""
+def template(raw: Sequence[str | Sequence[str]]) -> Template:
+    """A template from configuration (texts, and lists of texts for groups)."""
     return tuple(item if isinstance(item, str) else tuple(item) for item in raw)

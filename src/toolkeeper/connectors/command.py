@@ -38,7 +38,7 @@ import anyio
 import anyio.abc
 
 from ..core.connector import UnrecordableResult, UpstreamUnavailable
-from ..core.errors import ErrorCode
+from ..core.errors import ConfigurationError, ErrorCode
 from ..core.signals import ToolFailed
 from ..core.values import CallContext, ToolSpec
 from ..schema.validate import Violation
@@ -89,8 +89,6 @@ class CommandConnector:
     """
 
     def __init__(self, params: CommandParams) -> None:
-        from ..core.errors import ConfigurationError
-
         program = params.argv[0] if params.argv else None
         if not isinstance(program, str) or "{" in program:
             raise ConfigurationError("a command's argv begins with its program, not a placeholder")

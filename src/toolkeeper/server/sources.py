@@ -136,21 +136,21 @@ def command_tools(name: str, cfg: CommandSourceConfig, base_dir: str) -> list[To
     Raises:
         ConfigurationError: a program is not found, or a sandbox needs bubblewrap.
     """
-    from ..connectors._argv import placeholders, schema_for
+    from ..connectors._argv import placeholders, schema_for, template
 
     sandbox = sandbox_of(cfg.sandbox, base_dir)
     tools = []
     for tool, t in cfg.tools.items():
-        template = tuple(item if isinstance(item, str) else tuple(item) for item in t.argv)
-        schema = t.input_schema or schema_for(template)
-        unknown = set(placeholders(template)) - set(schema.get("properties") or {})
+        argv = template(t.argv)
+        schema = t.input_schema or schema_for(argv)
+        unknown = set(placeholders(argv)) - set(schema.get("properties") or {})
         if unknown:
             raise ConfigurationError(
                 f"[commands.{name}.tools.{tool}] argv names {', '.join(sorted(unknown))}, "
                 "which its input_schema does not"
             )
         params = CommandParams(
-            argv=template,
+            argv=argv,
             env_allow=tuple(cfg.env_allow),
             env=dict(cfg.env),
             cwd=_path(base_dir, cfg.cwd) if cfg.cwd else None,
