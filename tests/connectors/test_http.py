@@ -356,3 +356,22 @@ async def test_an_idempotent_write_is_retried_with_the_same_idempotency_key(
     assert result.status is CallStatus.SUCCEEDED and result.attempt == 2
     first, second = (s.headers["idempotency-key"] for s in service.seen)
     assert first == second
+
+
+def test_an_openapi_3_1_schema_is_kept_as_it_is() -> None:
+    schema = {"type": ["string", "null"], "exclusiveMinimum": 0, "nullable": True}
+    doc = {
+        "openapi": "3.1.0",
+        "paths": {
+            "/things": {
+                "get": {
+                    "parameters": [{"name": "q", "in": "query", "schema": schema}],
+                    "responses": {"200": {"content": {"application/json": {"schema": schema}}}},
+                }
+            }
+        },
+    }
+    (op,) = openapi_operations(doc)
+    assert op.name == "get_things"  # (no operationId: method and path)
+    assert op.input_schema["properties"]["q"] == schema
+    assert op.output_schema == schema

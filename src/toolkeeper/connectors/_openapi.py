@@ -111,7 +111,7 @@ def default_effect(method: str) -> tuple[Effect, bool]:
 
 
 def _tool_name(text: str) -> str:
-    return _NAME.sub("_", text).strip("_") or "operation"
+    return re.sub("_+", "_", _NAME.sub("_", text)).strip("_") or "operation"
 
 
 class _Refs:
