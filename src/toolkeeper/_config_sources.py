@@ -43,6 +43,9 @@ class Model(BaseModel):
 NO_NUL = r"^[^\x00]*$"
 """What a program's name, arguments and environment may hold (the OS ends a string at NUL)."""
 
+ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+"""A tool's name within its source (`SOURCE.NAME`): letters, digits, `_` and `-`."""
+
 
 def http_url(url: str) -> str:
     """`url` when it is `http://` or `https://` with a host.
@@ -117,7 +120,7 @@ class HttpSourceConfig(Model):
     """The URL the operations' paths are below."""
     openapi: Annotated[str, Field(min_length=1)] | None = None
     """An OpenAPI 3.0/3.1 document (JSON, or YAML with pyyaml), relative to this file."""
-    endpoints: dict[str, HttpEndpointConfig] = {}
+    endpoints: dict[ToolName, HttpEndpointConfig] = {}
     """Endpoints written out here, by tool name."""
     headers: dict[str, str] = Field(default={}, repr=False)
     """Headers of every request to the base URL's origin (`${NAME}` expanded; never shown)."""
@@ -190,7 +193,7 @@ class CommandSourceConfig(Model):
     sandbox: SandboxConfig | None = None
     permissions: list[str] | None = None
     """Permissions every tool of this source needs (default `NAME:TOOL`)."""
-    tools: dict[str, CommandToolConfig] = {}
+    tools: dict[ToolName, CommandToolConfig] = {}
 
     @model_validator(mode="after")
     def _one_folder(self) -> CommandSourceConfig:

@@ -181,3 +181,9 @@ async def test_an_openapi_document_that_cannot_be_read_is_a_configuration_error(
     )
     with pytest.raises(ConfigurationError, match=r"\[http\.pets\] openapi"):
         build(config)
+
+
+def test_a_command_tools_name_is_one_plain_word() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config('[commands.files.tools."a.b"]\nargv = ["true"]')
+    assert caught.value.key.startswith("commands.files.tools")
