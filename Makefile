@@ -4,6 +4,8 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 INSPECTOR := .cache/inspector/node_modules/.bin/mcp-inspector
+BWRAP := /usr/bin/bwrap
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test lint typecheck unit clean
 
@@ -36,7 +38,11 @@ typecheck: $(STAMP_TEST)
 $(INSPECTOR):
 	npm install --prefix .cache/inspector --no-audit --no-fund @modelcontextprotocol/inspector@0.15.0
 
-unit: $(STAMP_TEST) $(INSPECTOR)
+# bubblewrap, the sandbox of sandboxed stdio upstreams and programs (Debian's package).
+$(BWRAP):
+	$(SUDO) apt-get install -y bubblewrap || ($(SUDO) apt-get update && $(SUDO) apt-get install -y bubblewrap)
+
+unit: $(STAMP_TEST) $(INSPECTOR) $(BWRAP)
 	$(BIN)/pytest
 
 test: lint typecheck unit

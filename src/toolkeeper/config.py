@@ -20,29 +20,37 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
-from urllib.parse import urlsplit
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    model_validator,
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
+
+from ._config_sources import NO_NUL as _NO_NUL
+from ._config_sources import (
+    CommandSourceConfig,
+    CommandToolConfig,
+    HttpEndpointConfig,
+    HttpSourceConfig,
+    Model,
+    SandboxConfig,
+    ToolOverrideConfig,
 )
-
+from ._config_sources import http_url as _http_url
 from .connectors.python import DEFAULT_TOOL_THREADS
 from .core.errors import ConfigurationError
-from .core.values import Effect, grant_pattern
+from .core.values import grant_pattern
 from .dialects.base import RESULT_CHARS
 from .ledger.factory import open_store
 
 __all__ = [
+    "CommandSourceConfig",
+    "CommandToolConfig",
     "ConfigError",
     "GatewayConfig",
+    "HttpEndpointConfig",
+    "HttpSourceConfig",
     "LocalTools",
     "PrincipalConfig",
     "RuleConfig",
+    "SandboxConfig",
     "ServerSettings",
     "ToolOverrideConfig",
     "UpstreamConfig",
@@ -67,10 +75,7 @@ class ConfigError(ConfigurationError):
 
 
 class _Model(BaseModel):
-    # A value refused here may be a token or a secret header: errors never quote one.
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, hide_input_in_errors=True, strict=True, allow_inf_nan=False
-    )
+    model_config = Model.model_config
 
 
 _HOST_LABEL = re.compile(r"[\w-]{1,63}")
@@ -175,32 +180,6 @@ class ServerSettings(_Model):
     `UPSTREAM_UNAVAILABLE`, retryable: its function never started."""
 
 
-class ToolOverrideConfig(_Model):
-    """`[upstreams.NAME.tools.TOOL]`: trusted facts replacing an upstream tool's hints."""
-
-    effect: Annotated[Effect | None, Field(strict=False)] = None
-    idempotent: bool | None = None
-    permissions: list[str] | None = None
-    timeout: float | None = Field(default=None, gt=0)
-    tags: list[str] = []
-
-
-_NO_NUL = r"^[^\x00]*$"
-"""What a program's name, arguments and environment may hold (the OS ends a string at NUL)."""
-
-
-def _http_url(url: str) -> str:
-    # Never quoted: a URL may hold a password (`https://user:secret@host/mcp`).
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises for a port that is not a number in range
-    except ValueError:
-        raise ValueError("is not a valid URL") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("an upstream's url is http:// or https:// with a host")
-    return url
-
-
 class UpstreamConfig(_Model):
     """`[upstreams.NAME]`: one upstream MCP server (stdio `command`, or HTTP `url`)."""
 
@@ -232,11 +211,15 @@ class UpstreamConfig(_Model):
     destructive (every call needs approval, no failed attempt is retried)."""
     tools: dict[str, ToolOverrideConfig] = {}
     """Trusted facts about single tools, by their upstream name (these win over any hint)."""
+    sandbox: SandboxConfig | None = None
+    """Run the stdio server in a bubblewrap sandbox (see `SandboxConfig`)."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamConfig:
         if (self.command is None) == (self.url is None):
             raise ValueError("set exactly one of command (stdio) and url (streamable HTTP)")
+        if self.sandbox is not None and (self.command is None or self.cwd is not None):
+            raise ValueError("a sandbox is for a stdio upstream, in sandbox.writable (no cwd)")
         return self
 
 
@@ -345,6 +328,10 @@ class GatewayConfig(_Model):
     server: ServerSettings = ServerSettings()
     upstreams: dict[Annotated[str, AfterValidator(_upstream_name)], UpstreamConfig] = {}
     """By name, which begins the names of its tools (`NAME.tool`)."""
+    http: dict[Annotated[str, AfterValidator(_upstream_name)], HttpSourceConfig] = {}
+    """HTTP services by name, which begins the names of their tools."""
+    commands: dict[Annotated[str, AfterValidator(_upstream_name)], CommandSourceConfig] = {}
+    """Programs as tools, by source name, which begins the names of their tools."""
     tools: list[LocalTools] = []
     principals: dict[str, PrincipalConfig] = {}
     rules: list[RuleConfig] = []
@@ -460,19 +447,34 @@ def _environ(
 def _expand_upstreams(
     config: GatewayConfig, raise_at: Callable[[Sequence[str | int], str], NoReturn]
 ) -> GatewayConfig:
-    """`${NAME}` in an upstream's `env` and `headers` values is the gateway's environment
-    variable NAME, which must be set and not empty: secrets need not be written into the
-    file."""
+    """`${NAME}` in an upstream's `env` and `headers` values (an HTTP source's `headers`, a
+    command source's `env`) is the gateway's environment variable NAME, which must be set and
+    not empty: secrets need not be written into the file."""
 
     def expand(where: tuple[str, ...], value: str) -> str:
         return _VARIABLE.sub(lambda match: _environ(match.group(1), where, raise_at), value)
 
-    upstreams = {}
-    for name, up in config.upstreams.items():
-        env = {k: expand(("upstreams", name, "env", k), v) for k, v in up.env.items()}
-        headers = {k: expand(("upstreams", name, "headers", k), v) for k, v in up.headers.items()}
-        upstreams[name] = up.model_copy(update={"env": env, "headers": headers})
-    return config.model_copy(update={"upstreams": upstreams})
+    def table(where: tuple[str, ...], values: dict[str, str]) -> dict[str, str]:
+        return {k: expand((*where, k), v) for k, v in values.items()}
+
+    upstreams = {
+        name: up.model_copy(
+            update={
+                "env": table(("upstreams", name, "env"), up.env),
+                "headers": table(("upstreams", name, "headers"), up.headers),
+            }
+        )
+        for name, up in config.upstreams.items()
+    }
+    http = {
+        name: src.model_copy(update={"headers": table(("http", name, "headers"), src.headers)})
+        for name, src in config.http.items()
+    }
+    commands = {
+        name: src.model_copy(update={"env": table(("commands", name, "env"), src.env)})
+        for name, src in config.commands.items()
+    }
+    return config.model_copy(update={"upstreams": upstreams, "http": http, "commands": commands})
 
 
 _TOKEN = re.compile(r"[\x21-\x7e]+")
@@ -561,6 +563,13 @@ def parse_config(
         raise_at(("server", "ledger"), str(exc))
     if config.budgets is not None and config.budgets.rate_limiter is not None:
         _check_rate_limiter(config.budgets.rate_limiter, raise_at)
+    sources = [("upstreams", n) for n in config.upstreams]
+    sources += [("http", n) for n in config.http] + [("commands", n) for n in config.commands]
+    named: dict[str, str] = {}
+    for section, name in sources:
+        if name in named:
+            raise_at((section, name), f"is the name of [{named[name]}.{name}] too")
+        named[name] = section
     for index, entry in enumerate(config.tools):
         if entry.file is None:
             continue

@@ -34,6 +34,10 @@ _BENCHES: dict[str, tuple[str, str]] = {
         "toolkeeper.server.bench:configure_gateway",
         "an MCP tool call through the gateway vs direct vs FastMCP's proxy",
     ),
+    "connectors": (
+        "toolkeeper.bench.connectors:configure_connectors",
+        "an HTTP tool vs plain httpx2, a command-line tool vs a bare subprocess",
+    ),
     "scale": (
         "toolkeeper.bench.scale:configure_scale",
         "gateway processes on one PostgreSQL ledger: throughput, duplicates, lost, budgets",
@@ -70,7 +74,8 @@ def register(subparsers: Any) -> None:
     """Add `bench` and one sub-command per entry of `_BENCHES`."""
     parser = subparsers.add_parser(
         "bench",
-        help="time the executor, gateway and retrieval next to peers, and scale over processes",
+        help="time the executor, gateway, connectors and retrieval next to peers, and scale "
+        "over processes",
     )
     sub = parser.add_subparsers(
         dest="bench_command", metavar="WHAT", required=True, parser_class=_LazyParser

@@ -9,6 +9,7 @@ from typing import Literal
 
 from ..core.errors import ConfigurationError
 from ..core.values import Effect
+from .sandbox import Sandbox
 
 __all__ = ["ToolOverride", "UpstreamParams"]
 
@@ -68,9 +69,14 @@ class UpstreamParams:
     """Tenants its tools exist for; None means every tenant."""
     environments: frozenset[str] | None = None
     """Environments its tools exist in; None means every environment."""
+    sandbox: Sandbox | None = None
+    """Run the stdio server in this sandbox (bubblewrap): it cannot see the gateway's
+    process, environment, configuration or ledger; None runs it as the gateway's user."""
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
             raise ConfigurationError(f"upstream {self.name!r} needs exactly one of command, url")
         if not self.name or "." in self.name:
             raise ConfigurationError(f"upstream name {self.name!r} must be non-empty without '.'")
+        if self.sandbox is not None and self.command is None:
+            raise ConfigurationError(f"upstream {self.name!r}: only a stdio server is sandboxed")

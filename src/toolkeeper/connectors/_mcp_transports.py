@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,8 +26,10 @@ from mcp.client.streamable_http import streamable_http_client
 from ._mcp_params import UpstreamParams
 from ._mcp_pipe import PipeTransport
 from ._mcp_tools import IDEMPOTENCY_META_KEY
+from .sandbox import Sandbox
 
 __all__ = [
+    "SandboxedPipe",
     "http_client",
     "http_transport",
     "idempotency_key_of",
@@ -50,13 +54,49 @@ def stdio_transport(p: UpstreamParams) -> Any:
     assert p.command is not None
     command = resolve_command(p.command)
     env = dict(p.env) or None
-    if os.name == "posix" and sniffio.current_async_library() == "asyncio":
-        return PipeTransport(command, p.args, env=env, cwd=p.cwd)
+    args, cwd = list(p.args), p.cwd
+    on_pipe = os.name == "posix" and sniffio.current_async_library() == "asyncio"
+    if p.sandbox is not None:
+        command = shutil.which(command) or command  # (inside, nothing is on the PATH)
+        if on_pipe:
+            return SandboxedPipe(p.sandbox, command, args, env=env)
+        cwd = p.sandbox.writable or tempfile.mkdtemp(prefix="tk-sandbox-")
+        command, *args = p.sandbox.wrap([command, *args], workdir=cwd)
+    if on_pipe:
+        return PipeTransport(command, args, env=env, cwd=cwd)
     from mcp.client.stdio import stdio_client
 
-    return stdio_client(
-        StdioServerParameters(command=command, args=list(p.args), env=env, cwd=p.cwd)
-    )
+    return stdio_client(StdioServerParameters(command=command, args=args, env=env, cwd=cwd))
+
+
+class SandboxedPipe(PipeTransport):
+    """A `PipeTransport` whose server runs in `sandbox`, in its writable directory (a new
+    one for each connection, removed after, when it names none)."""
+
+    def __init__(
+        self, sandbox: Sandbox, command: str, args: list[str], *, env: dict[str, str] | None
+    ) -> None:
+        super().__init__(command, args, env=env)
+        self._sandbox = sandbox
+        self._argv = [command, *args]
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+
+    async def __aenter__(self) -> Any:
+        workdir = self._sandbox.writable
+        if workdir is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="tk-sandbox-")
+            workdir = self._scratch.name
+        self._command, *self._args = self._sandbox.wrap(self._argv, workdir=workdir)
+        self._cwd = workdir
+        return await super().__aenter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await super().__aexit__(*exc)
+        finally:
+            scratch, self._scratch = self._scratch, None
+            if scratch is not None:
+                scratch.cleanup()
 
 
 def http_client(

@@ -23,7 +23,7 @@ import anyio
 
 from ..catalog.registry import CatalogEvent
 from ..config import BudgetsConfig, GatewayConfig, LocalTools, RuleConfig, UpstreamConfig
-from ..connectors.mcp import McpUpstream, ToolOverride, UpstreamParams
+from ..connectors.mcp import McpUpstream, UpstreamParams
 from ..core.errors import ConfigurationError
 from ..core.values import Principal
 from ..keeper import Keeper
@@ -31,6 +31,7 @@ from ..ledger.factory import POSTGRES_SCHEMES, open_store
 from ..policy import rules as R
 from ..policy.budgets import Budgets, RateLimiter
 from .gateway import Gateway, GatewayPrincipal
+from .sources import command_tools, http_source, override, sandbox_of
 
 __all__ = ["Deployment", "build", "load_tool_module"]
 
@@ -40,10 +41,18 @@ _log = logging.getLogger("toolkeeper")
 class Deployment:
     """A keeper, its gateway and its upstream connections, opened and closed together."""
 
-    def __init__(self, keeper: Keeper, gateway: Gateway, upstreams: Sequence[McpUpstream]) -> None:
+    def __init__(
+        self,
+        keeper: Keeper,
+        gateway: Gateway,
+        upstreams: Sequence[McpUpstream],
+        sources: Sequence[Any] = (),
+    ) -> None:
         self.keeper = keeper
         self.gateway = gateway
         self.upstreams = tuple(upstreams)
+        self.sources = tuple(sources)
+        """Other sources with connections to close (HTTP services)."""
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Deployment:
@@ -52,6 +61,8 @@ class Deployment:
             if close_limiter is not None:  # a shared (Redis) limiter's connections
                 stack.push_async_callback(close_limiter)
             await stack.enter_async_context(self.keeper)
+            for source in self.sources:
+                stack.push_async_callback(source.aclose)
             stack.callback(self.gateway.close)  # (before the keeper closes)
             for upstream in self.upstreams:
                 await upstream.start()
@@ -155,16 +166,7 @@ def _rule(cfg: RuleConfig, base_dir: str) -> R.Rule:
 
 def upstream_params(name: str, cfg: UpstreamConfig, base_dir: str) -> UpstreamParams:
     """The connector parameters of one configured upstream."""
-    overrides = {
-        tool: ToolOverride(
-            effect=o.effect,
-            idempotent=o.idempotent,
-            permissions=tuple(o.permissions) if o.permissions is not None else None,
-            timeout=o.timeout,
-            tags=tuple(o.tags),
-        )
-        for tool, o in cfg.tools.items()
-    }
+    overrides = {tool: override(o) for tool, o in cfg.tools.items()}
     cwd = str((Path(base_dir) / cfg.cwd).resolve()) if cfg.cwd else None
     return UpstreamParams(
         name=name,
@@ -181,6 +183,7 @@ def upstream_params(name: str, cfg: UpstreamConfig, base_dir: str) -> UpstreamPa
         trust_hints=cfg.trust_hints,
         include=tuple(cfg.include) if cfg.include is not None else None,
         default_permissions=tuple(cfg.permissions) if cfg.permissions is not None else None,
+        sandbox=sandbox_of(cfg.sandbox, base_dir),
     )
 
 
@@ -235,6 +238,13 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         McpUpstream(upstream_params(name, cfg, config.base_dir), keeper.catalog)
         for name, cfg in config.upstreams.items()
     ]
+    sources = [http_source(name, cfg, config.base_dir) for name, cfg in config.http.items()]
+    for source in sources:
+        for tool in source.tools:
+            keeper.add(tool)
+    for name, cfg in config.commands.items():
+        for tool in command_tools(name, cfg, config.base_dir):
+            keeper.add(tool)
     principals = [
         GatewayPrincipal(
             principal=Principal(
@@ -265,4 +275,4 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         max_result_chars=config.server.max_result_chars or None,
         repeat_window=config.server.repeat_window,
     )
-    return Deployment(keeper, gateway, upstreams)
+    return Deployment(keeper, gateway, upstreams, sources)
