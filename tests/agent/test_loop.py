@@ -1,0 +1,215 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from toolkeeper import Keeper, Principal
+from toolkeeper.agent import Agent, ModelRequest, RunStatus
+from toolkeeper.core.errors import ConfigurationError, ErrorCode
+from toolkeeper.core.states import CallStatus
+from toolkeeper.ledger import MemoryStore
+from toolkeeper.testing import ScriptedModel, scripted_call
+
+pytestmark = pytest.mark.anyio
+
+ALICE = Principal(id="alice", grants=frozenset({"docs:*"}))
+
+
+def make_keeper() -> tuple[Keeper, list[str]]:
+    keeper = Keeper(ledger=MemoryStore())
+    published: list[str] = []
+
+    @keeper.tool(effect="read_only", permissions=["docs:read"])
+    def search(query: str) -> list[str]:
+        """Search the documents."""
+        return [f"doc about {query}"]
+
+    @keeper.tool(effect="destructive", permissions=["docs:publish"])
+    def publish(title: str) -> str:
+        """Publish a report."""
+        published.append(title)
+        return f"published {title}"
+
+    @keeper.tool(effect="read_only", permissions=["admin:read"])
+    def secrets() -> str:
+        """Not for alice."""
+        return "s3cret"
+
+    return keeper, published
+
+
+def last_tool_message(request: ModelRequest) -> dict[str, Any]:
+    return dict(request.messages[-1])
+
+
+async def test_a_run_calls_tools_then_answers_with_three_verdicts() -> None:
+    keeper, _ = make_keeper()
+    model = ScriptedModel([scripted_call("search", query="tides"), "Tides are tidal."])
+    agent = Agent(keeper, model, verify=lambda r: "tidal" in (r.output or ""))
+    async with keeper:
+        result = await agent.run("tell me about tides", principal=ALICE)
+    assert result.status is RunStatus.COMPLETED
+    assert result.output == "Tides are tidal."
+    assert [o.result.data for o in result.calls] == [["doc about tides"]]
+    assert result.calls[0].call.principal == ALICE
+    assert (result.verdicts.protocol, result.verdicts.tools, result.verdicts.task) == (
+        True,
+        True,
+        True,
+    )
+    assert result.usage.requests == 2
+    tool_message = result.messages[2]
+    assert tool_message["role"] == "tool" and "doc about tides" in tool_message["content"]
+
+
+async def test_the_model_sees_only_what_the_principal_may_use_and_cannot_call_more() -> None:
+    keeper, _ = make_keeper()
+    model = ScriptedModel([scripted_call("secrets"), "ok"])
+    async with keeper:
+        result = await Agent(keeper, model).run("x", principal=ALICE)
+    offered = {t["function"]["name"] for t in model.requests[0].tools}
+    assert offered == {"search", "publish"}
+    assert result.calls[0].result.error is not None
+    assert result.calls[0].result.error.code in (
+        ErrorCode.PERMISSION_DENIED,
+        ErrorCode.UNKNOWN_TOOL,
+    )
+    assert result.verdicts.protocol is False
+
+
+async def test_a_call_needing_approval_pauses_and_a_resume_runs_it_exactly_once() -> None:
+    keeper, published = make_keeper()
+    model = ScriptedModel([scripted_call("publish", title="Tides"), "Published."])
+    agent = Agent(keeper, model)
+    async with keeper:
+        paused = await agent.run("publish", principal=ALICE)
+        assert paused.status is RunStatus.AWAITING_APPROVAL and len(paused.approvals) == 1
+        assert published == []
+        still = await agent.resume(paused.run_id)
+        assert still.status is RunStatus.AWAITING_APPROVAL and published == []
+        await keeper.approvals.approve(paused.approvals[0], by="bob")
+        done = await agent.resume(paused.run_id)
+        again = await agent.resume(paused.run_id)
+    assert done.status is RunStatus.COMPLETED and done.output == "Published."
+    assert published == ["Tides"]
+    assert again.status is RunStatus.COMPLETED and again.output == "Published."
+    assert [o.result.status for o in again.calls] == [CallStatus.SUCCEEDED]
+    assert len(model.requests) == 2  # the paused turn is not asked again
+
+
+async def test_a_denial_goes_back_to_the_model_as_the_coded_refusal() -> None:
+    keeper, published = make_keeper()
+    seen: list[dict[str, Any]] = []
+
+    def answer(request: ModelRequest) -> str:
+        seen.append(last_tool_message(request))
+        return "I could not publish."
+
+    model = ScriptedModel([scripted_call("publish", title="Tides"), answer])
+    agent = Agent(keeper, model)
+    async with keeper:
+        paused = await agent.run("publish", principal=ALICE)
+        await keeper.approvals.deny(paused.approvals[0], by="bob", reason="not today")
+        done = await agent.resume(paused.run_id)
+    assert published == []
+    assert done.status is RunStatus.COMPLETED
+    assert json.loads(seen[0]["content"])["error"]["code"] == "APPROVAL_DENIED"
+    assert done.verdicts.tools is True and done.verdicts.protocol is True
+
+
+async def test_a_run_that_never_answers_stops_at_max_steps() -> None:
+    keeper, _ = make_keeper()
+    model = ScriptedModel([scripted_call("search", query=str(i)) for i in range(10)])
+    async with keeper:
+        result = await Agent(keeper, model, max_steps=3).run("loop", principal=ALICE)
+    assert result.status is RunStatus.MAX_STEPS
+    assert len(result.calls) == 3 and result.output is None
+    assert result.verdicts.protocol is False
+
+
+async def test_a_large_result_is_shown_as_a_head_and_read_on_with_read_result() -> None:
+    keeper = Keeper(ledger=MemoryStore())
+
+    @keeper.tool(effect="read_only")
+    def dump() -> str:
+        """A huge document."""
+        return "".join(f"{i:06d}" for i in range(20_000))  # 120,000 characters
+
+    pieces: list[str] = []
+
+    def read_on(request: ModelRequest) -> Any:
+        pieces.append(str(last_tool_message(request)["content"]))
+        assert "read_result" in {t["function"]["name"] for t in request.tools}
+        return scripted_call("read_result", ref="call_0_0", offset=6000, length=12)
+
+    def finish(request: ModelRequest) -> str:
+        pieces.append(str(last_tool_message(request)["content"]))
+        return "done"
+
+    model = ScriptedModel([scripted_call("dump"), read_on, finish], context_window=10_000)
+    agent = Agent(keeper, model, result_share=0.1)
+    who = Principal(id="p", grants=frozenset({"*"}))
+    async with keeper:
+        result = await agent.run("read", principal=who)
+        record = await keeper.store.get_call(result.run_id, "call_0_0")
+    assert agent.max_result_chars == 4000
+    assert pieces[0].startswith("000000000001") and "120,000 characters" in pieces[0]
+    assert len(pieces[0]) < 4300
+    assert pieces[1].startswith("001000001001")
+    assert record is not None and len(record.result) == 120_000
+    assert result.calls[0].result.data == record.result
+
+
+async def test_read_result_reads_nothing_of_another_run() -> None:
+    keeper = Keeper(ledger=MemoryStore())
+
+    @keeper.tool(effect="read_only")
+    def note() -> str:
+        """A note."""
+        return "private"
+
+    who = Principal(id="p", grants=frozenset({"*"}))
+    async with keeper:
+        await Agent(keeper, ScriptedModel([scripted_call("note"), "ok"])).run(
+            "a", principal=who, task_id="run-a"
+        )
+        other = await Agent(
+            keeper, ScriptedModel([scripted_call("read_result", ref="call_0_0"), "ok"])
+        ).run("b", principal=who, task_id="run-b")
+    refused = other.calls[0].result
+    assert refused.error is not None and "private" not in json.dumps(refused.error.to_dict())
+
+
+async def test_an_unknown_model_string_and_bad_settings_are_refused() -> None:
+    keeper, _ = make_keeper()
+    with pytest.raises(ConfigurationError):
+        Agent(keeper, "nope:model")
+    with pytest.raises(ConfigurationError):
+        Agent(keeper, ScriptedModel([]), max_steps=0)
+
+
+async def test_another_tool_named_read_result_is_not_replaced() -> None:
+    keeper, _ = make_keeper()
+
+    @keeper.tool(name="read_result")
+    def mine() -> str:
+        return ""
+
+    with pytest.raises(ConfigurationError):
+        Agent(keeper, ScriptedModel([]))
+
+
+async def test_text_streams_to_the_caller_as_it_comes() -> None:
+    keeper, _ = make_keeper()
+    pieces: list[str] = []
+
+    async def on_text(text: str) -> None:
+        pieces.append(text)
+
+    async with keeper:
+        result = await Agent(keeper, ScriptedModel(["one two three"])).run(
+            "x", principal=ALICE, on_text=on_text
+        )
+    assert len(pieces) == 3 and "".join(pieces) == result.output == "one two three"
