@@ -72,7 +72,9 @@ class VendorServer:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> VendorServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), daemon=True
+        )
         self._thread.start()
         return self
 
