@@ -213,3 +213,51 @@ async def test_text_streams_to_the_caller_as_it_comes() -> None:
             "x", principal=ALICE, on_text=on_text
         )
     assert len(pieces) == 3 and "".join(pieces) == result.output == "one two three"
+
+
+async def test_a_call_to_a_tool_the_turn_lacked_makes_the_next_turn_select_it() -> None:
+    keeper = Keeper(ledger=MemoryStore())
+    for topic in ("weather", "stocks", "news", "sports", "recipes", "traffic"):
+
+        def lookup(query: str, topic: str = topic) -> str:
+            return f"{topic}: {query}"
+
+        keeper.add_function(
+            lookup,
+            name=f"{topic}.lookup",
+            effect="read_only",
+            description=f"Look up {topic} information.",
+        )
+
+    @keeper.tool(effect="read_only")
+    def convert_currency(amount: float, to: str) -> str:
+        """Convert an amount of money into another currency."""
+        return f"{amount} {to}"
+
+    offered: list[set[str]] = []
+
+    def record(turn: Any) -> Any:
+        def play(request: ModelRequest) -> Any:
+            offered.append({t["function"]["name"] for t in request.tools})
+            return turn
+
+        return play
+
+    model = ScriptedModel(
+        [
+            record(scripted_call("currency_convert", amount=3, to="EUR")),
+            record(scripted_call("convert_currency", amount=3, to="EUR")),
+            record("3 EUR"),
+        ]
+    )
+    who = Principal(id="p", grants=frozenset({"*"}))
+    async with keeper:
+        result = await Agent(keeper, model, select_k=2).run(
+            "what is the weather in Paris", principal=who
+        )
+    assert "convert_currency" not in offered[0]
+    assert result.calls[0].result.error is not None
+    assert result.calls[0].result.error.code is ErrorCode.UNKNOWN_TOOL
+    assert "convert_currency" in offered[1]
+    assert result.calls[1].result.data == "3 EUR"
+    assert result.status is RunStatus.COMPLETED and result.verdicts.protocol is False

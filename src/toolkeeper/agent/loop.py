@@ -135,7 +135,7 @@ class Agent:
             on_text: Receives the model's text as it streams in.
 
         Raises:
-            StaleRun: a run of that id is stored already (resume it instead).
+            ConfigurationError: a run of that id is stored already (resume it instead).
         """
         if not isinstance(principal, Principal):
             raise ConfigurationError("Agent.run(principal=...) needs a Principal")
@@ -146,6 +146,8 @@ class Agent:
             messages=self.model.user_message(message),
         )
         await self.keeper.open()
+        if task_id is not None and await self.keeper.store.get_run(task_id) is not None:
+            raise ConfigurationError(f"run {task_id} exists: resume it (agent.resume)")
         return await self._drive(state, {}, on_text)
 
     async def resume(
@@ -240,8 +242,9 @@ class Agent:
             await self._save(state, RunStatus.AWAITING_APPROVAL)
             return await self._result(state, RunStatus.AWAITING_APPROVAL, results, waiting)
         formatted = []
+        offered = {spec.name for spec in specs}
         for call, result in zip(calls, done, strict=True):
-            self._note_wanted(state, call, result)
+            self._note_wanted(state, call, result, offered)
             shown, cut = (
                 (result, False)
                 if call.name == READ_RESULT
@@ -310,10 +313,14 @@ class Agent:
         return [tool.spec for tool in tools if tool is not None]
 
     @staticmethod
-    def _note_wanted(state: RunState, call: ToolCall, result: ToolResult) -> None:
-        """Remember a capability the turn lacked: the next selection looks for it."""
-        if _code(result) is ErrorCode.UNKNOWN_TOOL and call.name != READ_RESULT:
-            state.wanted.append(call.name)
+    def _note_wanted(
+        state: RunState, call: ToolCall, result: ToolResult, offered: set[str]
+    ) -> None:
+        """Remember a capability the turn lacked (a tool not offered, known or not, or a
+        discovery search): the next selection looks for it."""
+        if call.name not in offered or _code(result) is ErrorCode.UNKNOWN_TOOL:
+            if call.name not in state.wanted:
+                state.wanted.append(call.name)
         elif call.name == _SEARCH and isinstance(call.arguments, dict):
             query = call.arguments.get("query")
             if isinstance(query, str):
