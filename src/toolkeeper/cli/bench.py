@@ -34,6 +34,10 @@ _BENCHES: dict[str, tuple[str, str]] = {
         "toolkeeper.server.bench:configure_gateway",
         "an MCP tool call through the gateway vs direct vs FastMCP's proxy",
     ),
+    "agent": (
+        "toolkeeper.bench.agent:configure_agent",
+        "the agent loop's time per step vs pydantic-ai and the OpenAI Agents SDK",
+    ),
     "scale": (
         "toolkeeper.bench.scale:configure_scale",
         "gateway processes on one PostgreSQL ledger: throughput, duplicates, lost, budgets",

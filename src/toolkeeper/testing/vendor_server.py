@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -61,6 +62,9 @@ class VendorServer:
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
         self.requests: list[Recorded] = []
+        self.busy_seconds = 0.0
+        """Time spent serving requests, from reading one to its last byte written: what a
+        benchmark takes out of a client's own time."""
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._request_class())
         self._server.daemon_threads = True
@@ -99,6 +103,7 @@ class VendorServer:
 
         class Request(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # (else each answer waits for a delayed ACK)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
@@ -107,9 +112,13 @@ class VendorServer:
                 self._answer(None)
 
             def do_POST(self) -> None:
+                start = time.perf_counter()
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 self._answer(json.loads(raw) if raw else None)
+                self.wfile.flush()
+                with server._lock:
+                    server.busy_seconds += time.perf_counter() - start
 
             def _answer(self, body: Any) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items()}
