@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -125,6 +125,7 @@ class Agent:
         principal: Principal,
         task_id: str | None = None,
         on_text: OnText | None = None,
+        history: Sequence[Mapping[str, Any]] = (),
     ) -> RunResult:
         """Run the loop on a user's message until an answer, `max_steps`, a failure or a pause.
 
@@ -133,6 +134,8 @@ class Agent:
             principal: Who every call of the run acts for (never anyone more).
             task_id: The run's id (its calls' task in the ledger); a new one by default.
             on_text: Receives the model's text as it streams in.
+            history: The conversation before it, in the model's format (a chat's earlier
+                `RunResult.messages`).
 
         Raises:
             ConfigurationError: a run of that id is stored already (resume it instead).
@@ -143,7 +146,7 @@ class Agent:
             run_id=task_id or f"run-{uuid.uuid4().hex}",
             principal=principal,
             query=message,
-            messages=self.model.user_message(message),
+            messages=[*(dict(m) for m in history), *self.model.user_message(message)],
         )
         await self.keeper.open()
         if task_id is not None and await self.keeper.store.get_run(task_id) is not None:

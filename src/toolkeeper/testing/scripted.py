@@ -6,7 +6,8 @@ or a function of the request that returns one of those. It speaks the OpenAI Cha
 format (its dialect is `openai_chat`), and it picks its turn from the conversation it is given
 (the number of assistant messages in it), not from a counter: the same script answers a run
 resumed in another process where the run stands. `completion(messages)` gives the same answer
-as a `chat.completion` JSON body, for a local server the real `openai` client talks to.
+as a `chat.completion` JSON body, and `chunks(messages)` as the `chat.completion.chunk`s of a
+stream, for a local server the real `openai` client talks to.
 """
 
 from __future__ import annotations
@@ -117,3 +118,47 @@ class ScriptedModel:
             ],
             "usage": {"prompt_tokens": 0, "completion_tokens": 1, "total_tokens": 1},
         }
+
+    def chunks(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The answer to a conversation as a stream sends it: `chat.completion.chunk`s (its
+        text word by word, each tool call as its name then its arguments in two pieces)."""
+        whole = self.completion(messages)
+        message = whole["choices"][0]["message"]
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+        text = message.get("content") or ""
+        words = text.split(" ")
+        deltas += [
+            {"content": w if i == len(words) - 1 else w + " "} for i, w in enumerate(words) if text
+        ]
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            arguments = call["function"]["arguments"]
+            half = len(arguments) // 2
+            head = {"name": call["function"]["name"], "arguments": arguments[:half]}
+            deltas.append(
+                {
+                    "tool_calls": [
+                        {"index": index, "id": call["id"], "type": "function", "function": head}
+                    ]
+                }
+            )
+            deltas.append(
+                {"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}
+            )
+        finish = whole["choices"][0]["finish_reason"]
+        base = {k: whole[k] for k in ("id", "created", "model")}
+        out = [
+            {
+                **base,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            }
+            for delta in deltas
+        ]
+        out.append(
+            {
+                **base,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+            }
+        )
+        return out
