@@ -10,6 +10,7 @@ from toolkeeper.agent import Agent, ModelRequest, RunStatus
 from toolkeeper.core.errors import ConfigurationError, ErrorCode
 from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import MemoryStore
+from toolkeeper.policy.budgets import Budgets
 from toolkeeper.testing import ScriptedModel, scripted_call
 
 pytestmark = pytest.mark.anyio
@@ -261,3 +262,56 @@ async def test_a_call_to_a_tool_the_turn_lacked_makes_the_next_turn_select_it() 
     assert "convert_currency" in offered[1]
     assert result.calls[1].result.data == "3 EUR"
     assert result.status is RunStatus.COMPLETED and result.verdicts.protocol is False
+
+
+async def test_a_run_out_of_budget_fails_with_the_code() -> None:
+    keeper = Keeper(ledger=MemoryStore(), budgets=Budgets(max_calls_per_task=2))
+
+    @keeper.tool(effect="read_only")
+    def ping(n: int) -> int:
+        """Ping."""
+        return n
+
+    model = ScriptedModel([scripted_call("ping", n=i) for i in range(5)])
+    who = Principal(id="p", grants=frozenset({"*"}))
+    async with keeper:
+        result = await Agent(keeper, model).run("x", principal=who)
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None and result.error.startswith("BUDGET_EXCEEDED")
+    assert [o.result.ok for o in result.calls] == [True, True, False]
+
+
+async def test_a_failing_tool_and_a_failed_check_are_told_apart_from_the_protocol() -> None:
+    keeper = Keeper(ledger=MemoryStore())
+
+    @keeper.tool(effect="read_only")
+    def broken() -> str:
+        """Always fails."""
+        raise RuntimeError("boom")
+
+    model = ScriptedModel([scripted_call("broken"), "I tried."])
+    who = Principal(id="p", grants=frozenset({"*"}))
+    agent = Agent(keeper, model, verify=lambda r: "the report was not written")
+    async with keeper:
+        result = await agent.run("x", principal=who)
+    assert result.status is RunStatus.COMPLETED
+    assert (result.verdicts.protocol, result.verdicts.tools, result.verdicts.task) == (
+        True,
+        False,
+        False,
+    )
+    assert result.verdicts.task_note == "the report was not written"
+    assert "boom" not in json.dumps([dict(m) for m in result.messages])
+
+
+async def test_resuming_an_ended_run_reports_its_refusals_and_proposes_nothing() -> None:
+    keeper, _ = make_keeper()
+    model = ScriptedModel([scripted_call("secrets"), scripted_call("search", query="x"), "ok"])
+    agent = Agent(keeper, model)
+    async with keeper:
+        first = await agent.run("x", principal=ALICE)
+        again = await agent.resume(first.run_id)
+    assert [o.result.status for o in again.calls] == [o.result.status for o in first.calls]
+    refused = again.calls[0].result.error
+    assert refused is not None and refused.code is first.calls[0].result.error.code  # type: ignore[union-attr]
+    assert len(model.requests) == 3

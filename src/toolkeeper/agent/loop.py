@@ -23,10 +23,12 @@ from typing import Any
 import anyio
 
 from .._sync import no_running_loop
-from ..core.errors import ConfigurationError, ErrorCode, ModelError
+from ..core.errors import ConfigurationError, ErrorCode, ModelError, ToolError
 from ..core.retry import RetryPolicy
+from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects import ToolChoice, get_dialect
+from ..executor.records import replay
 from ..keeper import Keeper
 from ..ledger.base import RunRecord
 from .model import Model, ModelRequest, ModelResponse, OnText, Usage
@@ -180,7 +182,7 @@ class Agent:
             raise ConfigurationError(f"run {run_id} acts for another principal")
         status = RunStatus(record.status)
         if status not in (RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING):
-            return await self._result(state, status, await self._replayed(state), ())
+            return await self._result(state, status, await self._recorded(state), ())
         claimed = await self.keeper.store.save_run(
             RunRecord(run_id=run_id, status=RunStatus.RUNNING, state=record.state),
             expected_version=record.version,
@@ -188,7 +190,9 @@ class Agent:
         state.version = claimed.version
         return await self._drive(state, {}, on_text)
 
-    def run_sync(self, message: str, *, principal: Principal, task_id: str | None = None) -> Any:
+    def run_sync(
+        self, message: str, *, principal: Principal, task_id: str | None = None
+    ) -> RunResult:
         """`run` for scripts without an event loop (on the keeper's own blocking loop; close
         it with `keeper.close_sync()`)."""
         no_running_loop("run_sync", "await agent.run(message, principal=...)")
@@ -196,7 +200,8 @@ class Agent:
         async def go() -> RunResult:
             return await self.run(message, principal=principal, task_id=task_id)
 
-        return self.keeper._sync.portal().call(go)
+        result: RunResult = self.keeper._sync.portal().call(go)
+        return result
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -248,12 +253,13 @@ class Agent:
         offered = {spec.name for spec in specs}
         for call, result in zip(calls, done, strict=True):
             self._note_wanted(state, call, result, offered)
-            shown, cut = (
-                (result, False)
-                if call.name == READ_RESULT
-                else sized(result, self.max_result_chars)
-            )
-            state.refs = state.refs or cut
+            if result.error is not None and result.attempt == 0:
+                state.refusals[call.call_id] = result.error.to_dict()
+            if call.name == READ_RESULT:  # (its pieces are sized by its own `length`)
+                shown, cut = result, True
+            else:
+                shown, cut = sized(result, self.max_result_chars)
+                state.refs = state.refs or cut
             limit = None if cut else self.max_result_chars  # (a head is sized already)
             formatted.append(self.dialect.format_result(shown, tools=specs, max_chars=limit))
         state.messages.extend(self.model.result_messages(formatted))
@@ -341,18 +347,26 @@ class Agent:
     ) -> RunResult:
         await self._save(state, status)
         if any(c.call_id not in results for c in state.calls):
-            results = await self._replayed(state, results)
+            results = await self._recorded(state, results)
         return await self._result(state, status, results, ())
 
-    async def _replayed(
+    async def _recorded(
         self, state: RunState, results: dict[str, ToolResult] | None = None
     ) -> dict[str, ToolResult]:
-        """The results of the run's calls this process did not run: proposed again, they
-        replay from the ledger (nothing runs twice)."""
+        """The results of the run's calls this process did not run, read from the ledger (a
+        refusal that left no record, from the run's state): nothing is proposed again."""
         results = dict(results or {})
-        missing = [c for c in state.calls if c.call_id not in results]
-        if missing:
-            results.update((r.call_id, r) for r in await self.keeper.execute_many(missing))
+        for call in state.calls:
+            if call.call_id in results:
+                continue
+            record = await self.keeper.store.get_call(state.run_id, call.call_id)
+            if record is not None:
+                results[call.call_id] = replay(record)
+            elif call.call_id in state.refusals:
+                error = ToolError.from_dict(state.refusals[call.call_id])
+                results[call.call_id] = ToolResult(
+                    call_id=call.call_id, tool=call.name, status=CallStatus.REJECTED, error=error
+                )
         return results
 
     async def _result(

@@ -107,6 +107,9 @@ class RunState:
     """The names of the tools the paused turn offered (results are formatted against them)."""
     wanted: list[str] = field(default_factory=list)
     """Capabilities the model asked for that its turn lacked: the next selection's hints."""
+    refusals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The refusals of calls that never ran (a refusal may leave no ledger record), by call
+    id: what a resumed run reports for them, without proposing them again."""
     refs: bool = False
     """Whether a result was cut to a head (the model is offered `read_result` from then on)."""
     steps: int = 0
@@ -139,6 +142,7 @@ class RunState:
                 "pending": [c.call_id for c in self.pending],
                 "turn_tools": self.turn_tools,
                 "wanted": self.wanted,
+                "refusals": self.refusals,
                 "refs": self.refs,
                 "steps": self.steps,
                 "usage": self.usage.to_dict(),
@@ -188,6 +192,7 @@ class RunState:
             pending=[by_id[i] for i in data["pending"]],
             turn_tools=data["turn_tools"],
             wanted=data["wanted"],
+            refusals=data["refusals"],
             refs=data["refs"],
             steps=data["steps"],
             usage=Usage(**data["usage"]),
