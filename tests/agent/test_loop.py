@@ -315,3 +315,24 @@ async def test_resuming_an_ended_run_reports_its_refusals_and_proposes_nothing()
     refused = again.calls[0].result.error
     assert refused is not None and refused.code is first.calls[0].result.error.code  # type: ignore[union-attr]
     assert len(model.requests) == 3
+
+
+async def test_run_stream_yields_the_text_then_holds_the_result() -> None:
+    keeper, _ = make_keeper()
+    model = ScriptedModel([scripted_call("search", query="x"), "found it here"])
+    pieces: list[str] = []
+    async with keeper:
+        async with Agent(keeper, model).run_stream("x", principal=ALICE) as stream:
+            async for text in stream:
+                pieces.append(text)
+        assert stream.result is not None
+    assert pieces == ["found ", "it ", "here"] and stream.result.output == "found it here"
+
+
+async def test_a_stream_left_early_still_runs_to_its_end() -> None:
+    keeper, _ = make_keeper()
+    model = ScriptedModel(["one two", scripted_call("search", query="x")])
+    async with keeper, Agent(keeper, model).run_stream("x", principal=ALICE) as stream:
+        async for _ in stream:
+            break
+    assert stream.result is not None and stream.result.status is RunStatus.COMPLETED

@@ -15,6 +15,7 @@ from .models import PROVIDERS, resolve_model
 from .openai import OpenAIChatModel, OpenAIResponsesModel
 from .run import CallOutcome, RunResult, RunState, RunStatus, Verdicts
 from .sizing import READ_RESULT
+from .streaming import RunStream
 
 __all__ = [
     "MODEL_RETRY",
@@ -33,6 +34,7 @@ __all__ = [
     "RunResult",
     "RunState",
     "RunStatus",
+    "RunStream",
     "Usage",
     "Verdicts",
     "resolve_model",

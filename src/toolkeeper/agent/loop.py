@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -35,6 +36,7 @@ from .model import Model, ModelRequest, ModelResponse, OnText, Usage
 from .models import resolve_model
 from .run import CallOutcome, RunResult, RunState, RunStatus, Verdicts, approvals_of
 from .sizing import READ_RESULT, add_read_result, max_result_chars, sized
+from .streaming import RunStream, streamed
 
 __all__ = ["MODEL_RETRY", "Agent"]
 
@@ -189,6 +191,24 @@ class Agent:
         )
         state.version = claimed.version
         return await self._drive(state, {}, on_text)
+
+    def run_stream(
+        self,
+        message: str,
+        *,
+        principal: Principal,
+        task_id: str | None = None,
+        history: Sequence[Mapping[str, Any]] = (),
+    ) -> AbstractAsyncContextManager[RunStream]:
+        """`run`, its text as an async iterator: `async with agent.run_stream(...) as s:
+        async for text in s: ...`, then `s.result`. Leaving the block waits for the run."""
+
+        def go(on_text: OnText) -> Awaitable[RunResult]:
+            return self.run(
+                message, principal=principal, task_id=task_id, on_text=on_text, history=history
+            )
+
+        return streamed(go)
 
     def run_sync(
         self, message: str, *, principal: Principal, task_id: str | None = None
