@@ -336,3 +336,13 @@ async def test_a_stream_left_early_still_runs_to_its_end() -> None:
         async for _ in stream:
             break
     assert stream.result is not None and stream.result.status is RunStatus.COMPLETED
+
+
+def test_run_sync_runs_a_script_without_an_event_loop() -> None:
+    keeper, _ = make_keeper()
+    agent = Agent(keeper, ScriptedModel([scripted_call("search", query="x"), "done"]))
+    try:
+        result = agent.run_sync("x", principal=ALICE)
+    finally:
+        keeper.close_sync()
+    assert result.status is RunStatus.COMPLETED and result.calls[0].result.ok

@@ -88,7 +88,8 @@ def add_read_result(keeper: Keeper, *, max_length: int) -> None:
             length: How many characters to read (at most the size a result is shown at).
         """
         record = await store.get_call(ctx.task_id, ref)
-        if record is None or record.principal_id != ctx.principal.id:
+        who = ctx.principal
+        if record is None or (record.principal_id, record.tenant) != (who.id, who.tenant):
             raise ToolFailed(f"no result {ref!r} in this run", code=ErrorCode.UNKNOWN_TOOL)
         if record.error is not None or record.result is None:
             raise ToolFailed(f"call {ref!r} has no data to read")
