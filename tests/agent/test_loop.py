@@ -346,3 +346,29 @@ def test_run_sync_runs_a_script_without_an_event_loop() -> None:
     finally:
         keeper.close_sync()
     assert result.status is RunStatus.COMPLETED and result.calls[0].result.ok
+
+
+async def test_with_discovery_the_model_finds_its_tool_and_call_tool_pauses_for_approval() -> None:
+    keeper, published = make_keeper()
+    who = Principal(id="alice", grants=frozenset({"docs:*", "tools:call"}))
+    found: list[str] = []
+
+    def after_search(request: ModelRequest) -> Any:
+        found.append(str(last_tool_message(request)["content"]))
+        return scripted_call("call_tool", name="publish", arguments={"title": "Tides"})
+
+    model = ScriptedModel(
+        [scripted_call("search_tools", query="publish a report"), after_search, "Published."]
+    )
+    agent = Agent(keeper, model, discovery=True)
+    async with keeper:
+        paused = await agent.run("publish the tides report", principal=who)
+        assert paused.status is RunStatus.AWAITING_APPROVAL and published == []
+        await keeper.approvals.approve(paused.approvals[0], by="bob")
+        done = await agent.resume(paused.run_id)
+        again = await agent.resume(paused.run_id)
+    offered = {t["function"]["name"] for t in model.requests[0].tools}
+    assert offered == {"search_tools", "get_tool_details", "call_tool"}
+    assert "publish" in found[0] and "secrets" not in found[0]
+    assert done.status is again.status is RunStatus.COMPLETED
+    assert published == ["Tides"]

@@ -32,6 +32,7 @@ from ..dialects import ToolChoice, get_dialect
 from ..executor.records import replay
 from ..keeper import Keeper
 from ..ledger.base import RunRecord
+from ..retrieval.meta import META_TOOL_NAMES
 from .model import Model, ModelRequest, ModelResponse, OnText, Usage
 from .models import resolve_model
 from .run import CallOutcome, RunResult, RunState, RunStatus, Verdicts, approvals_of
@@ -81,6 +82,9 @@ class Agent:
         retry: How failed model requests are retried.
         result_share: The share of the model's context one result may fill; a longer one is
             shown as a head, its size and a reference `read_result` reads on from.
+        discovery: Offer only progressive discovery's `search_tools`, `get_tool_details` and
+            `call_tool` (enabled on the keeper if it is not; needs the `[retrieval]` extra):
+            the model finds its tools, and `call_tool`'s inner call passes every gate.
         sleep: Waits between model retries (tests pass a fake one).
 
     Raises:
@@ -101,6 +105,7 @@ class Agent:
         tool_choice: ToolChoice | None = None,
         retry: RetryPolicy = MODEL_RETRY,
         result_share: float = 0.05,
+        discovery: bool = False,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         if max_steps < 1 or (select_k is not None and select_k < 1):
@@ -118,6 +123,9 @@ class Agent:
         self.retry = retry
         self.max_result_chars = max_result_chars(self.model.context_window, result_share)
         self._sleep = sleep
+        self.discovery = discovery
+        if discovery and not all(name in keeper.catalog for name in META_TOOL_NAMES):
+            keeper.enable_discovery()
         add_read_result(keeper, max_length=self.max_result_chars)
 
     # -- entry points ----------------------------------------------------------------------
@@ -325,7 +333,9 @@ class Agent:
         """All the principal may see, or the best `select_k` for the conversation and what
         the model asked for; `read_result` once a result was cut."""
         visible = [s for s in self.keeper.visible_tools(state.principal) if s.name != READ_RESULT]
-        if self.select_k is not None:
+        if self.discovery:
+            visible = [s for s in visible if s.name in META_TOOL_NAMES]
+        elif self.select_k is not None:
             query = " ".join([state.query, *state.wanted[-3:]])
             chosen = list(
                 self.keeper.select(query, principal=state.principal, k=self.select_k).specs
