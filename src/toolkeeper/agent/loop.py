@@ -307,7 +307,7 @@ class Agent:
         if self.tool_choice is not None:
             choice = self.dialect.export_tool_choice(self.tool_choice, tools=specs).value
         request = ModelRequest(
-            messages=state.messages,
+            messages=tuple(state.messages),
             tools=self.dialect.export_tools(specs).value,
             tool_choice=choice,
             instructions=self.instructions,

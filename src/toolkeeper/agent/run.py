@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult
 from .model import Usage
 
@@ -213,8 +214,6 @@ def _call(call: ToolCall) -> dict[str, Any]:
 
 def approvals_of(results: Sequence[ToolResult]) -> tuple[str, ...]:
     """The approval requests among `results` still waiting for a person."""
-    from ..core.states import CallStatus
-
     return tuple(
         r.approval_id
         for r in results
