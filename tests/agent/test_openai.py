@@ -327,3 +327,50 @@ async def test_responses_stream_hands_on_text_and_reads_the_completed_response(
         async with keeper:
             result = await Agent(keeper, model).run("hi", principal=ALICE, on_text=on_text)
     assert pieces == ["Hello ", "there."] and result.output == "Hello there."
+
+
+async def test_strange_and_huge_tool_calls_are_refused_with_codes_and_the_run_goes_on(
+    client_for: Any,
+) -> None:
+    keeper, published = keeper_with_tools()
+    strange = completion(
+        {
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "", "arguments": "{}"}},
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "search", "arguments": '{"query": '},
+                },
+                tool_call("c3", "publish", {"title": "x" * 2_000_000}),
+            ]
+        }
+    )
+    with serving([strange, completion({"content": "gave up"}, id="c-2")]) as server:
+        model = OpenAIChatModel("gpt-test", client=client_for(server))
+        async with keeper:
+            result = await Agent(keeper, model).run("x", principal=ALICE)
+    codes = [o.result.error.code if o.result.error else None for o in result.calls]
+    assert codes == [
+        ErrorCode.UNKNOWN_TOOL,
+        ErrorCode.INVALID_ARGUMENTS,
+        ErrorCode.PAYLOAD_TOO_LARGE,
+    ]
+    assert result.status is RunStatus.COMPLETED and published == []
+    assert result.verdicts.protocol is False
+    sent = server.requests[1].body["messages"]
+    assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ["c1", "c2", "c3"]
+
+
+async def test_responses_tool_choice_forces_a_tool_and_turns_parallel_calls_off(
+    client_for: Any,
+) -> None:
+    keeper, _ = keeper_with_tools()
+    with serving([response([message("ok")], "resp_c")]) as server:
+        model = OpenAIResponsesModel("gpt-test", client=client_for(server))
+        choice = ToolChoice(mode="tool", name="search", parallel=False)
+        async with keeper:
+            await Agent(keeper, model, tool_choice=choice).run("x", principal=ALICE)
+    body = server.requests[0].body
+    assert body["tool_choice"] == {"type": "function", "name": "search"}
+    assert body["parallel_tool_calls"] is False
