@@ -15,6 +15,7 @@ import toolkeeper
 SRC = Path(toolkeeper.__file__).parent
 
 ASSEMBLERS = (
+    "toolkeeper.agent",
     "toolkeeper.bench",
     "toolkeeper.cli",
     "toolkeeper.demo",
@@ -23,8 +24,8 @@ ASSEMBLERS = (
     "toolkeeper.keeper",
     "toolkeeper.server",
 )
-"""What puts the runtime together or drives it (the Keeper, the server, the command line, the
-demo and the benches)."""
+"""What puts the runtime together or drives it (the Keeper, the agent loop, the server, the
+command line, the demo and the benches)."""
 
 RUNTIME = (
     "toolkeeper._console",

@@ -34,13 +34,14 @@ from toolkeeper.ledger._rows import RESULT_INLINE_LIMIT
 from toolkeeper.ledger.recovery import settle
 
 from .records import approval, call, dead_pid, hold
+from .run_contract import RunContract
 
 Connect = Callable[[], Awaitable[LedgerStore]]
 S = CallStatus
 
 
 @pytest.mark.anyio
-class LedgerContract:
+class LedgerContract(RunContract):
     durable: ClassVar[bool] = True
     """Whether records survive closing the store (and results over the limit go apart)."""
 

@@ -31,6 +31,7 @@ _COMMANDS: dict[str, tuple[str, ...]] = {
     "dialects": ("dialects",),
     "eval": ("eval",),
     "serve": ("serve", "list-tools"),
+    "chat": ("chat",),
 }
 
 

@@ -38,6 +38,10 @@ _BENCHES: dict[str, tuple[str, str]] = {
         "toolkeeper.bench.connectors:configure_connectors",
         "an HTTP tool vs plain httpx2, a command-line tool vs a bare subprocess",
     ),
+    "agent": (
+        "toolkeeper.bench.agent:configure_agent",
+        "the agent loop's time per step vs pydantic-ai and the OpenAI Agents SDK",
+    ),
     "scale": (
         "toolkeeper.bench.scale:configure_scale",
         "gateway processes on one PostgreSQL ledger: throughput, duplicates, lost, budgets",
@@ -74,8 +78,8 @@ def register(subparsers: Any) -> None:
     """Add `bench` and one sub-command per entry of `_BENCHES`."""
     parser = subparsers.add_parser(
         "bench",
-        help="time the executor, gateway, connectors and retrieval next to peers, and scale "
-        "over processes",
+        help="time the executor, gateway, agent, connectors and retrieval next to peers, and "
+        "scale over processes",
     )
     sub = parser.add_subparsers(
         dest="bench_command", metavar="WHAT", required=True, parser_class=_LazyParser

@@ -6,6 +6,7 @@ ToolkeeperError                 base of everything toolkeeper raises
 ├── IllegalTransition           a state change the call state machine does not allow
 ├── StoreError                  the ledger backend failed (I/O, connection)
 │   └── NotJSON                 a value given to the ledger is not JSON data
+├── ModelError                  a model's API failed (rate limit, overload, a refused request)
 └── CallRefused                 carries a ToolError; raised in the pipeline, returned as a result
 ```
 
@@ -29,6 +30,7 @@ __all__ = [
     "ErrorCode",
     "ErrorInfo",
     "IllegalTransition",
+    "ModelError",
     "NotJSON",
     "StoreError",
     "ToolError",
@@ -168,6 +170,36 @@ class StoreError(ToolkeeperError):
 class NotJSON(StoreError):
     """A value given to the ledger is not JSON data (NaN, an unknown type, nested too deeply):
     nothing was written."""
+
+
+class ModelError(ToolkeeperError):
+    """A model's API failed: raised by the agent's model adapters, translated from the SDK's
+    exception. `error.retryable` says whether the agent's retry policy tries the request again
+    (rate limits, overload, timeouts, lost connections)."""
+
+    def __init__(self, error: ToolError, *, status: int | None = None) -> None:
+        super().__init__(f"{error.code}: {error.message}")
+        self.error = error
+        self.status = status
+        """The HTTP status the API answered with, when it answered."""
+
+    @classmethod
+    def of_status(
+        cls, status: int | None, message: str, *, retry_after: float | None = None
+    ) -> ModelError:
+        """The error of an API's HTTP status (None: no answer came, the connection failed)."""
+        if status is None or status >= 500 or status == 529:
+            code = ErrorCode.UPSTREAM_UNAVAILABLE
+        elif status == 429:
+            code = ErrorCode.RATE_LIMITED
+        elif status == 408:
+            code = ErrorCode.TIMEOUT
+        elif status in (401, 403):
+            code = ErrorCode.PERMISSION_DENIED
+        else:
+            code = ErrorCode.INVALID_ARGUMENTS
+        error = ToolError.of(code, message, retry_after=retry_after)
+        return cls(error, status=status)
 
 
 class IllegalTransition(ToolkeeperError):

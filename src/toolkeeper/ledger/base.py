@@ -33,6 +33,8 @@ __all__ = [
     "BudgetHold",
     "CallRecord",
     "LedgerStore",
+    "RunRecord",
+    "StaleRun",
     "StaleState",
     "check_limit",
     "current_owner",
@@ -51,6 +53,37 @@ class StaleState(ToolkeeperError):
         super().__init__(f"expected {expected}, found {actual}")
         self.expected = expected
         self.actual = actual
+
+
+class StaleRun(ToolkeeperError):
+    """A run's state was saved by someone else since it was read (`save_run`'s
+    compare-and-set): another process resumed it first. Re-read it and follow what it did."""
+
+    def __init__(self, run_id: str, expected: int, actual: int | None) -> None:
+        super().__init__(f"run {run_id}: expected version {expected}, found {actual}")
+        self.run_id = run_id
+        self.expected = expected
+        self.actual = actual
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRecord:
+    """An agent run's state, stored so that any process can resume it (`toolkeeper.agent`).
+
+    The store keeps `state` as it is given: the agent owns its meaning."""
+
+    run_id: str
+    """The run's id (its calls' `task_id`)."""
+    status: str
+    """Where the run stands (`running`, `awaiting_approval`, `completed`, ...)."""
+    state: str
+    """The run's state as JSON text: messages, pending calls, usage."""
+    version: int = 0
+    """How many times it was saved; the compare-and-set of `save_run` checks it."""
+    created_at: float = 0.0
+    """When it was first saved (epoch seconds)."""
+    updated_at: float = 0.0
+    """When it was last saved (epoch seconds)."""
 
 
 class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -322,6 +355,23 @@ class LedgerStore(Protocol):
         Raises:
             ValueError: `limit` is negative.
         """
+        ...
+
+    async def save_run(self, record: RunRecord, *, expected_version: int) -> RunRecord:
+        """Store a run's state if the stored one is at `expected_version` (0: no run of that
+        id is stored yet), atomically across processes sharing the store.
+
+        Returns:
+            The stored record: version `expected_version + 1`, `updated_at` now,
+            `created_at` kept from the first save.
+
+        Raises:
+            StaleRun: the stored version is another (another process saved it first).
+        """
+        ...
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """A run's stored state, or None."""
         ...
 
 

@@ -17,6 +17,8 @@ from .base import (
     ApprovalStatus,
     BudgetHold,
     CallRecord,
+    RunRecord,
+    StaleRun,
     StaleState,
     check_limit,
     hold_counts,
@@ -38,6 +40,7 @@ class MemoryStore:
         self._calls: dict[tuple[str, str], CallRecord] = {}
         self._approvals: dict[str, ApprovalRecord] = {}
         self._holds: dict[tuple[str, str], dict[str, BudgetHold]] = {}
+        self._runs: dict[str, RunRecord] = {}
         self._digest_key = digest_key or secrets.token_bytes(32)
 
     def digest_key(self) -> bytes:
@@ -183,3 +186,21 @@ class MemoryStore:
         rows = [r for r in self._approvals.values() if status is None or r.status is status]
         rows.sort(key=lambda r: r.created_at)
         return rows[:limit]
+
+    async def save_run(self, record: RunRecord, *, expected_version: int) -> RunRecord:
+        found = self._runs.get(record.run_id)
+        actual = 0 if found is None else found.version
+        if actual != expected_version:
+            raise StaleRun(record.run_id, expected_version, None if found is None else actual)
+        now = time.time()
+        stored = dataclasses.replace(
+            record,
+            version=expected_version + 1,
+            created_at=now if found is None else found.created_at,
+            updated_at=now,
+        )
+        self._runs[record.run_id] = stored
+        return stored
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        return self._runs.get(run_id)

@@ -132,6 +132,19 @@ MIGRATIONS: tuple[Migration, ...] = (
                 PRIMARY KEY (tenant, task_id, call_id))""",
         ),
     ),
+    Migration(
+        version=4,
+        name="agent runs: a paused run's state, resumable from any process",
+        statements=(
+            """CREATE TABLE runs (
+                run_id TEXT PRIMARY KEY,
+                status TEXT NOT NULL,
+                state TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL)""",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -38,8 +38,17 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ..core.errors import ConfigurationError, StoreError
 from ..core.states import CallStatus
 from . import _rows as codec
+from . import _runs as runs
 from . import _sql as q
-from .base import ApprovalRecord, ApprovalStatus, BudgetHold, CallRecord, StaleState
+from .base import (
+    ApprovalRecord,
+    ApprovalStatus,
+    BudgetHold,
+    CallRecord,
+    RunRecord,
+    StaleRun,
+    StaleState,
+)
 from .keys import from_environment, parse_key
 from .migrations import (
     INSERT_VERSION,
@@ -66,6 +75,10 @@ _INSERT_APPROVAL = q.for_psycopg(q.INSERT_APPROVAL)
 _SELECT_APPROVAL = q.for_psycopg(q.SELECT_APPROVAL)
 _DECIDE_APPROVAL = q.for_psycopg(q.DECIDE_APPROVAL)
 _INSERT_VERSION = q.for_psycopg(INSERT_VERSION)
+_INSERT_RUN = q.for_psycopg(runs.INSERT_RUN)
+_UPDATE_RUN = q.for_psycopg(runs.UPDATE_RUN)
+_SELECT_RUN = q.for_psycopg(runs.SELECT_RUN)
+_SELECT_RUN_VERSION = q.for_psycopg(runs.SELECT_RUN_VERSION)
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -539,3 +552,28 @@ class PostgresStore:
         async with self._conn() as conn:
             cur = await conn.execute(q.for_psycopg(sql), params)
             return [codec.approval_from_row(row) for row in await cur.fetchall()]
+
+    # -- agent runs ------------------------------------------------------------------------
+
+    async def save_run(self, record: RunRecord, *, expected_version: int) -> RunRecord:
+        now = time.time()
+        async with self._conn() as conn:
+            if expected_version == 0:
+                cur = await conn.execute(_INSERT_RUN, runs.insert_params(record, now))
+                if cur.rowcount == 1:
+                    return runs.stored(record, 0, now, now)
+            else:
+                params = runs.update_params(record, expected_version, now)
+                cur = await conn.execute(_UPDATE_RUN, params)
+                row = await cur.fetchone()
+                if row is not None:
+                    return runs.stored(record, expected_version, float(row[0]), now)
+            cur = await conn.execute(_SELECT_RUN_VERSION, (record.run_id,))
+            found = await cur.fetchone()
+        raise StaleRun(record.run_id, expected_version, None if found is None else found[0])
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        async with self._conn() as conn:
+            cur = await conn.execute(_SELECT_RUN, (run_id,))
+            row = await cur.fetchone()
+        return None if row is None else runs.run_from_row(row)

@@ -47,9 +47,18 @@ from ..core.errors import ConfigurationError, StoreError
 from ..core.states import CallStatus
 from ..core.values import Effect
 from . import _rows as codec
+from . import _runs as runs
 from . import _sql as q
 from ._group_commit import GroupCommit, Mode
-from .base import ApprovalRecord, ApprovalStatus, BudgetHold, CallRecord, StaleState
+from .base import (
+    ApprovalRecord,
+    ApprovalStatus,
+    BudgetHold,
+    CallRecord,
+    RunRecord,
+    StaleRun,
+    StaleState,
+)
 from .keys import key_file
 from .migrations import (
     INSERT_VERSION,
@@ -188,7 +197,9 @@ def _require_ledger(path: str) -> None:
         raise NoLedger(f"no ledger at {path}: the file is not a toolkeeper ledger")
 
 
-_LEDGER_TABLES = frozenset({"schema_version", "calls", "results", "approvals", "budget_holds"})
+_LEDGER_TABLES = frozenset(
+    {"schema_version", "calls", "results", "approvals", "budget_holds", "runs"}
+)
 
 
 def _refuse_foreign(path: str) -> None:
@@ -613,5 +624,32 @@ class SQLiteStore:
 
         def op(conn: sqlite3.Connection) -> list[ApprovalRecord]:
             return [codec.approval_from_row(row) for row in conn.execute(sql, params)]
+
+        return await self._run(op)
+
+    # -- agent runs ------------------------------------------------------------------------
+
+    async def save_run(self, record: RunRecord, *, expected_version: int) -> RunRecord:
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> float:
+            if expected_version == 0:
+                if conn.execute(runs.INSERT_RUN, runs.insert_params(record, now)).rowcount:
+                    return now
+            else:
+                params = runs.update_params(record, expected_version, now)
+                row = conn.execute(runs.UPDATE_RUN, params).fetchone()
+                if row is not None:
+                    return float(row[0])
+            found = conn.execute(runs.SELECT_RUN_VERSION, (record.run_id,)).fetchone()
+            raise StaleRun(record.run_id, expected_version, None if found is None else found[0])
+
+        created = await self._run(op, Mode.WRITE)
+        return runs.stored(record, expected_version, created, now)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        def op(conn: sqlite3.Connection) -> RunRecord | None:
+            row = conn.execute(runs.SELECT_RUN, (run_id,)).fetchone()
+            return None if row is None else runs.run_from_row(row)
 
         return await self._run(op)
