@@ -32,6 +32,7 @@ from toolkeeper.ledger import (
 from toolkeeper.ledger._rows import RESULT_INLINE_LIMIT
 from toolkeeper.ledger.recovery import settle
 
+from .pin_contract import PinContract
 from .records import approval, call, dead_pid, hold
 
 Connect = Callable[[], Awaitable[LedgerStore]]
@@ -39,7 +40,7 @@ S = CallStatus
 
 
 @pytest.mark.anyio
-class LedgerContract:
+class LedgerContract(PinContract):
     durable: ClassVar[bool] = True
     """Whether records survive closing the store (and results over the limit go apart)."""
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..core.errors import ConfigurationError
-from ..core.values import Effect
+from ..core.values import Effect, Fence
 
 __all__ = ["ToolOverride", "UpstreamParams"]
 
@@ -68,6 +68,14 @@ class UpstreamParams:
     """Tenants its tools exist for; None means every tenant."""
     environments: frozenset[str] | None = None
     """Environments its tools exist in; None means every environment."""
+    fence: Fence = Fence.SCAN
+    """How its tools' output is shown to a model: fenced as data from this upstream and
+    scanned by the detector (`scan`, the default), fenced only (`mark`), or as it is
+    (`none`, for a server the operator trusts as their own code)."""
+    pins: Literal["keep", "hide", "off"] = "keep"
+    """Its tools' definitions are pinned when first seen (given a `Pins`); a changed one
+    waits for an operator while the tool keeps its pinned definition (`keep`) or is left
+    out (`hide`). `off` pins nothing: every change is shown at once."""
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):

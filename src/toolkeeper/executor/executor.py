@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..core.errors import CallRefused, ErrorCode, StoreError, ToolError
 from ..core.states import CallStatus
-from ..core.values import ToolCall, ToolResult
+from ..core.values import Fence, ToolCall, ToolResult
 from ..observe.redact import log_exception
 from . import attempts, gates, journal
 from .admit import admit
@@ -58,8 +59,17 @@ class Executor:
         """Check, run and record one call; always returns a result.
 
         Proposals of one call id in this process go one at a time (`Turns`); a pass through
-        the gates that loses a race to another process starts over, at most five times.
+        the gates that loses a race to another process starts over, at most five times. A
+        result of a fenced tool (`ToolSpec.fence`), replayed or not, says so
+        (`ToolResult.fence`), for the dialect that formats it.
         """
+        result = await self._execute(call)
+        tool = self.runtime.catalog.get(result.tool)
+        if tool is None or tool.spec.fence is Fence.NONE or result.fence is tool.spec.fence:
+            return result
+        return replace(result, fence=tool.spec.fence, source=result.source or tool.spec.source)
+
+    async def _execute(self, call: ToolCall) -> ToolResult:
         rt = self.runtime
         key = self._turns.take(call)
         if key is BUSY:

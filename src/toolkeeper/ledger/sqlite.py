@@ -58,6 +58,7 @@ from .migrations import (
     missing,
     require_current,
 )
+from .pins import SQLitePins
 from .transitions import apply_checked, check_decision, check_transition, not_pending, stamp_new
 
 __all__ = ["SQLiteStore"]
@@ -188,7 +189,9 @@ def _require_ledger(path: str) -> None:
         raise NoLedger(f"no ledger at {path}: the file is not a toolkeeper ledger")
 
 
-_LEDGER_TABLES = frozenset({"schema_version", "calls", "results", "approvals", "budget_holds"})
+_LEDGER_TABLES = frozenset(
+    {"schema_version", "calls", "results", "approvals", "budget_holds", "tool_pins"}
+)
 
 
 def _refuse_foreign(path: str) -> None:
@@ -236,7 +239,7 @@ def _create_private(path: str) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
-class SQLiteStore:
+class SQLiteStore(SQLitePins):
     """`LedgerStore` in one SQLite file.
 
     Use one instance per event loop; open it before use (or use it as an async context

@@ -25,11 +25,12 @@ from ..catalog.registry import CatalogEvent
 from ..config import BudgetsConfig, GatewayConfig, LocalTools, RuleConfig, UpstreamConfig
 from ..connectors.mcp import McpUpstream, ToolOverride, UpstreamParams
 from ..core.errors import ConfigurationError
-from ..core.values import Principal
+from ..core.values import Fence, Principal
 from ..keeper import Keeper
 from ..ledger.factory import POSTGRES_SCHEMES, open_store
 from ..policy import rules as R
 from ..policy.budgets import Budgets, RateLimiter
+from ..policy.pins import Pins
 from .gateway import Gateway, GatewayPrincipal
 
 __all__ = ["Deployment", "build", "load_tool_module"]
@@ -40,10 +41,19 @@ _log = logging.getLogger("toolkeeper")
 class Deployment:
     """A keeper, its gateway and its upstream connections, opened and closed together."""
 
-    def __init__(self, keeper: Keeper, gateway: Gateway, upstreams: Sequence[McpUpstream]) -> None:
+    def __init__(
+        self,
+        keeper: Keeper,
+        gateway: Gateway,
+        upstreams: Sequence[McpUpstream],
+        pins: Pins | None = None,
+    ) -> None:
         self.keeper = keeper
         self.gateway = gateway
         self.upstreams = tuple(upstreams)
+        self.pins = pins
+        """The upstream tools' pinned definitions: the operators' API (`pending`, `diff`,
+        `accept`, `reject`) that `toolkeeper tools` and a console call."""
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Deployment:
@@ -181,6 +191,8 @@ def upstream_params(name: str, cfg: UpstreamConfig, base_dir: str) -> UpstreamPa
         trust_hints=cfg.trust_hints,
         include=tuple(cfg.include) if cfg.include is not None else None,
         default_permissions=tuple(cfg.permissions) if cfg.permissions is not None else None,
+        fence=Fence(cfg.fence),
+        pins=cfg.pins,
     )
 
 
@@ -231,8 +243,14 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
                 # The last one silently won (and with it its effect and permissions).
                 raise ConfigurationError(f"{where}: registers {name!r}, as {earlier} does")
             owners[name] = where
+    pins = Pins(
+        lambda: keeper.store,
+        audit=keeper.runtime.audit,
+        hold_suspicious=config.server.hold_suspicious_tools,
+        poll_interval=config.server.pins_poll_interval,
+    )
     upstreams = [
-        McpUpstream(upstream_params(name, cfg, config.base_dir), keeper.catalog)
+        McpUpstream(upstream_params(name, cfg, config.base_dir), keeper.catalog, pins)
         for name, cfg in config.upstreams.items()
     ]
     principals = [
@@ -265,4 +283,4 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         max_result_chars=config.server.max_result_chars or None,
         repeat_window=config.server.repeat_window,
     )
-    return Deployment(keeper, gateway, upstreams)
+    return Deployment(keeper, gateway, upstreams, pins)

@@ -517,7 +517,7 @@ class Gateway:
             meta[ERROR_CODE_META_KEY] = result.error.code.value
             if result.approval_id:
                 meta[APPROVAL_META_KEY] = result.approval_id
-        wire["_meta"] = meta
+        wire["_meta"] = {**wire.get("_meta", {}), **meta}
         return wire
 
 
