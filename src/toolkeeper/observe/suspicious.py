@@ -33,17 +33,20 @@ KINDS = (
 )
 """Every `Finding.kind`, a stable code each."""
 
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+_PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     (
         "instruction-tag",
+        ("<", "[inst]", "[/inst]"),
         re.compile(
-            r"<\s*/?\s*(important|system|instructions?|admin|secret|hidden|critical)\b[^>]{0,40}>"
+            r"<[ \t]{0,3}/?[ \t]{0,3}"
+            r"(?:important|system|instructions?|admin|secret|hidden|critical)\b[^>]{0,40}>"
             r"|\[/?INST\]|<\|im_start\|>|<\|system\|>",
             re.IGNORECASE,
         ),
     ),
     (
         "override",
+        ("ignore", "disregard", "forget", "override", "now", "instruction"),
         re.compile(
             r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+|my\s+)?"
             r"(previous|prior|above|earlier|preceding|system|original)\s+"
@@ -56,6 +59,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "secrecy",
+        ("user", "mention", "reveal", "disclose"),
         re.compile(
             r"\b(do\s+not|don'?t|never)\s+(tell|mention|inform|notify|reveal\s+(this\s+)?to|"
             r"show)\s+(this\s+to\s+)?the\s+user\b"
@@ -67,13 +71,17 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "sensitive-file",
+        (".ssh", ".aws", ".env", "id_", "/etc/", "environ", "mcp.json"),
         re.compile(
-            r"~?/?\.ssh/|\bid_(rsa|ed25519|ecdsa)\b|/etc/(passwd|shadow)\b|/proc/(self|\d+)/environ"
-            r"|\.aws/credentials|\bmcp\.json\b|\.env\b(?!\w)",
+            r"\.(?:ssh/|aws/credentials|env\b)|\bid_(?:rsa|ed25519|ecdsa)\b|/etc/(?:passwd|shadow)\b"
+            r"|/proc/(?:self|\d+)/environ|\bmcp\.json\b",
             re.IGNORECASE,
         ),
     ),
 )
+
+"""Each kind, words one of which its text must hold (a cheap test first: most text holds
+none), and its pattern."""
 
 _INVISIBLE = re.compile(
     "[\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
@@ -105,7 +113,10 @@ class Finding:
 def scan_text(text: str, *, where: str = "") -> tuple[Finding, ...]:
     """The findings in one text, at most one per kind, in `KINDS` order."""
     found: list[Finding] = []
-    for kind, pattern in _PATTERNS:
+    folded = text.casefold()
+    for kind, words, pattern in _PATTERNS:
+        if not any(word in folded for word in words):
+            continue
         match = pattern.search(text)
         if match is not None:
             found.append(Finding(kind=kind, where=where, excerpt=_excerpt(text, match)))
