@@ -4,6 +4,7 @@ sees what changed and decides; every event is kept with the pin and audited."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -11,10 +12,13 @@ import pytest
 
 from toolkeeper.core.errors import StoreError
 from toolkeeper.core.values import ToolSpec
+from toolkeeper.ledger.base import LedgerStore
 from toolkeeper.ledger.pins import PinStatus
 from toolkeeper.ledger.sqlite import SQLiteStore
 from toolkeeper.policy.pins import PinRefused, Pins, definition_digest, definition_of
 from toolkeeper.testing import MemoryAuditSink, MemoryStore
+
+from ..conftest import postgres_url
 
 pytestmark = pytest.mark.anyio
 
@@ -203,32 +207,59 @@ async def test_the_diff_shows_invisible_characters_as_escapes(pins: Pins) -> Non
     assert nothing.value.code == "NO_CHANGE"
 
 
-async def test_pins_outlive_the_process_and_are_shared_by_every_process(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.db"
-    stores = [SQLiteStore(path) for _ in range(4)]
+@pytest.fixture(params=["sqlite", "postgres"])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], LedgerStore]:
+    """Opens a new store on one ledger: a SQLite file, or a PostgreSQL schema."""
+    if request.param == "sqlite":
+        return lambda: SQLiteStore(tmp_path / "ledger.db")
+    schema = request.getfixturevalue("pg_schema")
+    from toolkeeper.ledger.postgres import PostgresStore
+
+    return lambda: PostgresStore(postgres_url(), schema=schema, max_size=2)
+
+
+async def test_pins_outlive_the_process_and_are_shared_by_every_process(
+    ledger: Callable[[], LedgerStore],
+) -> None:
+    """Gateways on one ledger (four stores, as four processes) see one change at once: it is
+    held once, and each keeps the pinned definition; reopened, the ledger still holds it."""
+    stores = [ledger() for _ in range(4)]
     for store in stores:
         await store.open()
     try:
         await Pins(stores[0]).admit(ADD)
         shown: list[ToolSpec | None] = []
 
-        async def admit(store: SQLiteStore) -> None:
+        async def admit(store: LedgerStore) -> None:
             shown.append(await Pins(store).admit(RUG))
 
         async with anyio.create_task_group() as tg:
             for store in stores:
                 tg.start_soon(admit, store)
-        assert {s.description for s in shown if s is not None} == {ADD.description}
+        assert [s.description for s in shown if s is not None] == [ADD.description] * 4
         record = await Pins(stores[1]).get("calc.add")
         assert record is not None and [h["event"] for h in record.history] == ["pinned", "held"]
     finally:
         for store in stores:
             await store.aclose()
-    async with SQLiteStore(path) as reopened:
+    reopened = ledger()
+    await reopened.open()
+    try:
         pins = Pins(reopened)
         await pins.accept("calc.add", by="ops")
         shown_now = await pins.admit(RUG)
         assert shown_now is not None and shown_now.description == RUG.description
+    finally:
+        await reopened.aclose()
+
+
+async def test_a_definition_with_a_lone_surrogate_is_pinned(tmp_path: Path) -> None:
+    odd = dataclasses.replace(ADD, description="Adds \ud800 two numbers.")
+    async with SQLiteStore(tmp_path / "l.db") as store:
+        assert await Pins(store).admit(odd) is odd
+        record = await Pins(store).get("calc.add")
+    assert record is not None and record.definition is not None
+    assert record.definition["description"] == "Adds \ufffd two numbers."
 
 
 async def test_a_store_that_keeps_no_pins_is_refused() -> None:

@@ -14,6 +14,11 @@ destructive and not idempotent (every call asks a person, no failed attempt is r
 the configuration states what it is (`ToolOverride`); and every upstream tool needs the
 permission `<upstream>:<tool>` unless configured otherwise, whatever its hints say.
 
+What a model reads of an upstream is guarded too: its tools' output is fenced as data from
+it (`UpstreamParams.fence`, `dialects.fence`), and, given a `Pins`, each tool's definition is
+pinned when first seen: a changed one waits for an operator while the catalog keeps the
+pinned definition or leaves the tool out (`UpstreamParams.pins`, `policy.pins`).
+
 How failures are reported: nothing sent (no session, a send on a closed connection) raises
 `UpstreamUnavailable`; the server answering `isError: true` raises `ToolFailed`; the
 connection lost while the request was out raises `OutcomeUnknown` (the call may or may not

@@ -38,6 +38,7 @@ from ..ledger.pins import PinRecord, PinStatus, PinStore
 from ..observe.audit import AuditEvent, AuditSink
 from ..observe.suspicious import scan_definition
 from ..schema.canonical import digest as canonical_digest
+from ..schema.canonical import json_safe
 
 __all__ = ["PinMode", "PinRefused", "Pins", "definition_digest", "definition_of"]
 
@@ -63,14 +64,18 @@ _TRIES = 8
 
 
 def definition_of(spec: ToolSpec) -> dict[str, Any]:
-    """The model-visible definition of a tool: what a pin holds."""
-    return {
-        "name": spec.name,
-        "title": spec.title,
-        "description": spec.description,
-        "input_schema": dict(spec.input_schema),
-        "output_schema": dict(spec.output_schema) if spec.output_schema is not None else None,
-    }
+    """The model-visible definition of a tool: what a pin holds (a lone surrogate an
+    upstream's JSON escaped is U+FFFD here, as in results: no ledger stores one)."""
+    definition: dict[str, Any] = json_safe(
+        {
+            "name": spec.name,
+            "title": spec.title,
+            "description": spec.description,
+            "input_schema": dict(spec.input_schema),
+            "output_schema": dict(spec.output_schema) if spec.output_schema is not None else None,
+        }
+    )
+    return definition
 
 
 def definition_digest(definition: Mapping[str, Any]) -> str:
