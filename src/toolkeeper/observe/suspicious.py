@@ -113,14 +113,15 @@ class Finding:
 def scan_text(text: str, *, where: str = "") -> tuple[Finding, ...]:
     """The findings in one text, at most one per kind, in `KINDS` order."""
     found: list[Finding] = []
-    folded = text.casefold()
+    ascii_only = text.isascii()  # (none of the invisible characters is ASCII)
+    folded = text.lower() if ascii_only else text.casefold()
     for kind, words, pattern in _PATTERNS:
         if not any(word in folded for word in words):
             continue
         match = pattern.search(text)
         if match is not None:
             found.append(Finding(kind=kind, where=where, excerpt=_excerpt(text, match)))
-    hidden = _INVISIBLE.search(text)
+    hidden = None if ascii_only else _INVISIBLE.search(text)
     if hidden is not None:
         count = len(_INVISIBLE.findall(text))
         excerpt = f"{count} invisible character(s), first: {_excerpt(text, hidden)}"
