@@ -214,7 +214,9 @@ class Pins:
                 status=PinStatus.PINNED,
                 offered_digest=None,
                 offered=None,
-                findings=(),
+                findings=tuple(
+                    f.to_dict() for f in scan_definition(definition, other_tools=other_tools)
+                ),
                 rev=current.rev + 1,
                 updated_at=now,
                 history=(*current.history, _event("restored", digest, now)),
