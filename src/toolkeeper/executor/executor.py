@@ -64,6 +64,8 @@ class Executor:
         (`ToolResult.fence`), for the dialect that formats it.
         """
         result = await self._execute(call)
+        if not isinstance(result.tool, str):  # (a name that is not text: no tool at all)
+            return result
         tool = self.runtime.catalog.get(result.tool)
         if tool is None or tool.spec.fence is Fence.NONE or result.fence is tool.spec.fence:
             return result
