@@ -11,7 +11,7 @@ from .core.errors import ErrorCode, ToolError, ToolkeeperError
 from .core.retry import RetryPolicy
 from .core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFailed
 from .core.states import CallStatus
-from .core.values import CallContext, Effect, Principal, ToolCall, ToolResult, ToolSpec
+from .core.values import CallContext, Effect, Fence, Principal, ToolCall, ToolResult, ToolSpec
 from .keeper import Keeper
 from .policy.budgets import Budgets
 from .policy.rules import allow, at_most, deny, domain_in, path_inside, require_approval
@@ -25,6 +25,7 @@ __all__ = [
     "Connector",
     "Effect",
     "ErrorCode",
+    "Fence",
     "Keeper",
     "OutcomeUnknown",
     "Principal",

@@ -178,6 +178,11 @@ class ServerSettings(_Model):
     """How many sync local tool functions may run at once, each in a worker thread of the
     keeper's own (`Keeper(tool_threads=...)`). A call that finds none free by its timeout fails
     `UPSTREAM_UNAVAILABLE`, retryable: its function never started."""
+    hold_suspicious_tools: bool = True
+    """Whether a new upstream tool whose definition the detector flags is hidden until an
+    operator accepts it (`toolkeeper tools accept`); False pins it, findings recorded."""
+    pins_poll_interval: float = Field(default=2.0, gt=0)
+    """Seconds between looks at the ledger for pin decisions made by another process."""
 
 
 class UpstreamConfig(_Model):
@@ -213,6 +218,11 @@ class UpstreamConfig(_Model):
     """Trusted facts about single tools, by their upstream name (these win over any hint)."""
     sandbox: SandboxConfig | None = None
     """Run the stdio server in a bubblewrap sandbox (see `SandboxConfig`)."""
+    fence: Literal["scan", "mark", "none"] = "scan"
+    """Its tools' output: fenced as data and scanned (`scan`), fenced (`mark`), or not."""
+    pins: Literal["keep", "hide", "off"] = "keep"
+    """A changed tool definition waits for an operator (`toolkeeper tools`) while the tool
+    keeps its pinned one (`keep`) or is hidden (`hide`); `off` pins nothing."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamConfig:

@@ -33,6 +33,7 @@ from toolkeeper.ledger import (
 from toolkeeper.ledger._rows import RESULT_INLINE_LIMIT
 from toolkeeper.ledger.recovery import settle
 
+from .pin_contract import PinContract
 from .records import approval, call, dead_pid, hold
 from .run_contract import RunContract
 
@@ -41,7 +42,7 @@ S = CallStatus
 
 
 @pytest.mark.anyio
-class LedgerContract(RunContract):
+class LedgerContract(RunContract, PinContract):
     durable: ClassVar[bool] = True
     """Whether records survive closing the store (and results over the limit go apart)."""
 

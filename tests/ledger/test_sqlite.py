@@ -129,6 +129,7 @@ async def test_a_ledger_written_before_content_blocks_were_kept_opens_and_keeps_
         conn.execute("ALTER TABLE calls DROP COLUMN content")
         conn.execute("DROP TABLE budget_holds")
         conn.execute("DROP TABLE runs")
+        conn.execute("DROP TABLE tool_pins")
         conn.execute("DELETE FROM schema_version WHERE version > 1")
     blocks = ({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},)
     async with SQLiteStore(path) as store:

@@ -378,9 +378,10 @@ async def test_an_upstreams_image_reaches_the_client_as_an_image(
     async with http_client(TOKENS["alice"]) as alice:
         result = await alice.call_tool("t.picture", {})
     assert not result.is_error, result
+    # Between the fence's opening and closing blocks (an upstream's output is fenced).
     kinds = [type(block).__name__ for block in result.content]
-    assert kinds == ["TextContent", "ImageContent"]
-    image = result.content[1]
+    assert kinds == ["TextContent", "TextContent", "ImageContent", "TextContent"]
+    image = result.content[2]
     assert image.mime_type == "image/png" and image.data.startswith("iVBOR")  # type: ignore[union-attr]
 
 
@@ -394,7 +395,8 @@ async def test_a_replayed_call_gives_the_client_the_upstreams_image_again(
         first = await alice.call_tool("t.picture", {}, meta=meta)
         replay = await alice.call_tool("t.picture", {}, meta=meta)
     assert not first.is_error and not replay.is_error
-    assert [type(block).__name__ for block in first.content] == ["TextContent", "ImageContent"]
+    kinds = [type(block).__name__ for block in first.content]
+    assert kinds == ["TextContent", "TextContent", "ImageContent", "TextContent"]
     assert replay.content == first.content
     assert replay.structured_content == first.structured_content
 

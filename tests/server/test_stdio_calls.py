@@ -309,7 +309,7 @@ grants = ["raw:*"]
     assert effects.read_text() == "called\n"
     # A name MCP does not allow is listed rewritten, and that name is the one that works.
     assert "raw.odd_name" in listed and "raw.odd name" not in listed
-    assert odd["result"]["content"][0]["text"] == "odd"
+    assert odd["result"]["content"][1]["text"].splitlines()[1] == "odd"  # (fenced)
     assert {r.tool: r.status for r in records} == {
         "raw.report": CallStatus.SUCCEEDED,
         "raw.odd name": CallStatus.SUCCEEDED,

@@ -26,6 +26,7 @@ __all__ = ["main"]
 _COMMANDS: dict[str, tuple[str, ...]] = {
     "demo": ("demo",),
     "approvals": ("approvals",),
+    "tools": ("tools",),
     "ledger": ("ledger",),
     "bench": ("bench",),
     "dialects": ("dialects",),

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..core.errors import ConfigurationError
-from ..core.values import Effect
+from ..core.values import Effect, Fence
 from .sandbox import Sandbox
 
 __all__ = ["ToolOverride", "UpstreamParams"]
@@ -72,6 +72,14 @@ class UpstreamParams:
     sandbox: Sandbox | None = None
     """Run the stdio server in this sandbox (bubblewrap): it cannot see the gateway's
     process, environment, configuration or ledger; None runs it as the gateway's user."""
+    fence: Fence = Fence.SCAN
+    """How its tools' output is shown to a model: fenced as data from this upstream and
+    scanned by the detector (`scan`, the default), fenced only (`mark`), or as it is
+    (`none`, for a server the operator trusts as their own code)."""
+    pins: Literal["keep", "hide", "off"] = "keep"
+    """Its tools' definitions are pinned when first seen (given a `Pins`); a changed one
+    waits for an operator while the tool keeps its pinned definition (`keep`) or is left
+    out (`hide`). `off` pins nothing: every change is shown at once."""
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):

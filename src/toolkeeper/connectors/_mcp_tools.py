@@ -66,6 +66,7 @@ def spec_from_mcp(tool: mcp_types.Tool, params: UpstreamParams) -> ToolSpec:
         tenants=params.tenants,
         environments=params.environments,
         source=params.name,
+        fence=params.fence,
         metadata={
             **hinted.metadata,
             "effect_from": effect_from,

@@ -17,7 +17,7 @@ import anyio
 from ..catalog.registry import Catalog, Reconciler, ResourceKey, Tool
 from ..core.errors import ConfigurationError
 from ..core.retry import RetryPolicy
-from ..core.values import Effect, ToolSpec
+from ..core.values import Effect, Fence, ToolSpec
 from ..schema.from_callable import function_schema
 from .python import FunctionConnector
 
@@ -61,6 +61,7 @@ class FunctionTools:
         reconcile: Reconciler | None = None,
         retry: RetryPolicy | None = None,
         title: str | None = None,
+        fence: Fence | str = Fence.NONE,
     ) -> Callable[[F], F]: ...
 
     def tool(self, func: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
@@ -70,7 +71,9 @@ class FunctionTools:
         schema from the return annotation (a generator function's: the list of what it yields,
         which is what its call returns). Options are `ToolSpec` fields plus `rules`,
         `writes` (resources a call writes, for parallel batches), `reconcile` (looks up an
-        unknown outcome by idempotency key) and `retry`. Undeclared tools are assumed to write.
+        unknown outcome by idempotency key) and `retry`. `fence` (`mark`, `scan`) fences its
+        output as data for a model: for a function that returns what others wrote (a web
+        page, an email). Undeclared tools are assumed to write.
 
         Returns:
             The function itself, unchanged.
@@ -103,6 +106,7 @@ class FunctionTools:
         reconcile: Reconciler | None = None,
         retry: RetryPolicy | None = None,
         title: str | None = None,
+        fence: Fence | str = Fence.NONE,
     ) -> Tool:
         """Register a Python function as a tool (the non-decorator form of `tool`).
 
@@ -139,6 +143,7 @@ class FunctionTools:
             environments=frozenset(environments) if environments is not None else None,
             tenants=frozenset(tenants) if tenants is not None else None,
             source="python",
+            fence=Fence(fence),
         )
         tool = Tool(
             spec=spec,

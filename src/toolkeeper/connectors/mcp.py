@@ -14,6 +14,11 @@ destructive and not idempotent (every call asks a person, no failed attempt is r
 the configuration states what it is (`ToolOverride`); and every upstream tool needs the
 permission `<upstream>:<tool>` unless configured otherwise, whatever its hints say.
 
+What a model reads of an upstream is guarded too: its tools' output is fenced as data from
+it (`UpstreamParams.fence`, `dialects.fence`), and, given a `Pins`, each tool's definition is
+pinned when first seen: a changed one waits for an operator while the catalog keeps the
+pinned definition or leaves the tool out (`UpstreamParams.pins`, `policy.pins`).
+
 How failures are reported: nothing sent (no session, a send on a closed connection) raises
 `UpstreamUnavailable`; the server answering `isError: true` raises `ToolFailed`; the
 connection lost while the request was out raises `OutcomeUnknown` (the call may or may not
@@ -43,6 +48,7 @@ from ..core.errors import sole_cause
 from ..core.retry import RetryPolicy
 from ..core.signals import ToolFailed
 from ..core.values import CallContext, ToolSpec
+from ..policy.pins import Pins
 from ._mcp_errors import map_mcp_errors
 from ._mcp_params import ToolOverride, UpstreamParams
 from ._mcp_pipe import CallLane, PipeTransport
@@ -85,9 +91,13 @@ class McpUpstream:
     """One upstream MCP server: its session, its tools in a catalog, and the connector that
     runs them. Use as an async context manager; `aclose()` is idempotent."""
 
-    def __init__(self, params: UpstreamParams, catalog: Catalog) -> None:
+    def __init__(self, params: UpstreamParams, catalog: Catalog, pins: Pins | None = None) -> None:
         self.params = params
         self._catalog = catalog
+        self._pins = pins if params.pins != "off" else None
+        self._offered: dict[str, ToolSpec] = {}
+        """The tools the server offers now, as read (before their pins are applied)."""
+        self._applying = anyio.Lock()
         self._client: Client | None = None
         self._lost: WatchedTransport | None = None
         self._lane: CallLane | None = None
@@ -391,6 +401,8 @@ class McpUpstream:
         assert self._lost is not None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._follow_changes, client)
+            if self._pins is not None:
+                tg.start_soon(self._follow_pins, self._pins)
             await self._lost.wait_closed()
             tg.cancel_scope.cancel()
 
@@ -473,24 +485,77 @@ class McpUpstream:
                 ", ".join(sorted(offered)) or "none",
             )
         self._unknown_names = named - offered
-        for name in self._names - specs.keys():
-            self._catalog.remove(name)
-        for name, spec in list(specs.items()):
-            current = self._catalog.get(name)
-            if current is not None and current.connector is not self and name not in self._names:
-                # Another source's tool (a local one, say, with its own permissions) is never
-                # replaced behind its owner's back.
+        self._offered = specs
+        await self._apply()
+
+    async def _apply(self) -> None:
+        """Bring the catalog in line with the tools offered, each as its pin shows it (a
+        changed definition held: the pinned one, or none)."""
+        async with self._applying:
+            specs = dict(self._offered)
+            others = self._other_tools() if self._pins is not None else ()
+            for name, spec in list(specs.items()):
+                current = self._catalog.get(name)
+                if (
+                    current is not None
+                    and current.connector is not self
+                    and name not in self._names
+                ):
+                    # Another source's tool (a local one, say, with its own permissions) is
+                    # never replaced behind its owner's back.
+                    logger.warning(
+                        "upstream %r: tool %r is already provided by %s; this one is left out",
+                        self.params.name,
+                        name,
+                        current.spec.source or "another source",
+                    )
+                    del specs[name]
+                    continue
+                if self._pins is not None:
+                    hide = self.params.pins == "hide"
+                    shown = await self._pins.admit(
+                        spec, mode="hide" if hide else "keep", other_tools=others
+                    )
+                    if shown is None:
+                        del specs[name]
+                    else:
+                        specs[name] = shown
+            for name in self._names - specs.keys():
+                self._catalog.remove(name)
+            for name, spec in specs.items():
+                current = self._catalog.get(name)
+                if current is None or current.spec != spec or current.connector is not self:
+                    self._catalog.add(Tool(spec=spec, connector=self))
+            self._names = set(specs)
+
+    def _other_tools(self) -> set[str]:
+        """The names other sources' tools go by (namespaced, and without the namespace)."""
+        names: set[str] = set()
+        for tool in self._catalog:
+            if tool.spec.source != self.params.name:
+                names.update((tool.spec.name, tool.spec.name.rpartition(".")[2]))
+        return names
+
+    async def _follow_pins(self, pins: Pins) -> None:
+        """Show a decision on a pin (made here, or in another process on the same ledger,
+        seen within `pins.poll_interval`) until the connection ends."""
+        seen: dict[str, int] | None = None
+        while True:
+            changed = pins.changed
+            with anyio.move_on_after(pins.poll_interval):
+                await changed.wait()
+            try:
+                now = await pins.revisions(self.params.name)
+                if now != seen:
+                    await self._apply()
+                    seen = now
+            except Exception as exc:
                 logger.warning(
-                    "upstream %r: tool %r is already provided by %s; this one is left out",
+                    "upstream %r: reading its pinned tool definitions failed (%s: %s)",
                     self.params.name,
-                    name,
-                    current.spec.source or "another source",
+                    type(exc).__name__,
+                    exc,
                 )
-                del specs[name]
-                continue
-            if current is None or current.spec != spec or current.connector is not self:
-                self._catalog.add(Tool(spec=spec, connector=self))
-        self._names = set(specs)
 
     @property
     def tool_names(self) -> Sequence[str]:

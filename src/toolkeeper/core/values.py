@@ -29,6 +29,7 @@ __all__ = [
     "MCP_CONTENT",
     "CallContext",
     "Effect",
+    "Fence",
     "Principal",
     "ToolCall",
     "ToolResult",
@@ -65,6 +66,22 @@ class Effect(StrEnum):
         close = difflib.get_close_matches(str(value), known, n=1) if isinstance(value, str) else []
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"{value!r} is not an effect: use one of {', '.join(known)}{hint}")
+
+
+class Fence(StrEnum):
+    """How a tool's output is shown to a model: as it is, or fenced as data from its source.
+
+    A fenced result is marked, in every dialect, as output of a named tool from a named
+    source that is data and not instructions (`dialects.fence`); its structured content is
+    kept as it is."""
+
+    NONE = "none"
+    """Shown as it is: output the operator trusts (their own functions)."""
+    MARK = "mark"
+    """Fenced as data from its source."""
+    SCAN = "scan"
+    """Fenced, and scanned for instruction-like text, which the fence names
+    (`details.suspicious`)."""
 
 
 def name_tuple(value: Any) -> tuple[Any, ...]:
@@ -193,6 +210,9 @@ class ToolSpec:
     """Tenants the tool exists for; None means every tenant."""
     source: str = "local"
     """Which connector or upstream server provides it."""
+    fence: Fence = Fence.NONE
+    """How its output is shown to a model: fenced as data from `source` (an upstream's, by
+    default), or as it is (a local function's)."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     """Runtime-only extras from the tool's source (e.g. MCP annotations as received)."""
 
@@ -208,6 +228,8 @@ class ToolSpec:
         # with the `Effect` members (as text it skipped the default approval).
         if not isinstance(self.effect, Effect):
             object.__setattr__(self, "effect", Effect(self.effect))
+        if not isinstance(self.fence, Fence):
+            object.__setattr__(self, "fence", Fence(self.fence))
         # One name given as text is one item, not its characters (`tenants="acme"` let
         # tenant "a" in and kept "acme" out).
         for name in ("permissions", "tags", "aliases"):
@@ -277,6 +299,9 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     """The approval that this call needs or used."""
     replayed: bool = False
     """True when the result came from the ledger instead of a new run."""
+    fence: Fence = Fence.NONE
+    """How a dialect shows it to a model: the tool's `ToolSpec.fence`, set by the executor
+    on every result of a fenced tool, replays included."""
     metadata: Mapping[str, Any] = msgspec.field(default_factory=dict)
     """Extra facts about the result (coerced arguments, a large-result reference, ...)."""
 

@@ -23,6 +23,7 @@ from ..schema.losses import Action, Converted, Loss, prefixed
 from ..schema.validate import Violation, violations_text
 from .base import Dialect
 from .choice import ChoiceMode, ToolChoice
+from .fence import fencing
 from .keys import exported_pointer
 from .results import result_text
 from .roots import merged_root, object_root
@@ -134,10 +135,18 @@ class Anthropic(Dialect):
         spec = next((t for t in tools if t.name == result.tool), None)
         if spec is not None and result.error is not None:
             result = self._exported_violations(result, spec)
+        text = result_text(result)
+        fence = fencing(result, text)
+        content: Any = text
+        if fence is not None:
+            content = [
+                {"type": "text", "text": fence.notice},
+                {"type": "text", "text": fence.wrap(text)},
+            ]
         return {
             "type": "tool_result",
             "tool_use_id": result.call_id,
-            "content": result_text(result),
+            "content": content,
             "is_error": result.error is not None,
         }
 

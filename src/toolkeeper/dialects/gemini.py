@@ -21,7 +21,9 @@ from ..schema.canonical import json_safe
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .base import Dialect
 from .choice import ChoiceMode, ToolChoice
+from .fence import fencing
 from .nodes import nullable
+from .results import result_text
 from .roots import object_root
 from .schemas import FullSchema, GeminiSchema, full_schema
 from .wire import first, function_fields, items_of, plain
@@ -213,6 +215,10 @@ class Gemini(Dialect):
             body: dict[str, Any] = {"error": result.error.to_dict()}
         else:
             body = {"output": json_safe(result.data)}
+        fence = fencing(result, result_text(result))
+        if fence is not None:
+            # The output stays where Gemini reads it, as it is; the fence's facts beside it.
+            body = {"notice": fence.notice, **body, **fence.details()}
         # The name the model called: Gemini pairs an id-less response with its call by name.
         response: dict[str, Any] = {
             "name": self.exported_name(result.tool, tools),

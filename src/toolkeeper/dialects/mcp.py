@@ -23,6 +23,7 @@ from ..schema.canonical import json_safe
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .base import Dialect
 from .choice import ChoiceMode, ToolChoice
+from .fence import FENCE_META_KEY, fencing
 from .nodes import types_of
 from .results import result_text
 from .roots import object_root
@@ -142,15 +143,28 @@ class MCP(Dialect):
 
     def result_message(self, result: ToolResult, tools: Sequence[ToolSpec]) -> dict[str, Any]:
         blocks = result.metadata.get(MCP_CONTENT) if result.error is None else None
+        text = result_text(result)
         # An upstream's own content blocks (images, resources) go as they are.
-        out: dict[str, Any] = {
-            "content": [dict(b) for b in blocks]
-            if blocks
-            else [{"type": "text", "text": result_text(result)}]
-        }
+        content = [dict(b) for b in blocks] if blocks else [{"type": "text", "text": text}]
+        fence = fencing(result, text)
+        if fence is not None:
+            if blocks:  # (each block as it is, between the markers)
+                content = [
+                    {"type": "text", "text": f"{fence.notice}\n{fence.opening}"},
+                    *content,
+                    {"type": "text", "text": fence.closing},
+                ]
+            else:
+                content = [
+                    {"type": "text", "text": fence.notice},
+                    {"type": "text", "text": fence.wrap(text)},
+                ]
+        out: dict[str, Any] = {"content": content}
         if result.error is None and isinstance(result.data, Mapping):
             out["structuredContent"] = json_safe(dict(result.data))
         out["isError"] = result.error is not None
+        if fence is not None:
+            out["_meta"] = {FENCE_META_KEY: fence.details()}
         return out
 
     def export_tool_choice(

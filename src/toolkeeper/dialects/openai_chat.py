@@ -23,6 +23,7 @@ from ..schema.losses import Action, Converted, Loss, prefixed
 from ..schema.walker import deref
 from .base import Dialect
 from .choice import ToolChoice
+from .fence import fencing
 from .nodes import is_nullable
 from .results import result_text
 from .roots import merged_root, object_root
@@ -247,10 +248,20 @@ class OpenAIChat(Dialect):
         return "a chat.completion.chunk" if data.get("object") == "chat.completion.chunk" else None
 
     def result_message(self, result: ToolResult, tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        text = result_text(result)
+        fence = fencing(result, text)
+        content: Any = text
+        if fence is not None:
+            content = [
+                {"type": "text", "text": fence.notice},
+                {"type": "text", "text": fence.wrap(text)},
+            ]
         if result.call_id.startswith(_LEGACY_PREFIX):
             name = self.exported_name(result.tool, tools)
-            return {"role": "function", "name": name, "content": result_text(result)}
-        return {"role": "tool", "tool_call_id": result.call_id, "content": result_text(result)}
+            if fence is not None:  # (a function message's content is one text)
+                content = f"{fence.notice}\n{fence.wrap(text)}"
+            return {"role": "function", "name": name, "content": content}
+        return {"role": "tool", "tool_call_id": result.call_id, "content": content}
 
     def export_tool_choice(
         self, choice: ToolChoice, *, strict: bool = False, tools: Sequence[ToolSpec] = ()

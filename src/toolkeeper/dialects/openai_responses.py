@@ -14,6 +14,7 @@ from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Converted, Loss, prefixed
 from .base import Dialect
 from .choice import ToolChoice
+from .fence import fencing
 from .openai_chat import drop_absent_nulls, openai_parameters
 from .results import result_text
 from .roots import object_root
@@ -115,11 +116,15 @@ class OpenAIResponses(Dialect):
         return None
 
     def result_message(self, result: ToolResult, tools: Sequence[ToolSpec]) -> dict[str, Any]:
-        return {
-            "type": "function_call_output",
-            "call_id": result.call_id,
-            "output": result_text(result),
-        }
+        text = result_text(result)
+        fence = fencing(result, text)
+        output: Any = text
+        if fence is not None:
+            output = [
+                {"type": "input_text", "text": fence.notice},
+                {"type": "input_text", "text": fence.wrap(text)},
+            ]
+        return {"type": "function_call_output", "call_id": result.call_id, "output": output}
 
     def export_tool_choice(
         self, choice: ToolChoice, *, strict: bool = False, tools: Sequence[ToolSpec] = ()

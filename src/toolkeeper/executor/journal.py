@@ -411,6 +411,7 @@ def _result(st: CallState, outcome: Outcome, run: Attempts, finished_at: float) 
         effect_ref=outcome.effect_ref,
         approval_id=st.approval.id if st.approval is not None else None,
         metadata={MCP_CONTENT: outcome.content} if outcome.content else {},
+        fence=spec.fence,
     )
 
 

@@ -10,7 +10,7 @@ import msgspec
 
 from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
-from ..core.values import MCP_CONTENT, Effect, ToolResult
+from ..core.values import MCP_CONTENT, Effect, Fence, ToolResult, ToolSpec
 from ..ledger.base import ApprovalRecord, CallRecord, current_owner
 from ..observe.audit import AuditEvent
 from ..observe.redact import mask
@@ -42,8 +42,9 @@ UNKNOWN_OUTCOME_ERROR = ToolError.of(
 )
 
 
-def replay(record: CallRecord) -> ToolResult:
-    """The recorded result of a call, marked as replayed."""
+def replay(record: CallRecord, spec: ToolSpec | None = None) -> ToolResult:
+    """The recorded result of a call, marked as replayed; `spec`, the tool as it is now, says
+    how a dialect shows it (`ToolSpec.fence`) and where it comes from."""
     started = next((t for s, t in record.history if s is CallStatus.RUNNING), None)
     return ToolResult(
         call_id=record.call_id,
@@ -59,6 +60,8 @@ def replay(record: CallRecord) -> ToolResult:
         approval_id=record.approval_id,
         replayed=True,
         metadata={MCP_CONTENT: record.content} if record.content else {},
+        fence=spec.fence if spec is not None else Fence.NONE,
+        source=spec.source if spec is not None else None,
     )
 
 

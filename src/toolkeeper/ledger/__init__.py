@@ -24,6 +24,7 @@ from .base import (
 )
 from .factory import open_store
 from .memory import MemoryStore
+from .pins import PinRecord, PinStatus, PinStore
 from .recovery import recover_abandoned
 from .sqlite import SQLiteStore
 
@@ -36,6 +37,9 @@ __all__ = [
     "CallRecord",
     "LedgerStore",
     "MemoryStore",
+    "PinRecord",
+    "PinStatus",
+    "PinStore",
     "PostgresStore",
     "RunRecord",
     "SQLiteStore",

@@ -23,6 +23,7 @@ from .base import (
     check_limit,
     hold_counts,
 )
+from .pins import PinRecord, PinStatus
 from .transitions import apply_checked, check_decision, check_transition, not_pending, stamp_new
 
 __all__ = ["MemoryStore"]
@@ -41,6 +42,7 @@ class MemoryStore:
         self._approvals: dict[str, ApprovalRecord] = {}
         self._holds: dict[tuple[str, str], dict[str, BudgetHold]] = {}
         self._runs: dict[str, RunRecord] = {}
+        self._pins: dict[str, PinRecord] = {}
         self._digest_key = digest_key or secrets.token_bytes(32)
 
     def digest_key(self) -> bytes:
@@ -204,3 +206,25 @@ class MemoryStore:
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         return self._runs.get(run_id)
+
+    async def get_pin(self, name: str) -> PinRecord | None:
+        return self._pins.get(name)
+
+    async def put_pin(self, record: PinRecord, *, expected_rev: int | None) -> bool:
+        current = self._pins.get(record.name)
+        if (current is None) != (expected_rev is None):
+            return False
+        if current is not None and current.rev != expected_rev:
+            return False
+        self._pins[record.name] = record
+        return True
+
+    async def list_pins(
+        self, *, status: PinStatus | None = None, limit: int = 1000
+    ) -> list[PinRecord]:
+        check_limit(limit)
+        rows = sorted(
+            (r for r in self._pins.values() if status is None or r.status is status),
+            key=lambda r: r.name,
+        )
+        return rows[:limit]

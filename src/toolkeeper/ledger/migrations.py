@@ -145,6 +145,26 @@ MIGRATIONS: tuple[Migration, ...] = (
                 updated_at DOUBLE PRECISION NOT NULL)""",
         ),
     ),
+    Migration(
+        version=5,
+        name="pinned tool definitions: each upstream tool's accepted definition, changes held",
+        statements=(
+            """CREATE TABLE tool_pins (
+                name TEXT PRIMARY KEY,
+                source TEXT NOT NULL,
+                status TEXT NOT NULL,
+                digest TEXT,
+                definition TEXT,
+                offered_digest TEXT,
+                offered TEXT,
+                findings TEXT NOT NULL,
+                rev INTEGER NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                decided_by TEXT,
+                history TEXT NOT NULL)""",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -57,6 +57,7 @@ from .migrations import (
     missing,
     require_current,
 )
+from .pins import PostgresPins
 from .transitions import check_decision, check_transition, not_pending, stamp_new
 
 __all__ = ["PostgresStore"]
@@ -114,7 +115,7 @@ class _Lost(StoreError):
     was sent did not run, unless the server went away while running it."""
 
 
-class PostgresStore:
+class PostgresStore(PostgresPins):
     """`LedgerStore` in a PostgreSQL database.
 
     Use one instance per event loop (its pool belongs to the loop that opened it); open it

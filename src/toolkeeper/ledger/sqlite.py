@@ -67,6 +67,7 @@ from .migrations import (
     missing,
     require_current,
 )
+from .pins import SQLitePins
 from .transitions import apply_checked, check_decision, check_transition, not_pending, stamp_new
 
 __all__ = ["SQLiteStore"]
@@ -198,7 +199,7 @@ def _require_ledger(path: str) -> None:
 
 
 _LEDGER_TABLES = frozenset(
-    {"schema_version", "calls", "results", "approvals", "budget_holds", "runs"}
+    {"schema_version", "calls", "results", "approvals", "budget_holds", "runs", "tool_pins"}
 )
 
 
@@ -247,7 +248,7 @@ def _create_private(path: str) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
-class SQLiteStore:
+class SQLiteStore(SQLitePins):
     """`LedgerStore` in one SQLite file.
 
     Use one instance per event loop; open it before use (or use it as an async context

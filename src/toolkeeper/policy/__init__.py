@@ -1,5 +1,14 @@
-"""Policy: grants, business rules, approvals, budgets and rate limits."""
+"""Policy: grants, business rules, approvals, budgets, rate limits and pinned tool
+definitions."""
 
 from .grants import grant_matches, may_use, missing_permissions, required_permissions
+from .pins import PinRefused, Pins
 
-__all__ = ["grant_matches", "may_use", "missing_permissions", "required_permissions"]
+__all__ = [
+    "PinRefused",
+    "Pins",
+    "grant_matches",
+    "may_use",
+    "missing_permissions",
+    "required_permissions",
+]

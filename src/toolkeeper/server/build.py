@@ -25,11 +25,12 @@ from ..catalog.registry import CatalogEvent
 from ..config import BudgetsConfig, GatewayConfig, LocalTools, RuleConfig, UpstreamConfig
 from ..connectors.mcp import McpUpstream, UpstreamParams
 from ..core.errors import ConfigurationError
-from ..core.values import Principal
+from ..core.values import Fence, Principal
 from ..keeper import Keeper
 from ..ledger.factory import POSTGRES_SCHEMES, open_store
 from ..policy import rules as R
 from ..policy.budgets import Budgets, RateLimiter
+from ..policy.pins import Pins
 from .gateway import Gateway, GatewayPrincipal
 from .sources import command_tools, http_source, override, sandbox_of
 
@@ -47,12 +48,16 @@ class Deployment:
         gateway: Gateway,
         upstreams: Sequence[McpUpstream],
         sources: Sequence[Any] = (),
+        pins: Pins | None = None,
     ) -> None:
         self.keeper = keeper
         self.gateway = gateway
         self.upstreams = tuple(upstreams)
         self.sources = tuple(sources)
         """Other sources with connections to close (HTTP services)."""
+        self.pins = pins
+        """The upstream tools' pinned definitions: the operators' API (`pending`, `diff`,
+        `accept`, `reject`) that `toolkeeper tools` and a console call."""
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Deployment:
@@ -184,6 +189,8 @@ def upstream_params(name: str, cfg: UpstreamConfig, base_dir: str) -> UpstreamPa
         include=tuple(cfg.include) if cfg.include is not None else None,
         default_permissions=tuple(cfg.permissions) if cfg.permissions is not None else None,
         sandbox=sandbox_of(cfg.sandbox, base_dir),
+        fence=Fence(cfg.fence),
+        pins=cfg.pins,
     )
 
 
@@ -234,8 +241,14 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
                 # The last one silently won (and with it its effect and permissions).
                 raise ConfigurationError(f"{where}: registers {name!r}, as {earlier} does")
             owners[name] = where
+    pins = Pins(
+        lambda: keeper.store,
+        audit=keeper.runtime.audit,
+        hold_suspicious=config.server.hold_suspicious_tools,
+        poll_interval=config.server.pins_poll_interval,
+    )
     upstreams = [
-        McpUpstream(upstream_params(name, cfg, config.base_dir), keeper.catalog)
+        McpUpstream(upstream_params(name, cfg, config.base_dir), keeper.catalog, pins)
         for name, cfg in config.upstreams.items()
     ]
     sources = [http_source(name, cfg, config.base_dir) for name, cfg in config.http.items()]
@@ -275,4 +288,4 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         max_result_chars=config.server.max_result_chars or None,
         repeat_window=config.server.repeat_window,
     )
-    return Deployment(keeper, gateway, upstreams, sources)
+    return Deployment(keeper, gateway, upstreams, sources, pins)

@@ -38,7 +38,7 @@ from ..core._visible import visible
 from ..core.errors import ErrorCode, ToolError
 from ..core.ids import id_problem
 from ..core.states import CallStatus
-from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
+from ..core.values import Fence, Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects.base import RESULT_CHARS, check_result_limit, shown_result
 from ..dialects.mcp import MCP
 from ..keeper import Keeper
@@ -518,7 +518,7 @@ class Gateway:
             meta[ERROR_CODE_META_KEY] = result.error.code.value
             if result.approval_id:
                 meta[APPROVAL_META_KEY] = result.approval_id
-        wire["_meta"] = meta
+        wire["_meta"] = {**wire.get("_meta", {}), **meta}
         return wire
 
 
@@ -543,7 +543,8 @@ def _unshowable(result: ToolResult, misfit: str) -> ToolResult:
         "mean to repeat it",
         details={"status": result.status.value},
     )
-    return msgspec.structs.replace(result, data=None, error=error, metadata={})
+    # (toolkeeper's own words, not the tool's: never fenced as the tool's output)
+    return msgspec.structs.replace(result, data=None, error=error, metadata={}, fence=Fence.NONE)
 
 
 def _needs_approval(result: ToolResult) -> bool:

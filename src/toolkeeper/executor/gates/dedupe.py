@@ -7,7 +7,7 @@ import anyio
 from ...core.errors import CallRefused, ErrorCode
 from ...core.ids import id_problem, plain_id
 from ...core.states import CallStatus
-from ...core.values import Effect
+from ...core.values import Effect, ToolSpec
 from ...ledger.base import CallRecord, current_owner, is_abandoned
 from ...schema.canonical import canonical_json
 from ...schema.validate import SchemaError, apply_defaults
@@ -58,7 +58,7 @@ async def dedupe(rt: Runtime, st: CallState) -> Step:
     if record.status is CallStatus.RUNNING:
         return await _await_outcome(rt, st)
     if record.status.terminal:
-        return replay(record)
+        return replay(record, _spec(rt, record))
     return None
 
 
@@ -150,7 +150,7 @@ async def _await_outcome(rt: Runtime, st: CallState) -> Step:
         # has no error and no data), or the other proposal was cancelled, not this one.
         st.record = record
         return None
-    return replay(record)
+    return replay(record, _spec(rt, record))
 
 
 def _unended_here(rt: Runtime, record: CallRecord) -> bool | None:
@@ -160,3 +160,9 @@ def _unended_here(rt: Runtime, record: CallRecord) -> bool | None:
     if key in rt.unended and record.owner != current_owner():
         del rt.unended[key]  # another process has taken the call over since
     return rt.unended.get(key)
+
+
+def _spec(rt: Runtime, record: CallRecord) -> ToolSpec | None:
+    """The recorded call's tool as it is now, if it still exists."""
+    tool = rt.catalog.get(record.tool)
+    return tool.spec if tool is not None else None
