@@ -24,12 +24,13 @@ from toolkeeper.ledger.sqlite import NoLedger
 
 from .contract import Connect, LedgerContract
 from .locking import claim_while_locked
+from .pages_contract import PagesContract
 from .records import call, hold
 
 pytestmark = pytest.mark.anyio
 
 
-class TestSQLiteStore(LedgerContract):
+class TestSQLiteStore(LedgerContract, PagesContract):
     @pytest.fixture
     async def connect(self, tmp_path: Path) -> AsyncIterator[Connect]:
         opened: list[SQLiteStore] = []

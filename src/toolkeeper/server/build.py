@@ -30,7 +30,10 @@ from ..keeper import Keeper
 from ..ledger.factory import POSTGRES_SCHEMES, open_store
 from ..policy import rules as R
 from ..policy.budgets import Budgets, RateLimiter
+from .desk import Desk
 from .gateway import Gateway, GatewayPrincipal
+from .operator_app import OperatorFace
+from .operators import Operators
 
 __all__ = ["Deployment", "build", "load_tool_module"]
 
@@ -40,11 +43,30 @@ _log = logging.getLogger("toolkeeper")
 class Deployment:
     """A keeper, its gateway and its upstream connections, opened and closed together."""
 
-    def __init__(self, keeper: Keeper, gateway: Gateway, upstreams: Sequence[McpUpstream]) -> None:
+    def __init__(
+        self,
+        keeper: Keeper,
+        gateway: Gateway,
+        upstreams: Sequence[McpUpstream],
+        operators: Operators | None = None,
+    ) -> None:
         self.keeper = keeper
         self.gateway = gateway
         self.upstreams = tuple(upstreams)
+        self.operators: OperatorFace | None = None
+        """The operators' API and console, when the configuration names operators."""
+        if operators:
+            desk = Desk(
+                keeper=keeper,
+                principals={pid: p.principal for pid, p in gateway.principals.items()},
+                connected=self.upstream_status,
+            )
+            self.operators = OperatorFace(desk, operators)
         self._stack: AsyncExitStack | None = None
+
+    def upstream_status(self) -> dict[str, bool]:
+        """Whether each upstream is connected, by name."""
+        return {u.params.name: u.connected for u in self.upstreams}
 
     async def __aenter__(self) -> Deployment:
         async with AsyncExitStack() as stack:
@@ -53,6 +75,8 @@ class Deployment:
                 stack.push_async_callback(close_limiter)
             await stack.enter_async_context(self.keeper)
             stack.callback(self.gateway.close)  # (before the keeper closes)
+            if self.operators is not None:
+                stack.callback(self.operators.close)
             for upstream in self.upstreams:
                 await upstream.start()
                 stack.push_async_exit(upstream)
@@ -265,4 +289,4 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         max_result_chars=config.server.max_result_chars or None,
         repeat_window=config.server.repeat_window,
     )
-    return Deployment(keeper, gateway, upstreams)
+    return Deployment(keeper, gateway, upstreams, Operators.from_config(config.operators))
