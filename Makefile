@@ -4,6 +4,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 INSPECTOR := .cache/inspector/node_modules/.bin/mcp-inspector
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: run test lint typecheck unit clean
 
@@ -36,7 +37,12 @@ typecheck: $(STAMP_TEST)
 $(INSPECTOR):
 	npm install --prefix .cache/inspector --no-audit --no-fund @modelcontextprotocol/inspector@0.15.0
 
-unit: $(STAMP_TEST) $(INSPECTOR)
+# Debian's Chromium, the browser the console's tests drive through Playwright (which downloads
+# no browser of its own here).
+$(CHROMIUM):
+	apt-get install -y chromium || (apt-get update && apt-get install -y chromium)
+
+unit: $(STAMP_TEST) $(INSPECTOR) $(CHROMIUM)
 	$(BIN)/pytest
 
 test: lint typecheck unit

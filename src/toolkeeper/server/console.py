@@ -37,9 +37,21 @@ FILES = Path(__file__).parent / "console_files"
 Page = Callable[[Request, Session], Awaitable[Response]]
 
 
+class _Visible(str):
+    """Text made visible already (`visible_json`): its line breaks are the layout's own."""
+
+    __slots__ = ()
+
+
 def _shown(value: Any) -> Any:
     """Every value a template prints, made visible (autoescaping follows)."""
-    return visible(value) if isinstance(value, str) else value
+    if isinstance(value, str) and not isinstance(value, _Visible):
+        return visible(value)
+    return value
+
+
+def _json(value: Any) -> _Visible:
+    return _Visible(visible_json(value, indent=2, sort_keys=True))
 
 
 def _when(at: float | None) -> str:
@@ -72,7 +84,7 @@ class Console:
             undefined=jinja2.StrictUndefined,
         )
         self._env.filters["when"] = _when
-        self._env.filters["args"] = lambda value: visible_json(value, indent=2, sort_keys=True)
+        self._env.filters["args"] = _json
 
     def end_streams(self) -> None:
         """End every live stream within one poll (the server is stopping)."""
