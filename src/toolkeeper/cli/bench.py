@@ -34,6 +34,10 @@ _BENCHES: dict[str, tuple[str, str]] = {
         "toolkeeper.server.bench:configure_gateway",
         "an MCP tool call through the gateway vs direct vs FastMCP's proxy",
     ),
+    "console": (
+        "toolkeeper.server.console_bench:configure_console",
+        "the operators' API over a ledger of many calls: p50/p99 per endpoint, page sizes",
+    ),
     "scale": (
         "toolkeeper.bench.scale:configure_scale",
         "gateway processes on one PostgreSQL ledger: throughput, duplicates, lost, budgets",
