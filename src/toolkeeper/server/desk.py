@@ -64,8 +64,9 @@ class Desk:
     keeper: Keeper
     principals: Mapping[str, Principal]
     connected: Callable[[], Mapping[str, bool]] = dict
-    versions: dict[str, list[VersionSeen]] = field(default_factory=dict)
-    _unsubscribe: Callable[[], None] | None = None
+    versions: dict[str, list[VersionSeen]] = field(default_factory=dict, init=False)
+    """The versions of each tool seen since the desk opened (the last 20), by name."""
+    _unsubscribe: Callable[[], None] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         now = time.time()
