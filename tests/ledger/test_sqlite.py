@@ -129,6 +129,8 @@ async def test_a_ledger_written_before_content_blocks_were_kept_opens_and_keeps_
     with sqlite3.connect(path) as conn:  # as version 1 left it
         conn.execute("ALTER TABLE calls DROP COLUMN content")
         conn.execute("DROP TABLE budget_holds")
+        for index in ("newest", "by_tool", "by_principal", "by_status", "by_call_id"):
+            conn.execute(f"DROP INDEX calls_{index}")
         conn.execute("DELETE FROM schema_version WHERE version > 1")
     blocks = ({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},)
     async with SQLiteStore(path) as store:
