@@ -61,3 +61,50 @@ async def test_an_operator_approves_a_library_keepers_call_over_http() -> None:
     assert ran.status is CallStatus.SUCCEEDED and runs == ["/tmp/x"]
     assert [t["name"] for t in tools["tools"]] == ["files.delete"]
     assert login.status_code == 200 and "content-security-policy" in login.headers
+
+
+@pytest.mark.postgres
+async def test_a_nul_anywhere_is_a_clear_refusal_on_postgresql_not_a_500(pg_schema: str) -> None:
+    """PostgreSQL refuses a NUL in text: the desk answers before the ledger is asked."""
+    from toolkeeper.ledger import PostgresStore
+
+    from ..conftest import postgres_url
+
+    store = PostgresStore(postgres_url(), schema=pg_schema, digest_key="k" * 32)
+    keeper = Keeper(ledger=store)
+    app = operator_app(keeper, {"ops": OperatorConfig(token=TOKEN, role="admin")})
+    requests = [
+        ("GET", "/api/v1/approvals/a%00b", None, 404),
+        ("GET", "/api/v1/calls/t%00/c", None, 404),
+        ("POST", "/api/v1/calls/t%00/c/settle", {"succeeded": True, "note": "x"}, 404),
+        ("POST", "/api/v1/calls/t/c/settle", {"succeeded": True, "note": "a\u0000b"}, 422),
+        ("POST", "/api/v1/approvals/apr_x/approve", {"note": "a\u0000b"}, 422),
+        ("POST", "/api/v1/approvals/apr_x/deny", {"reason": "a\u0000b"}, 422),
+        ("GET", "/api/v1/calls?tool=a%00b", None, 422),
+    ]
+    async with (
+        keeper,
+        httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=app),
+            base_url="http://app",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        ) as http,
+    ):
+        for method, path, body, status in requests:
+            answer = await http.request(method, path, json=body)
+            assert answer.status_code == status, path
+
+
+async def test_a_ledger_that_does_not_answer_is_a_503_with_a_stable_code() -> None:
+    from toolkeeper.ledger import PostgresStore
+
+    store = PostgresStore("postgresql://postgres@127.0.0.1:9/none", timeout=1, digest_key="k" * 32)
+    keeper = Keeper(ledger=store)
+    app = operator_app(keeper, {"ops": OperatorConfig(token=TOKEN, role="admin")})
+    async with httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=app),
+        base_url="http://app",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ) as http:
+        answer = await http.get("/api/v1/approvals")
+    assert (answer.status_code, answer.json()["error"]["code"]) == (503, "LEDGER_UNAVAILABLE")

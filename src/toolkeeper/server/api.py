@@ -9,6 +9,7 @@ Refusals are `{"error": {"code", "message"}}` with a stable code (`openapi.ERROR
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from ..core.errors import StoreError
 from ..ledger.pages import CallQuery
 from . import api_params as P
 from .desk import Desk, DeskError
@@ -31,6 +33,8 @@ from .views import (
 )
 
 __all__ = ["api_routes", "json_response"]
+
+_log = logging.getLogger("toolkeeper")
 
 Handler = Callable[[Request, Operator], Awaitable[Any]]
 
@@ -62,6 +66,11 @@ def _endpoint(operators: Operators, handler: Handler) -> Callable[[Request], Awa
             found = await handler(request, op)
         except DeskError as exc:
             return json_response(error_json(exc.code, exc.message), exc.status)
+        except StoreError:
+            _log.exception("the ledger failed answering %s %s", request.method, request.url.path)
+            return json_response(
+                error_json("LEDGER_UNAVAILABLE", "the ledger did not answer; try again"), 503
+            )
         return found if isinstance(found, Response) else json_response(found)
 
     return endpoint

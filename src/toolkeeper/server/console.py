@@ -11,6 +11,7 @@ CSRF token; the headers forbid any script, style or frame but the package's own 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..core._visible import visible, visible_json
+from ..core.errors import StoreError
 from ..ledger.base import ApprovalStatus
 from . import api_params as P
 from .desk import Desk, DeskError, trail
@@ -31,6 +33,8 @@ from .operators import Operators
 from .sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, new_token, same_token
 
 __all__ = ["Console"]
+
+_log = logging.getLogger("toolkeeper")
 
 FILES = Path(__file__).parent / "console_files"
 """The templates and static assets, inside the package."""
@@ -123,6 +127,11 @@ class Console:
             except DeskError as exc:
                 return self.render(
                     "error.html", session, exc.status, code=exc.code, message=exc.message
+                )
+            except StoreError:
+                _log.exception("the ledger failed answering %s", request.url.path)
+                return self.render(
+                    "error.html", session, 503, code="LEDGER_UNAVAILABLE", message="try again"
                 )
 
         return endpoint

@@ -101,7 +101,7 @@ class Desk:
         Raises:
             DeskError: NOT_FOUND.
         """
-        found = await self.keeper.store.get_approval(approval_id)
+        found = None if "\x00" in approval_id else await self.keeper.store.get_approval(approval_id)
         if found is None:
             raise DeskError("NOT_FOUND", 404, f"no approval request {approval_id!r}")
         return found
@@ -114,6 +114,7 @@ class Desk:
                 NOT_PENDING (decided or expired meanwhile).
         """
         _require(op, "approver")
+        _storable(note)
         record = await self.approval(approval_id)
         if not op.may_approve_for(record.principal_id):
             raise DeskError(
@@ -131,7 +132,7 @@ class Desk:
             DeskError: FORBIDDEN, INVALID_REQUEST (no reason), NOT_FOUND, NOT_PENDING.
         """
         _require(op, "approver")
-        if not reason.strip():
+        if not _storable(reason).strip():
             raise DeskError("INVALID_REQUEST", 422, "a denial needs a reason: the model is told")
         await self.approval(approval_id)
         return await self._decide(self.keeper.approvals.deny, approval_id, op, reason=reason)
@@ -159,7 +160,8 @@ class Desk:
         Raises:
             DeskError: NOT_FOUND.
         """
-        record = await self.keeper.store.get_call(task_id, call_id)
+        named = "\x00" not in task_id + call_id  # (no ledger holds one; PostgreSQL refuses it)
+        record = await self.keeper.store.get_call(task_id, call_id) if named else None
         if record is None:
             raise DeskError("NOT_FOUND", 404, f"no call {call_id!r} in task {task_id!r}")
         approval = None
@@ -176,7 +178,9 @@ class Desk:
             DeskError: FORBIDDEN, INVALID_REQUEST (no note), NOT_FOUND, NOT_UNKNOWN.
         """
         _require(op, "approver")
-        if not note.strip():
+        if "\x00" in task_id + call_id:
+            raise DeskError("NOT_FOUND", 404, f"no call {call_id!r} in task {task_id!r}")
+        if not _storable(note).strip():
             raise DeskError("INVALID_REQUEST", 422, "say what you found: it is kept with the call")
         try:
             await self.keeper.settle(
@@ -252,6 +256,13 @@ class Desk:
         upstreams = dict(self.connected())
         ok = ledger == "ok" and all(upstreams.values())
         return {"status": "ok" if ok else "degraded", "ledger": ledger, "upstreams": upstreams}
+
+
+def _storable(text: str | None) -> str:
+    """`text` (or ""), when every ledger can keep it: PostgreSQL refuses a NUL character."""
+    if text is not None and "\x00" in text:
+        raise DeskError("INVALID_REQUEST", 422, "a note cannot hold a NUL character")
+    return text or ""
 
 
 def _require(op: Operator, role: Role) -> None:

@@ -24,6 +24,7 @@ ERROR_CODES = {
     "NOT_PENDING": "the approval was decided, withdrawn or has expired (409)",
     "NOT_UNKNOWN": "the call's outcome is not unknown: nothing to settle (409)",
     "INVALID_REQUEST": "a parameter or the body is malformed (400, 422)",
+    "LEDGER_UNAVAILABLE": "the ledger did not answer (503); nothing was decided",
 }
 """Every code an `{"error": {"code"}}` may carry, and what it means."""
 
