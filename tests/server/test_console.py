@@ -251,3 +251,35 @@ async def test_the_event_stream_needs_a_session(gateway_url: str) -> None:
     async with httpx2.AsyncClient(base_url=base) as http:
         answer = await http.get("/console/events")
     assert answer.status_code == 303
+
+
+async def test_pages_stay_under_100_kb_whatever_the_ledger_holds(
+    browser: Browser, deployment: Deployment
+) -> None:
+    from dataclasses import replace
+
+    from tests.ledger.records import call
+    from toolkeeper.core.states import CallStatus
+
+    store = deployment.keeper.store
+    for n in range(150):
+        record, _ = await store.claim_call(
+            replace(call(f"big-{n}", task_id="t-big"), arguments={"blob": "x" * 5_000})
+        )
+        await store.transition(
+            "t-big",
+            record.call_id,
+            expected=CallStatus.RUNNING,
+            target=CallStatus.UNKNOWN_OUTCOME,
+        )
+    async with browser("vic") as vic:
+        pages = [
+            "/console/calls?limit=500",
+            "/console/unknown?limit=500",
+            "/console/audit?limit=500",
+        ]
+        answers = [await vic.get(path) for path in pages]
+    for path, answer in zip(pages, answers, strict=True):
+        assert answer.status_code == 200, path
+        assert len(answer.content) < 100_000, path
+    assert answers[1].text.count("/console/calls/t-big/") == 100  # the most a page lists

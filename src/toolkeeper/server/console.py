@@ -59,6 +59,19 @@ def _json(value: Any) -> _Visible:
     return _Visible(visible_json(value, indent=2, sort_keys=True))
 
 
+def _json_cut(value: Any, most: int = 0) -> _Visible:
+    """At most `most` (default `CUT`) characters of `_json(value)`, for a row of a list or a
+    large result (the API returns it whole)."""
+    text, most = _json(value), most or CUT
+    return text if len(text) <= most else _Visible(text[:most] + " … (cut)")
+
+
+CUT = 300
+"""Characters of a call's arguments a list shows."""
+ROWS = 100
+"""The most rows a console page lists (its HTML stays well under 100 KB)."""
+
+
 def _when(at: float | None) -> str:
     if at is None:
         return "—"
@@ -88,6 +101,7 @@ class Console:
         )
         self._env.filters["when"] = _when
         self._env.filters["args"] = _json
+        self._env.filters["args_cut"] = _json_cut
 
     def end_streams(self) -> None:
         """End every live stream within one poll (the server is stopping)."""
@@ -175,7 +189,7 @@ class Console:
 
     async def approvals(self, request: Request, session: Session) -> Response:
         status = P.approval_status(request.query_params)
-        found = await self.desk.approvals(status, 200)
+        found = await self.desk.approvals(status, ROWS)
         return self.render(
             "approvals.html", session, approvals=found, shown=status.value if status else "all"
         )
@@ -209,7 +223,7 @@ class Console:
         last: list[str] | None = None
         quiet = 0.0
         while not self._ended and self.sessions.get(request.cookies.get(COOKIE)) is not None:
-            pending = await self.desk.approvals(ApprovalStatus.PENDING, 200)
+            pending = await self.desk.approvals(ApprovalStatus.PENDING, ROWS)
             ids = [r.id for r in pending]
             if ids != last:
                 rows = [
@@ -234,7 +248,7 @@ class Console:
 
     async def calls(self, request: Request, session: Session) -> Response:
         params = request.query_params
-        query = P.call_query(params)
+        query = P.call_query(params, limit=min(P.limit(params), ROWS))
         found = await self.desk.calls(query)
         more = P.next_cursor(found, query)
         return self.render("calls.html", session, calls=found, params=params, more=more)
@@ -247,7 +261,8 @@ class Console:
         return self.render("call.html", session, call=record, approval=asked, events=events)
 
     async def unknown(self, request: Request, session: Session) -> Response:
-        query = P.call_query(request.query_params, status=P.UNKNOWN)
+        params = request.query_params
+        query = P.call_query(params, status=P.UNKNOWN, limit=min(P.limit(params), ROWS))
         found = await self.desk.calls(query)
         return self.render("unknown.html", session, calls=found)
 
@@ -265,7 +280,7 @@ class Console:
 
     async def audit(self, request: Request, session: Session) -> Response:
         params = request.query_params
-        query = P.call_query(params)
+        query = P.call_query(params, limit=min(P.limit(params), ROWS))
         found = await self.desk.audit(query)
         more = P.next_cursor([r for r, _ in found], query)
         events = [e for _, events in found for e in events]
