@@ -133,7 +133,7 @@ def api_routes(desk: Desk, operators: Operators) -> list[BaseRoute]:
 
     async def search(request: Request, op: Operator) -> Any:
         given = await P.body(request, P.SearchBody)
-        return search_json(desk.search(given.query, given.principal, given.k))
+        return search_json(await desk.search(given.query, given.principal, given.k))
 
     async def health(request: Request, op: Operator) -> Any:
         return await desk.health()

@@ -308,7 +308,7 @@ class Console:
             query = str(form.get("query") or "")[:4000]
             principal = str(form.get("principal") or "")
             if query.strip():
-                found = self.desk.search(query, principal, 8)
+                found = await self.desk.search(query, principal, 8)
         return self.render(
             "search.html",
             session,

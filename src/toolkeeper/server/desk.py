@@ -12,7 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
+
+import anyio.to_thread
 
 from ..catalog.registry import CatalogEvent
 from ..config_operators import Role
@@ -242,9 +245,12 @@ class Desk:
         who = self.principal(principal_id)
         return [s for s in specs if may_use(who, s)]
 
-    def search(self, query: str, principal_id: str, k: int) -> Selection:
-        """What retrieval would show a model working for `principal_id`."""
-        return self.keeper.select(query, principal=self.principal(principal_id), k=k)
+    async def search(self, query: str, principal_id: str, k: int) -> Selection:
+        """What retrieval would show a model working for `principal_id` (ranked on a worker
+        thread, as the gateway's `search_tools` is: the event loop serves others meanwhile)."""
+        who = self.principal(principal_id)
+        select = partial(self.keeper.select, query, principal=who, k=k)
+        return await anyio.to_thread.run_sync(select, abandon_on_cancel=True)
 
     async def health(self) -> dict[str, Any]:
         """Whether the ledger answers and each upstream is connected."""
