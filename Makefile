@@ -6,6 +6,7 @@ STAMP_TEST := $(VENV)/.installed-test
 INSPECTOR := .cache/inspector/node_modules/.bin/mcp-inspector
 BWRAP := /usr/bin/bwrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: run test lint typecheck unit clean
 
@@ -42,7 +43,12 @@ $(INSPECTOR):
 $(BWRAP):
 	$(SUDO) apt-get install -y bubblewrap || ($(SUDO) apt-get update && $(SUDO) apt-get install -y bubblewrap)
 
-unit: $(STAMP_TEST) $(INSPECTOR) $(BWRAP)
+# Debian's Chromium, the browser the console's tests drive through Playwright (which downloads
+# no browser of its own here).
+$(CHROMIUM):
+	$(SUDO) apt-get install -y chromium || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
+
+unit: $(STAMP_TEST) $(INSPECTOR) $(BWRAP) $(CHROMIUM)
 	$(BIN)/pytest
 
 test: lint typecheck unit

@@ -34,6 +34,7 @@ from ._config_sources import (
     ToolOverrideConfig,
 )
 from ._config_sources import http_url as _http_url
+from .config_operators import OperatorConfig, resolve_operator_tokens
 from .connectors.python import DEFAULT_TOOL_THREADS
 from .core.errors import ConfigurationError
 from .core.values import grant_pattern
@@ -346,6 +347,8 @@ class GatewayConfig(_Model):
     principals: dict[str, PrincipalConfig] = {}
     rules: list[RuleConfig] = []
     budgets: BudgetsConfig | None = None
+    operators: dict[str, OperatorConfig] = {}
+    """The people who use the HTTP API and web console (`config_operators`)."""
     base_dir: str = "."
     """The directory relative file paths are taken from (the configuration file's): `[[tools]]
     file`, an upstream's `cwd`, a `path_inside` rule's `root`; not the ledger's."""
@@ -562,6 +565,13 @@ def parse_config(
         # a ValueError of ours is the reason itself (not "Value error, ...")
         raise_at(loc, str(first.get("ctx", {}).get("error", first["msg"])))
     config = _resolve_tokens(config, raise_at)
+    operators = resolve_operator_tokens(
+        config.operators,
+        {pid: p.token for pid, p in config.principals.items()},
+        lambda name, where: _environ(name, where, raise_at),
+        raise_at,
+    )
+    config = config.model_copy(update={"operators": operators})
     config = _expand_upstreams(config, raise_at)
     if config.server.stdio_principal is not None and config.server.stdio_principal not in (
         config.principals

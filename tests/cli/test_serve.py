@@ -70,14 +70,16 @@ def test_a_port_in_use_is_one_line_and_exit_1(
 
 
 @contextlib.asynccontextmanager
-async def _serving(tmp_path: Path, server: str = "") -> AsyncIterator[tuple[Process, list[str]]]:
+async def _serving(
+    tmp_path: Path, server: str = "", tables: str = ""
+) -> AsyncIterator[tuple[Process, list[str]]]:
     """`toolkeeper serve` on the demo tools, once it has printed its banner; `server`: more
-    keys of `[server]`."""
+    keys of `[server]`; `tables`: more tables."""
     config = tmp_path / "gw.toml"
     config.write_text(
         f'[server]\nledger = "sqlite:///{tmp_path}/l.db"\nport = 0\n{server}'
         f'[[tools]]\nfile = "{ROOT / "examples" / "demo_tools.py"}"\n'
-        '[principals.demo]\ntoken = "demo-token-for-tests"\ngrants = ["notes:*"]\n'
+        '[principals.demo]\ntoken = "demo-token-for-tests"\ngrants = ["notes:*"]\n' + tables
     )
     command = [sys.executable, "-c", CLI, "serve", "--config", str(config), "--show-tokens"]
     async with await anyio.open_process(command) as process:
@@ -123,6 +125,24 @@ async def test_serve_prints_url_token_and_a_command_that_lists_tools(
     assert "demo.add_note" in captured.out
     assert "401" in captured.err
     assert "answered 404: name the gateway's MCP endpoint" in captured.err  # (not "Not Found")
+
+
+@pytest.mark.anyio
+async def test_serve_prints_the_console_url_and_an_operator_token_that_opens_it(
+    tmp_path: Path,
+) -> None:
+    import httpx2
+
+    operators = '[operators.ops]\ntoken = "ops-token-for-the-tests"\nrole = "admin"\n'
+    async with _serving(tmp_path, tables=operators) as (_, lines):
+        [console] = [line.split()[1] for line in lines if line.startswith("console: ")]
+        headers = {"Authorization": "Bearer ops-token-for-the-tests"}
+        async with httpx2.AsyncClient(headers=headers) as http:
+            page = await http.get(f"{console}/login")
+            health = await http.get(console.removesuffix("/console") + "/api/v1/health")
+    assert console.startswith("http://127.0.0.1:") and console.endswith("/console")
+    assert "operator ops (admin): token ops-token-for-the-tests" in lines
+    assert page.status_code == 200 and health.json()["ledger"] == "ok"
 
 
 _DEMO_HEADERS = {

@@ -22,6 +22,7 @@ def call(
     idempotent: bool = False,
     effect: str = "write",
     owner: str | None = None,
+    principal_id: str = "alice",
     **fields: Any,
 ) -> CallRecord:
     """A call record as the executor would first write it."""
@@ -32,7 +33,7 @@ def call(
         version="1",
         digest="ab" * 32,
         arguments={"to": "acct-7", "amount": 12.5, "memo": "café ☕", "token": "[REDACTED]"},
-        principal_id="alice",
+        principal_id=principal_id,
         tenant="acme",
         status=status,
         effect=effect,

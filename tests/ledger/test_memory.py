@@ -7,9 +7,10 @@ import pytest
 from toolkeeper.ledger import LedgerStore, MemoryStore
 
 from .contract import Connect, LedgerContract
+from .pages_contract import PagesContract
 
 
-class TestMemoryStore(LedgerContract):
+class TestMemoryStore(LedgerContract, PagesContract):
     durable: ClassVar[bool] = False
 
     @pytest.fixture

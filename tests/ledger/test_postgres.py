@@ -20,11 +20,12 @@ from toolkeeper.ledger.migrations import (
 from ..conftest import postgres_url
 from . import records
 from .contract import Connect, LedgerContract
+from .pages_contract import PagesContract
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 
-class TestPostgresStore(LedgerContract):
+class TestPostgresStore(LedgerContract, PagesContract):
     @pytest.fixture
     async def connect(self, pg_schema: str) -> AsyncIterator[Connect]:
         opened: list[PostgresStore] = []

@@ -24,12 +24,13 @@ from toolkeeper.ledger.sqlite import NoLedger
 
 from .contract import Connect, LedgerContract
 from .locking import claim_while_locked
+from .pages_contract import PagesContract
 from .records import call, hold
 
 pytestmark = pytest.mark.anyio
 
 
-class TestSQLiteStore(LedgerContract):
+class TestSQLiteStore(LedgerContract, PagesContract):
     @pytest.fixture
     async def connect(self, tmp_path: Path) -> AsyncIterator[Connect]:
         opened: list[SQLiteStore] = []
@@ -130,6 +131,8 @@ async def test_a_ledger_written_before_content_blocks_were_kept_opens_and_keeps_
         conn.execute("DROP TABLE budget_holds")
         conn.execute("DROP TABLE runs")
         conn.execute("DROP TABLE tool_pins")
+        for index in ("newest", "by_tool", "by_principal", "by_status", "by_call_id"):
+            conn.execute(f"DROP INDEX calls_{index}")
         conn.execute("DELETE FROM schema_version WHERE version > 1")
     blocks = ({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},)
     async with SQLiteStore(path) as store:

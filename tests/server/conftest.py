@@ -30,6 +30,15 @@ TOKENS = {
     "dave": "dave-token-5",
 }
 
+OPERATORS = {
+    "olga": "olga-approver-token-1",
+    "alma": "alma-approver-token-2",
+    "vic": "vic-viewer-token-3333",
+    "ada": "ada-admin-token-44444",
+}
+"""Operators of the API and console: olga approves; alma approves, but is alice (four eyes);
+vic only reads; ada is an admin."""
+
 
 def config_text(
     tmp_path: Path,
@@ -37,10 +46,12 @@ def config_text(
     stdio_principal: str = "alice",
     trust_hints: bool = True,
     repeat_window: float = 0,
+    upstream: bool = True,
 ) -> str:
     """The tests' gateway: its writes run again as soon as they ended (`repeat_window = 0`),
-    unless a test asks for the window."""
-    return f"""
+    unless a test asks for the window; without `upstream`, only its local tools (it starts
+    faster)."""
+    text = f"""
 [server]
 ledger = "sqlite:///{tmp_path}/ledger.db"
 stdio_principal = "{stdio_principal}"
@@ -78,7 +89,28 @@ approve_by_elicitation = false
 [principals.dave]
 token = "{TOKENS["dave"]}"
 grants = ["notes:*"]
+
+[operators.olga]
+token = "{OPERATORS["olga"]}"
+role = "approver"
+
+[operators.alma]
+token = "{OPERATORS["alma"]}"
+role = "approver"
+principals = ["alice"]
+
+[operators.vic]
+token = "{OPERATORS["vic"]}"
+role = "viewer"
+
+[operators.ada]
+token = "{OPERATORS["ada"]}"
+role = "admin"
 """
+    if not upstream:
+        start = text.index("[upstreams.t]")
+        text = text[:start] + text[text.index("[principals.alice]") :]
+    return text
 
 
 @pytest.fixture
@@ -99,7 +131,7 @@ async def deployment(tmp_path: Path) -> AsyncIterator[Deployment]:
 @asynccontextmanager
 async def serving(deployment: Deployment, **options: Any) -> AsyncIterator[str]:
     """The URL of `deployment`'s gateway, served over streamable HTTP on a free port
-    (`options`: more arguments of `serve_http`)."""
+    (`options`: more arguments of `serve_http`), with the operators' API and console."""
     ready = anyio.Event()
     ports: list[int] = []
 
@@ -108,6 +140,7 @@ async def serving(deployment: Deployment, **options: Any) -> AsyncIterator[str]:
         ready.set()
 
     async with anyio.create_task_group() as tg:
+        options.setdefault("operators", deployment.operators)
         tg.start_soon(partial(serve_http, deployment.gateway, port=0, started=started, **options))
         with anyio.fail_after(10):
             await ready.wait()

@@ -42,6 +42,10 @@ _BENCHES: dict[str, tuple[str, str]] = {
         "toolkeeper.bench.agent:configure_agent",
         "the agent loop's time per step vs pydantic-ai and the OpenAI Agents SDK",
     ),
+    "console": (
+        "toolkeeper.server.console_bench:configure_console",
+        "the operators' API over a ledger of many calls: p50/p99 per endpoint, page sizes",
+    ),
     "scale": (
         "toolkeeper.bench.scale:configure_scale",
         "gateway processes on one PostgreSQL ledger: throughput, duplicates, lost, budgets",

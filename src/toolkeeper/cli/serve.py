@@ -131,6 +131,14 @@ async def _run(config: Any, args: argparse.Namespace) -> int:
             for pid, entry in gateway.principals.items():
                 if args.show_tokens and entry.token:
                     print(f"principal {pid}: token {entry.token}", flush=True)
+            if deployment.operators is not None:
+                base = f"http://{url_host(host)}:{port}"
+                print(f"console: {base}/console  (API: {base}/api/v1)", flush=True)
+                for name, op in config.operators.items():
+                    # A token written in the file is no secret from whoever reads this;
+                    # one from the environment is shown only when asked.
+                    if op.token_env is None or args.show_tokens:
+                        print(f"operator {name} ({op.role}): token {op.token}", flush=True)
             if args.show_tokens and gateway.principals:
                 pid, entry = next(iter(gateway.principals.items()))
                 program = sys.argv[0] if Path(sys.argv[0]).name == "toolkeeper" else "toolkeeper"
@@ -152,6 +160,7 @@ async def _run(config: Any, args: argparse.Namespace) -> int:
             max_requests_per_principal=config.server.max_requests_per_principal,
             session_idle_timeout=config.server.session_idle_timeout,
             request_timeout=config.server.request_timeout,
+            operators=deployment.operators,
         )
     return 0
 

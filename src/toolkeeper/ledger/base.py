@@ -19,12 +19,15 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
+
+if TYPE_CHECKING:
+    from .pages import CallQuery
 
 __all__ = [
     "EVERY",
@@ -296,6 +299,12 @@ class LedgerStore(Protocol):
         Raises:
             ValueError: `limit` is negative.
         """
+        ...
+
+    async def page_calls(self, query: CallQuery) -> list[CallRecord]:
+        """One page of the calls `query` selects, newest first (by creation time, then task
+        and call id): at most `query.limit`. The next page is `query` with `after` the cursor
+        of this page's last call (`CallCursor.of`)."""
         ...
 
     async def count_calls(

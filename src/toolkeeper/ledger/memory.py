@@ -23,6 +23,7 @@ from .base import (
     check_limit,
     hold_counts,
 )
+from .pages import CallQuery, newest_first
 from .pins import PinRecord, PinStatus
 from .transitions import apply_checked, check_decision, check_transition, not_pending, stamp_new
 
@@ -111,6 +112,9 @@ class MemoryStore:
         ]
         rows.sort(key=lambda r: r.created_at)
         return rows[:limit]
+
+    async def page_calls(self, query: CallQuery) -> list[CallRecord]:
+        return newest_first(self._calls.values(), query)
 
     async def count_calls(
         self,

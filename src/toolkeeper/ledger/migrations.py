@@ -165,6 +165,17 @@ MIGRATIONS: tuple[Migration, ...] = (
                 history TEXT NOT NULL)""",
         ),
     ),
+    Migration(
+        version=6,
+        name="pages of calls, newest first, by each filter an operator uses",
+        statements=(
+            "CREATE INDEX calls_newest ON calls (created_at, task_id, call_id)",
+            "CREATE INDEX calls_by_tool ON calls (tool, created_at, task_id, call_id)",
+            "CREATE INDEX calls_by_principal ON calls (principal_id, created_at, task_id, call_id)",
+            "CREATE INDEX calls_by_status ON calls (status, created_at, task_id, call_id)",
+            "CREATE INDEX calls_by_call_id ON calls (call_id)",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -57,6 +57,7 @@ from .migrations import (
     missing,
     require_current,
 )
+from .pages import CallQuery, page_calls_query
 from .pins import PostgresPins
 from .transitions import check_decision, check_transition, not_pending, stamp_new
 
@@ -468,6 +469,12 @@ class PostgresStore(PostgresPins):
         limit: int = 1000,
     ) -> list[CallRecord]:
         sql, params = q.list_calls_query(statuses, task_id, limit)
+        async with self._conn() as conn:
+            cur = await conn.execute(q.for_psycopg(sql), params)
+            return [codec.call_from_row(row, row[-1]) for row in await cur.fetchall()]
+
+    async def page_calls(self, query: CallQuery) -> list[CallRecord]:
+        sql, params = page_calls_query(q.CALL_SELECT, query)
         async with self._conn() as conn:
             cur = await conn.execute(q.for_psycopg(sql), params)
             return [codec.call_from_row(row, row[-1]) for row in await cur.fetchall()]

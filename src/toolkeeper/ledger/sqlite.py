@@ -67,6 +67,7 @@ from .migrations import (
     missing,
     require_current,
 )
+from .pages import CallQuery, page_calls_query
 from .pins import SQLitePins
 from .transitions import apply_checked, check_decision, check_transition, not_pending, stamp_new
 
@@ -521,6 +522,14 @@ class SQLiteStore(SQLitePins):
         limit: int = 1000,
     ) -> list[CallRecord]:
         sql, params = q.list_calls_query(statuses, task_id, limit)
+
+        def op(conn: sqlite3.Connection) -> list[CallRecord]:
+            return [codec.call_from_row(row, row[-1]) for row in conn.execute(sql, params)]
+
+        return await self._run(op)
+
+    async def page_calls(self, query: CallQuery) -> list[CallRecord]:
+        sql, params = page_calls_query(q.CALL_SELECT, query)
 
         def op(conn: sqlite3.Connection) -> list[CallRecord]:
             return [codec.call_from_row(row, row[-1]) for row in conn.execute(sql, params)]

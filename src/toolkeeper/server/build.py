@@ -31,7 +31,10 @@ from ..ledger.factory import POSTGRES_SCHEMES, open_store
 from ..policy import rules as R
 from ..policy.budgets import Budgets, RateLimiter
 from ..policy.pins import Pins
+from .desk import Desk
 from .gateway import Gateway, GatewayPrincipal
+from .operator_app import OperatorFace
+from .operators import Operators
 from .sources import command_tools, http_source, override, sandbox_of
 
 __all__ = ["Deployment", "build", "load_tool_module"]
@@ -49,6 +52,7 @@ class Deployment:
         upstreams: Sequence[McpUpstream],
         sources: Sequence[Any] = (),
         pins: Pins | None = None,
+        operators: Operators | None = None,
     ) -> None:
         self.keeper = keeper
         self.gateway = gateway
@@ -58,7 +62,20 @@ class Deployment:
         self.pins = pins
         """The upstream tools' pinned definitions: the operators' API (`pending`, `diff`,
         `accept`, `reject`) that `toolkeeper tools` and a console call."""
+        self.operators: OperatorFace | None = None
+        """The operators' API and console, when the configuration names operators."""
+        if operators:
+            desk = Desk(
+                keeper=keeper,
+                principals={pid: p.principal for pid, p in gateway.principals.items()},
+                connected=self.upstream_status,
+            )
+            self.operators = OperatorFace(desk, operators)
         self._stack: AsyncExitStack | None = None
+
+    def upstream_status(self) -> dict[str, bool]:
+        """Whether each upstream is connected, by name."""
+        return {u.params.name: u.connected for u in self.upstreams}
 
     async def __aenter__(self) -> Deployment:
         async with AsyncExitStack() as stack:
@@ -69,6 +86,8 @@ class Deployment:
             for source in self.sources:
                 stack.push_async_callback(source.aclose)
             stack.callback(self.gateway.close)  # (before the keeper closes)
+            if self.operators is not None:
+                stack.callback(self.operators.close)
             for upstream in self.upstreams:
                 await upstream.start()
                 stack.push_async_exit(upstream)
@@ -288,4 +307,6 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         max_result_chars=config.server.max_result_chars or None,
         repeat_window=config.server.repeat_window,
     )
-    return Deployment(keeper, gateway, upstreams, sources, pins)
+    return Deployment(
+        keeper, gateway, upstreams, sources, pins, Operators.from_config(config.operators)
+    )

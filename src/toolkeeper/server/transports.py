@@ -38,7 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from .. import __version__
 from ..connectors._lines import LineReader, LineWriter
@@ -46,7 +46,9 @@ from ._fastcall import FastCalls
 from ._stdio import stdio_transport
 from .changes import ToolListChanges
 from .gateway import Gateway, GatewayPrincipal
+from .headers import SecurityHeaders
 from .limits import PrincipalRequests, PrincipalSessions, request_deadline
+from .operator_app import OperatorFace
 from .origins import HostGuard
 
 __all__ = ["TokenVerifier", "http_app", "mcp_server", "serve_http", "serve_stdio", "url_host"]
@@ -193,8 +195,10 @@ def http_app(
     max_sessions_per_principal: int = DEFAULT_SESSIONS_PER_PRINCIPAL,
     max_requests_per_principal: int = DEFAULT_REQUESTS_PER_PRINCIPAL,
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
+    operators: OperatorFace | None = None,
 ) -> Starlette:
-    """The streamable HTTP app: MCP at `path`, every request checked by `HostGuard` (its
+    """The streamable HTTP app: MCP at `path` (and with `operators`, their API at `/api/v1`
+    and console at `/console`), every request checked by `HostGuard` (its
     `Host` names the gateway: an address, `localhost`, `host` or one of `allowed_hosts`; a
     browser's `Origin` is the gateway's own or one of `allowed_origins`), then authenticated by
     bearer token. Each principal holds at most `max_sessions_per_principal` sessions (429
@@ -218,9 +222,13 @@ def http_app(
         StreamableHTTPASGIApp(sessions), per_principal=max_requests_per_principal
     )
     endpoint = RequireAuthMiddleware(in_flight, required_scopes=[])
+    routes: list[BaseRoute] = [Route(path, endpoint=endpoint)]
+    if operators is not None:
+        routes += operators.routes()
     return Starlette(
-        routes=[Route(path, endpoint=endpoint)],
+        routes=routes,
         middleware=[
+            Middleware(SecurityHeaders),
             Middleware(
                 HostGuard,
                 bind_host=host,
@@ -247,6 +255,7 @@ async def serve_http(
     max_requests_per_principal: int = DEFAULT_REQUESTS_PER_PRINCIPAL,
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    operators: OperatorFace | None = None,
 ) -> None:
     """Serve streamable HTTP until cancelled; `started(port)` is called once listening (with
     the real port when `port` is 0). A client has `request_timeout` seconds to send each
@@ -265,6 +274,7 @@ async def serve_http(
         max_sessions_per_principal=max_sessions_per_principal,
         max_requests_per_principal=max_requests_per_principal,
         session_idle_timeout=session_idle_timeout,
+        operators=operators,
     )
     # The app's lifespan (the MCP session manager) runs here, in our task group, rather than
     # in a task of uvicorn's that nothing would wait for on the way out.
@@ -279,6 +289,8 @@ async def serve_http(
 
     def stopping() -> None:
         changes.end_streams()
+        if operators is not None:
+            operators.end_streams()
         gateway.keeper.drain()  # calls in flight stop retrying: shutdown within one attempt
 
     server = _quiet_server(uvicorn.Server, on_exit=stopping)(config)
@@ -310,6 +322,8 @@ async def serve_http(
         finally:
             server.should_exit = True
             changes.end_streams()
+            if operators is not None:
+                operators.end_streams()
             with anyio.CancelScope(shield=True):
                 await stopped.wait()
             changes.close()
