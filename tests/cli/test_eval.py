@@ -298,6 +298,28 @@ def test_eval_retrieval_cross_catalog_prints_both_tables_and_the_json_of_both(
     assert report["fitted_on"]["bfcl"] == ["sealtools"]
 
 
+def test_eval_retrieval_cjk_scores_only_the_queries_written_in_cjk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = tmp_path / "queries.jsonl"
+    gold = {"gold_tool_names": ["displayCarStatus"]}
+    rows = [
+        {"id": "zh", "query": "显示车辆状态 displayCarStatus", **gold},
+        {"id": "en", "query": "display the car status", **gold},
+    ]
+    queries.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows))
+    tools = ["--tools", str(FIXTURES / "bfcl.tools.jsonl"), "--score", "name"]
+    base = ["eval", "retrieval", *tools, "--no-dense", "--json", "--quiet"]
+    assert main([*base, "--queries", str(queries), "--cjk"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["queries"] == 1
+    assert report["methods"]["bm25"]["recall@1"] == 1.0
+    english = tmp_path / "english.jsonl"
+    english.write_text(json.dumps(rows[1]))
+    assert main([*base, "--queries", str(english), "--cjk"]) == 2
+    assert "Chinese, Japanese or Korean" in capsys.readouterr().err
+
+
 def test_eval_retrieval_needs_its_files_or_cross_catalog(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

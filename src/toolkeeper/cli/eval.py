@@ -81,6 +81,12 @@ def register(subparsers: Any) -> None:
         "suffix; its folder must exist)",
     )
     retrieval.add_argument("--limit", type=count(1), help="evaluate only the first N queries")
+    retrieval.add_argument(
+        "--cjk",
+        action="store_true",
+        help="score only the queries written (partly) in Chinese, Japanese or Korean: the "
+        "CJK check set of a dev set",
+    )
     _common(retrieval)
     retrieval.set_defaults(func=_retrieval)
 
@@ -287,9 +293,16 @@ def _retrieval(args: argparse.Namespace) -> int:
             return _fail(f"--plot: {plot}")
     try:
         catalog = load_tools(args.tools)
-        queries = load_queries(args.queries)[: args.limit]
+        queries = load_queries(args.queries)
     except DatasetError as exc:
         return _fail(str(exc))
+    if args.cjk:
+        from ..retrieval.text import has_cjk
+
+        queries = [q for q in queries if has_cjk(q.text)]
+        if not queries:
+            return _fail(f"no query in {args.queries} is written in Chinese, Japanese or Korean")
+    queries = queries[: args.limit]
     unscored = _unscorable(catalog, queries, args)
     if unscored:
         return _fail(unscored)
@@ -313,10 +326,10 @@ def _cross_catalog(args: argparse.Namespace) -> int:
     from ..eval.datasets import DatasetError
     from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder, default_cache_path
 
-    if args.tools or args.queries or args.plot or args.no_dense:
+    if args.tools or args.queries or args.plot or args.no_dense or args.cjk:
         return _fail(
             "--cross-catalog scores the dev sets of --bench-root: no --tools, "
-            "--queries, --plot or --no-dense"
+            "--queries, --plot, --no-dense or --cjk"
         )
     if args.adapter is False:
         return _fail("--cross-catalog compares adapters: --query-adapter none leaves none")

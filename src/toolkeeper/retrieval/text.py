@@ -27,6 +27,7 @@ __all__ = [
     "content_hash",
     "content_words",
     "foreign_share",
+    "has_cjk",
     "split_identifier",
     "tool_text",
 ]
@@ -58,6 +59,11 @@ def split_identifier(name: str) -> list[str]:
         elif part:
             words.extend(_script_words(part))
     return words
+
+
+def has_cjk(text: str) -> bool:
+    """Whether `text` holds Chinese, Japanese (kana) or Korean (Hangul) characters."""
+    return not text.isascii() and _CJK.search(text) is not None
 
 
 def _script_words(part: str) -> list[str]:
