@@ -31,6 +31,7 @@ from .dense import VectorIndex
 from .embed import Embedder, EmbeddingCache, MiniLMEmbedder, default_cache_path
 from .fusion import AbstentionSignals, Coverage, Fused, FusionConfig, fuse, interleave
 from .keyword import KeywordIndex
+from .progress import embed_in_steps
 from .selection import Candidate, Selection
 from .text import QueryContext, clauses, compose_query, content_words, foreign_share, tool_text
 
@@ -291,11 +292,12 @@ class Selector:
             ]
             if todo:
                 passages_todo = [p for _, p in todo]
-                vectors = (
-                    self._cache.embed(self._embedder, passages_todo)
+                embed = (
+                    partial(self._cache.embed, self._embedder)
                     if self._cache is not None
-                    else self._embedder.embed(passages_todo)
+                    else self._embedder.embed
                 )
+                vectors = embed_in_steps(embed, passages_todo)
                 for (name, passage), vector in zip(todo, vectors, strict=True):
                     self._dense.upsert(name, vector)
                     self._passages[name] = passage
