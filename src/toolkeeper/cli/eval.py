@@ -378,7 +378,8 @@ def _cross_catalog(args: argparse.Namespace) -> int:
 
 
 def _methods_table(reports: dict[str, Any]) -> str:
-    """One row per set: R@5 of each method, then the hybrid's R@10, complete@10 and p50."""
+    """One row per set: R@5 of each method, then the hybrid's R@10, complete@10 and the p50
+    of ranking a query (its vector made beforehand: `toolkeeper bench retrieval` times both)."""
     rows = []
     for name, report in reports.items():
         methods = report["methods"]
@@ -404,7 +405,7 @@ def _methods_table(reports: dict[str, Any]) -> str:
         "vs best",
         "hybrid R@10",
         "complete@10",
-        "p50 ms",
+        "rank p50 ms",
     ]
     return render_table(headers, rows)
 
