@@ -20,7 +20,7 @@ __all__ = ["SHOWN_FROM", "STEP", "embed_in_steps"]
 
 SHOWN_FROM = 256
 """Texts from which progress is shown (fewer take a few seconds at most)."""
-STEP = 64
+STEP = 256
 """Texts embedded per step."""
 
 _log = logging.getLogger("toolkeeper")
