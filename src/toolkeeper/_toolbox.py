@@ -9,6 +9,7 @@ and closes the index with them.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -132,3 +133,21 @@ class Toolbox(FunctionTools):
         return self.selector.select(
             query, principal=self._acting_for(principal, "select"), k=k, context=context
         )
+
+    async def aselect(
+        self,
+        query: str,
+        *,
+        principal: Principal | None = None,
+        k: int = 8,
+        context: QueryContext | None = None,
+    ) -> Selection:
+        """`select` for async code: the search (and the index build of the first one, which
+        embeds every tool) runs on a worker thread, so the event loop is never blocked.
+
+        Raises:
+            The errors of `select`.
+        """
+        who = self._acting_for(principal, "aselect")
+        search = partial(self.select, query, principal=who, k=k, context=context)
+        return await anyio.to_thread.run_sync(search)

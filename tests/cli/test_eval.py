@@ -275,6 +275,61 @@ def test_fit_adapter_writes_an_adapter_that_eval_retrieval_uses(
     assert reports["none"]["query_adapter"] is None
 
 
+@pytest.mark.slow
+def test_eval_retrieval_cross_catalog_prints_both_tables_and_the_json_of_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("onnxruntime")
+    root = tmp_path / "bench"
+    for name in ("bfcl", "sealtools"):
+        (root / name).mkdir(parents=True)
+        (root / name / "tools.jsonl").write_bytes((FIXTURES / f"{name}.tools.jsonl").read_bytes())
+        queries = (FIXTURES / f"{name}.queries.jsonl").read_bytes()
+        (root / name / "queries.dev.jsonl").write_bytes(queries)
+    common = ["--bench-root", str(root), "--cache", str(tmp_path / "v.sqlite"), "--quiet"]
+    base = ["eval", "retrieval", "--cross-catalog", "--epochs", "1", *common]
+    assert main(base) == 0
+    text = capsys.readouterr().out
+    assert "in-catalog:" in text and "cross-catalog:" in text
+    assert text.count("sealtools") >= 3  # (a row in each table and in the gap table)
+    assert main([*base, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["in_catalog"]) == set(report["cross_catalog"]) == {"bfcl", "sealtools"}
+    assert report["fitted_on"]["bfcl"] == ["sealtools"]
+
+
+def test_eval_retrieval_cjk_scores_only_the_queries_written_in_cjk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = tmp_path / "queries.jsonl"
+    gold = {"gold_tool_names": ["displayCarStatus"]}
+    rows = [
+        {"id": "zh", "query": "显示车辆状态 displayCarStatus", **gold},
+        {"id": "en", "query": "display the car status", **gold},
+    ]
+    queries.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows))
+    tools = ["--tools", str(FIXTURES / "bfcl.tools.jsonl"), "--score", "name"]
+    base = ["eval", "retrieval", *tools, "--no-dense", "--json", "--quiet"]
+    assert main([*base, "--queries", str(queries), "--cjk"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["queries"] == 1
+    assert report["methods"]["bm25"]["recall@1"] == 1.0
+    english = tmp_path / "english.jsonl"
+    english.write_text(json.dumps(rows[1]))
+    assert main([*base, "--queries", str(english), "--cjk"]) == 2
+    assert "Chinese, Japanese or Korean" in capsys.readouterr().err
+
+
+def test_eval_retrieval_needs_its_files_or_cross_catalog(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["eval", "retrieval", "--quiet"]) == 2
+    assert "--cross-catalog" in capsys.readouterr().err
+    only = ["--tools", str(FIXTURES / "bfcl.tools.jsonl")]
+    assert main(["eval", "retrieval", "--cross-catalog", *only, "--quiet"]) == 2
+    assert "no --tools" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("content", [b"not numpy", b""])
 def test_a_query_adapter_that_cannot_be_read_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes

@@ -86,14 +86,23 @@ def test_each_clauses_first_tool_follows_the_whole_requests_first_two() -> None:
     first = _ranked("x", "a", "y")
     second = _ranked("z", "w")
     order = [f.name for f in interleave(whole, [first, second])]
-    # a clause's r-th counts as the request's (2r + 1)-th; at one place the request first
-    assert order == ["a", "b", "c", "x", "z", "d", "e", "w", "y"]
+    # a clause's first counts as the request's 2nd, its r-th as the (2r + 1)-th; at one place
+    # the request first
+    assert order == ["a", "b", "x", "z", "c", "d", "e", "w", "y"]
+
+
+def test_the_dense_rankings_first_tools_are_never_buried_by_the_learned_order() -> None:
+    whole = _ranked("a", "b", "c", "d", "e", "f", "g")
+    order = [f.name for f in interleave(whole, [], dense=["g", "f", "a"])]
+    # the dense r-th counts as the (2r + 1)-th at worst; at one place the request first
+    assert order == ["a", "b", "c", "g", "d", "e", "f"]
+    assert interleave(whole, [], dense=["unknown"]) == whole
 
 
 def test_a_tool_keeps_its_best_place_and_the_whole_requests_scores() -> None:
     whole = _ranked("a", "b", "c", "d", "e", "f")
     mine = Fused(name="f", score=99.0, similarity=0.9)
     merged = interleave(whole, [[mine]])
-    assert [f.name for f in merged][:4] == ["a", "b", "c", "f"]
-    assert merged[3] is whole[5]
+    assert [f.name for f in merged][:4] == ["a", "b", "f", "c"]
+    assert merged[2] is whole[5]
     assert interleave(whole, []) == whole

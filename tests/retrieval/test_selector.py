@@ -215,6 +215,19 @@ def test_words_in_other_scripts_are_searched_as_words() -> None:
     assert ryokan == ("travel.book_ryokan",)
 
 
+def test_a_chinese_request_finds_the_tool_its_words_describe_inside_longer_text() -> None:
+    catalog = _catalog()
+    catalog.add(_tool("cn.weather_now", "查询中国城市的实时天气情况，包括温度和湿度"))
+    catalog.add(_tool("cn.train_tickets", "查询12306火车票余票信息"))
+    catalog.add(_tool("cn.stock_quote", "获取A股实时行情数据"))
+    selector = Selector.for_catalog(catalog, embedder=None, config=FusionConfig(abstain_below=None))
+    weather = selector.select("查询北京天气", principal=READER, k=1).names
+    tickets = selector.select("明天去上海的火车票还有吗", principal=READER, k=1).names
+    selector.close()
+    assert weather == ("cn.weather_now",)
+    assert tickets == ("cn.train_tickets",)
+
+
 class _FailingOnce(HashingEmbedder):
     """The embedding model failing once, on demand (a model file gone, out of memory)."""
 

@@ -18,6 +18,15 @@ def test_names_split_on_separators_and_camel_case() -> None:
     assert split_identifier("math-hypot") == ["math", "hypot"]
 
 
+def test_chinese_japanese_and_korean_runs_become_overlapping_character_pairs() -> None:
+    # Written without spaces, a whole sentence was one word that matched nothing.
+    assert split_identifier("查询北京天气") == ["查询", "询北", "北京", "京天", "天气"]
+    assert split_identifier("최근뉴스") == ["최근", "근뉴", "뉴스"]
+    assert split_identifier("getWeather北京") == ["get", "weather", "北京"]
+    assert split_identifier("天") == ["天"]
+    assert split_identifier("réserver") == ["réserver"]
+
+
 def test_tool_text_reads_every_searchable_field() -> None:
     spec = ToolSpec(
         name="weather.getForecast",

@@ -41,9 +41,33 @@ def register(subparsers: Any) -> None:
     )
     sub = parser.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
 
-    retrieval = sub.add_parser("retrieval", help="Recall@k, nDCG, MRR, latency, tokens")
-    retrieval.add_argument("--tools", required=True, nargs="+", help="tools.jsonl file(s)")
-    retrieval.add_argument("--queries", required=True, help="queries.jsonl file")
+    retrieval = sub.add_parser(
+        "retrieval",
+        help="Recall@k, nDCG, MRR, latency, tokens",
+        description="Score one catalog (--tools, --queries), or with --cross-catalog the "
+        "three dev sets under the bench folder, each in-catalog (the adapter as shipped) and "
+        "cross-catalog (an adapter fitted on the other sets only).",
+    )
+    retrieval.add_argument("--tools", nargs="+", help="tools.jsonl file(s)")
+    retrieval.add_argument("--queries", help="queries.jsonl file")
+    retrieval.add_argument(
+        "--cross-catalog",
+        action="store_true",
+        help="score bfcl, metatool and sealtools under --bench-root in-catalog and with an "
+        "adapter fitted on the other two (leave one catalog out); prints both tables",
+    )
+    retrieval.add_argument(
+        "--bench-root",
+        type=Path,
+        help="the folder holding bfcl/, metatool/, sealtools/ (default: shared/bench or "
+        "../shared/bench above the current folder)",
+    )
+    retrieval.add_argument(
+        "--epochs",
+        type=count(1),
+        default=EPOCHS,
+        help=f"passes of each leave-one-out adapter fit (default {EPOCHS})",
+    )
     retrieval.add_argument(
         "--score",
         choices=("id", "name"),
@@ -57,6 +81,12 @@ def register(subparsers: Any) -> None:
         "suffix; its folder must exist)",
     )
     retrieval.add_argument("--limit", type=count(1), help="evaluate only the first N queries")
+    retrieval.add_argument(
+        "--cjk",
+        action="store_true",
+        help="score only the queries written (partly) in Chinese, Japanese or Korean: the "
+        "CJK check set of a dev set",
+    )
     _common(retrieval)
     retrieval.set_defaults(func=_retrieval)
 
@@ -245,6 +275,10 @@ def _retrieval(args: argparse.Namespace) -> int:
     args.adapter = _query_adapter(args.query_adapter)
     if isinstance(args.adapter, str):
         return _fail(args.adapter)
+    if args.cross_catalog:
+        return _cross_catalog(args)
+    if not args.tools or not args.queries:
+        return _fail("retrieval: give --tools and --queries, or --cross-catalog")
     if args.plot:
         # Checked before the run, so that a long evaluation never ends in a lost report.
         try:
@@ -259,9 +293,16 @@ def _retrieval(args: argparse.Namespace) -> int:
             return _fail(f"--plot: {plot}")
     try:
         catalog = load_tools(args.tools)
-        queries = load_queries(args.queries)[: args.limit]
+        queries = load_queries(args.queries)
     except DatasetError as exc:
         return _fail(str(exc))
+    if args.cjk:
+        from ..retrieval.text import has_cjk
+
+        queries = [q for q in queries if has_cjk(q.text)]
+        if not queries:
+            return _fail(f"no query in {args.queries} is written in Chinese, Japanese or Korean")
+    queries = queries[: args.limit]
     unscored = _unscorable(catalog, queries, args)
     if unscored:
         return _fail(unscored)
@@ -277,6 +318,96 @@ def _retrieval(args: argparse.Namespace) -> int:
             failed = f"--plot: cannot write {plot}: {exc}"
     _emit(report, args.json)
     return _fail(failed) if failed else 0
+
+
+def _cross_catalog(args: argparse.Namespace) -> int:
+    from ..eval.bench_retrieval import bench_root
+    from ..eval.cross_catalog import bench_sets, evaluate_cross_catalog
+    from ..eval.datasets import DatasetError
+    from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder, default_cache_path
+
+    if args.tools or args.queries or args.plot or args.no_dense or args.cjk:
+        return _fail(
+            "--cross-catalog scores the dev sets of --bench-root: no --tools, "
+            "--queries, --plot, --no-dense or --cjk"
+        )
+    if args.adapter is False:
+        return _fail("--cross-catalog compares adapters: --query-adapter none leaves none")
+    try:
+        sets = bench_sets(args.bench_root or bench_root(), limit=args.limit)
+    except DatasetError as exc:
+        return _fail(str(exc))
+
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    cache = EmbeddingCache(args.cache or default_cache_path())
+    try:
+        report = evaluate_cross_catalog(
+            sets,
+            embedder=MiniLMEmbedder(query_adapter=False),
+            cache=cache,
+            in_catalog_adapter=args.adapter if args.adapter is not True else None,
+            epochs=args.epochs,
+            show_progress=not args.quiet,
+            say=say,
+        )
+    finally:
+        cache.close()
+    if args.json:
+        _emit(report, True)
+        return 0
+    for title, key in (("in-catalog", "in_catalog"), ("cross-catalog", "cross_catalog")):
+        print(f"{title}:")
+        print(_methods_table(report[key]))
+        print()
+    rows = []
+    for name, inside in report["in_catalog"].items():
+        outside = report["cross_catalog"][name]
+        rows.append(
+            [name, ", ".join(report["fitted_on"][name])]
+            + [
+                f"{outside['methods'][m]['recall@5'] - inside['methods'][m]['recall@5']:+.3f}"
+                for m in ("bm25", "dense", "hybrid")
+            ]
+        )
+    print("cross-catalog minus in-catalog, R@5:")
+    print(render_table(["set", "adapter fitted on", "bm25", "dense", "hybrid"], rows))
+    return 0
+
+
+def _methods_table(reports: dict[str, Any]) -> str:
+    """One row per set: R@5 of each method, then the hybrid's R@10, complete@10 and the p50
+    of ranking a query (its vector made beforehand: `toolkeeper bench retrieval` times both)."""
+    rows = []
+    for name, report in reports.items():
+        methods = report["methods"]
+        hybrid = methods["hybrid"]
+        best = max(methods[m]["recall@5"] for m in ("bm25", "dense"))
+        rows.append(
+            [
+                name,
+                report["queries"],
+                *(f"{methods[m]['recall@5']:.3f}" for m in ("bm25", "dense", "hybrid")),
+                f"{hybrid['recall@5'] - best:+.3f}",
+                f"{hybrid['recall@10']:.3f}",
+                f"{hybrid['complete@10']:.3f}",
+                f"{report['latency_ms']['p50']:.1f}",
+            ]
+        )
+    headers = [
+        "set",
+        "queries",
+        "bm25 R@5",
+        "dense R@5",
+        "hybrid R@5",
+        "vs best",
+        "hybrid R@10",
+        "complete@10",
+        "rank p50 ms",
+    ]
+    return render_table(headers, rows)
 
 
 def _plot_file(text: str) -> Path | str:

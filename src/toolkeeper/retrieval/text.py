@@ -27,6 +27,7 @@ __all__ = [
     "content_hash",
     "content_words",
     "foreign_share",
+    "has_cjk",
     "split_identifier",
     "tool_text",
 ]
@@ -34,21 +35,52 @@ __all__ = [
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _SEPARATORS = re.compile(r"[_.\-/:\s]+")
 _MAX_PARAMS = 24
+_CJK = re.compile(
+    "([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]+)"
+)
+"""Runs of Chinese, Japanese (kana) and Korean (Hangul) characters, which are written without
+spaces between words (Korean between phrases)."""
 
 
 def split_identifier(name: str) -> list[str]:
     """Split a tool or parameter name into lower-case words.
 
     `orders.get_detail` → `orders get detail`; `getHTTPResponse2` → `get http response 2`.
-    A part in another script than ASCII is one word (`réserver`, `予約`): camel case is a
-    convention of ASCII identifiers.
+    A part in another script than ASCII is one word (`réserver`): camel case is a convention
+    of ASCII identifiers. A run of Chinese, Japanese or Korean characters becomes its
+    overlapping character pairs (`查询北京天气` → `查询 询北 北京 京天 天气`; a lone character
+    stays itself), so that a word of two characters matches wherever it is written.
     """
     words: list[str] = []
     for part in _SEPARATORS.split(name):
         if part.isascii():
             words.extend(w.lower() for w in _CAMEL.findall(part))
         elif part:
-            words.append(part.lower())
+            words.extend(_script_words(part))
+    return words
+
+
+def has_cjk(text: str) -> bool:
+    """Whether `text` holds Chinese, Japanese (kana) or Korean (Hangul) characters."""
+    return not text.isascii() and _CJK.search(text) is not None
+
+
+def _script_words(part: str) -> list[str]:
+    """A part that is not ASCII: one word, or its CJK runs as character pairs."""
+    pieces = _CJK.split(part)
+    if len(pieces) == 1:
+        return [part.lower()]
+    words: list[str] = []
+    for i, piece in enumerate(pieces):
+        if not piece:
+            continue
+        if i % 2 == 0:  # (between two CJK runs: a word of another script, or ASCII)
+            words.extend(split_identifier(piece))
+        elif len(piece) == 1:
+            words.append(piece)
+        else:
+            words.extend(piece[j : j + 2] for j in range(len(piece) - 1))
     return words
 
 
