@@ -11,18 +11,17 @@ A commented example lives in `examples/toolkeeper.toml`.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import os
 import re
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import UnionType
-from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 
+from ._config_lines import BARE, dotted, key_lines, line_of, unknown_key
 from ._config_sources import NO_NUL as _NO_NUL
 from ._config_sources import (
     CommandSourceConfig,
@@ -321,12 +320,8 @@ class RuleConfig(_Model):
         return self
 
 
-_BARE = re.compile(r"[A-Za-z0-9_-]+")
-"""A TOML bare key; also what an upstream's name may be."""
-
-
 def _upstream_name(name: str) -> str:
-    if not _BARE.fullmatch(name):
+    if not BARE.fullmatch(name):
         raise ValueError(
             "an upstream's name begins its tools' names (NAME.tool): letters, digits, _ and -"
         )
@@ -352,95 +347,6 @@ class GatewayConfig(_Model):
     base_dir: str = "."
     """The directory relative file paths are taken from (the configuration file's): `[[tools]]
     file`, an upstream's `cwd`, a `path_inside` rule's `root`; not the ledger's."""
-
-
-# errors with a line -------------------------------------------------------------------------
-
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-_KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"'. ]+?)\s*=")
-_KEY_PART = re.compile(r"\s*(\"[^\"]*\"|'[^']*'|[^.]+?)\s*(?:\.|$)")
-
-
-def _split_key(text: str) -> list[str]:
-    """A dotted key's parts (`a."b.c"`: `a`, `b.c`)."""
-    return [part.strip("\"'") for part in _KEY_PART.findall(text.strip())]
-
-
-def _dotted(loc: Sequence[str | int]) -> str:
-    """A key's path as TOML writes it (`upstreams."a.b"`)."""
-    parts = (str(p) for p in loc)
-    return ".".join(p if _BARE.fullmatch(p) else f'"{p}"' for p in parts)
-
-
-def _key_lines(text: str) -> dict[tuple[str, ...], int]:
-    """Line numbers (1-based) of every table header and key, by their path; array tables get
-    their index (`rules.0.kind`)."""
-    lines: dict[tuple[str, ...], int] = {}
-    counts: dict[tuple[str, ...], int] = {}
-    table: tuple[str, ...] = ()
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = _HEADER.match(line)
-        if header:
-            path = tuple(_split_key(header.group(2)))
-            if header.group(1) == "[[":
-                index = counts.get(path, -1) + 1
-                counts[path] = index
-                path = (*path, str(index))
-            table = path
-            _set_line(lines, table, number)
-            continue
-        key = _KEY.match(line)
-        if key and not line.lstrip().startswith("#"):
-            _set_line(lines, (*table, *_split_key(key.group(1))), number)
-    return lines
-
-
-def _set_line(lines: dict[tuple[str, ...], int], path: tuple[str, ...], number: int) -> None:
-    """Where `path` first appears, and with it each table it implies (`[principal.a]` is
-    where the table `principal` is too)."""
-    for end in range(1, len(path) + 1):
-        lines.setdefault(path[:end], number)
-
-
-def _model_at(loc: Sequence[str | int]) -> type[BaseModel] | None:
-    """The model of the table at `loc` (`("principals", "alice")`: `PrincipalConfig`)."""
-    kind: Any = GatewayConfig
-    for part in loc:
-        if isinstance(kind, type) and issubclass(kind, BaseModel):
-            field = kind.model_fields.get(str(part))
-            if field is None:
-                return None
-            kind = field.annotation
-        elif get_origin(kind) in (dict, list):
-            kind = get_args(kind)[-1]  # a value of a table of tables, an array's item
-        else:
-            return None
-        while get_origin(kind) in (Annotated, Union, UnionType):  # `X | None`: the table X
-            kind = next(a for a in get_args(kind) if a is not type(None))
-    return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
-
-
-def _unknown_key(loc: Sequence[str | int]) -> str:
-    """Why a key is refused, with the key meant when it looks like a typo of one."""
-    model = _model_at(loc[:-1])
-    if model is None:
-        return "unknown key"
-    known = list(model.model_fields)
-    if model is GatewayConfig:
-        known.remove("base_dir")  # set by load_config, not written
-    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-    if close:
-        return f"unknown key (did you mean {close[0]}?)"
-    return f"unknown key (known here: {', '.join(known)})"
-
-
-def _line_of(loc: Sequence[str | int], lines: dict[tuple[str, ...], int]) -> int | None:
-    path = tuple(str(p) for p in loc)
-    while path:
-        if path in lines:
-            return lines[path]
-        path = path[:-1]
-    return None
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -547,13 +453,13 @@ def parse_config(
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         raise ConfigError(file, int(match.group(1)) if match else None, "", str(exc)) from exc
-    lines = _key_lines(text)
+    lines = key_lines(text)
 
     def raise_at(loc: Sequence[str | int], reason: str) -> NoReturn:
-        raise ConfigError(file, _line_of(loc, lines), _dotted(loc), reason)
+        raise ConfigError(file, line_of(loc, lines), dotted(loc), reason)
 
     if "base_dir" in raw:  # where the file is, not something it says
-        raise_at(("base_dir",), _unknown_key(("base_dir",)))
+        raise_at(("base_dir",), unknown_key(GatewayConfig, ("base_dir",)))
     raw["base_dir"] = base_dir if base_dir is not None else "."
     try:
         config = GatewayConfig.model_validate(raw)
@@ -561,7 +467,7 @@ def parse_config(
         first = exc.errors()[0]
         loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
         if first["type"] == "extra_forbidden":
-            raise_at(loc, _unknown_key(loc))
+            raise_at(loc, unknown_key(GatewayConfig, loc))
         # a ValueError of ours is the reason itself (not "Value error, ...")
         raise_at(loc, str(first.get("ctx", {}).get("error", first["msg"])))
     config = _resolve_tokens(config, raise_at)

@@ -17,6 +17,7 @@ from typing import Any
 
 from .._console import count, render_table
 from ..retrieval.adapter import ABSTAIN_WEIGHT, EPOCHS
+from ._eval_safety import safety as run_safety
 
 __all__ = ["register"]
 
@@ -183,7 +184,7 @@ def register(subparsers: Any) -> None:
         help="run only this in-process scenario (repeat for more; default: all)",
     )
     safety.add_argument("--json", action="store_true", help="print the JSON report")
-    safety.set_defaults(func=_safety)
+    safety.set_defaults(func=run_safety)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -576,43 +577,6 @@ def _fit_adapter(args: argparse.Namespace) -> int:
         report["abstention_model"] = dataclasses.asdict(model)
         report["abstention_cross_validated"] = sweep
     _emit(report, args.json)
-    return 0
-
-
-def _safety(args: argparse.Namespace) -> int:
-    from ..eval.safety import METRICS, evaluate_safety
-
-    report = evaluate_safety(
-        trials=args.trials,
-        seed=args.seed,
-        kills=args.kills,
-        gateway=not args.no_gateway,
-        controls=args.controls,
-        only=args.scenarios,
-    )
-    if args.json:
-        _emit(report, True)
-        return 0
-    print(
-        f"{report['trials']} trials (seed {report['seed']}), {report['kills']} processes "
-        f"killed; routes: {', '.join(report['routes'])}; {report['seconds']:.1f} s"
-    )
-    sections = [
-        ("", report),
-        *([("controls: ", report["controls"])] if "controls" in report else []),
-    ]
-    for title, section in sections:
-        if title:
-            print(f"\n{title}{section['configuration']}")
-        counts = ", ".join(f"{name} {n}" for name, n in section["scenarios"].items())
-        print(f"scenarios: {counts}")
-        rows = []
-        for name, figures in section["metrics"].items():
-            rate = figures["rate"]
-            shown = "-" if rate is None else f"{rate:.3f}"
-            of = f"{figures['numerator']}/{figures['denominator']}"
-            rows.append([name.replace("_", " "), shown, of, METRICS[name][0]])
-        print(render_table(["metric", "rate", "of", "design notes"], rows))
     return 0
 
 
