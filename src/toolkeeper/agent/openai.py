@@ -36,17 +36,9 @@ def _translated(exc: Exception) -> Exception:
     return exc
 
 
-class OpenAIChatModel:
-    """A Chat Completions model.
-
-    Args:
-        name: The model's name (`gpt-4.1-mini`, or what the compatible server serves).
-        client: An `openai.AsyncOpenAI`; by default one built from the environment.
-        context_window: Tokens the model reads at most.
-        settings: More request fields (`temperature`, `max_completion_tokens`, ...).
-    """
-
-    dialect = "openai_chat"
+class _OpenAIModel:
+    """What both OpenAI APIs' models share: the client, the settings, the user's message and
+    the tool results as the messages that carry them."""
 
     def __init__(
         self,
@@ -66,6 +58,19 @@ class OpenAIChatModel:
 
     def result_messages(self, results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         return list(results)
+
+
+class OpenAIChatModel(_OpenAIModel):
+    """A Chat Completions model.
+
+    Args:
+        name: The model's name (`gpt-4.1-mini`, or what the compatible server serves).
+        client: An `openai.AsyncOpenAI`; by default one built from the environment.
+        context_window: Tokens the model reads at most.
+        settings: More request fields (`temperature`, `max_completion_tokens`, ...).
+    """
+
+    dialect = "openai_chat"
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         messages = list(request.messages)
@@ -105,7 +110,7 @@ class OpenAIChatModel:
         )
 
 
-class OpenAIResponsesModel:
+class OpenAIResponsesModel(_OpenAIModel):
     """A model through the Responses API.
 
     Args:
@@ -116,25 +121,6 @@ class OpenAIResponsesModel:
     """
 
     dialect = "openai_responses"
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        client: Any = None,
-        context_window: int = 128_000,
-        settings: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.name = name
-        self.client = _client(client)
-        self.context_window = context_window
-        self.settings = dict(settings or {})
-
-    def user_message(self, text: str) -> list[dict[str, Any]]:
-        return [{"role": "user", "content": text}]
-
-    def result_messages(self, results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        return list(results)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         fields: dict[str, Any] = {"model": self.name, "input": list(request.messages)}
