@@ -82,8 +82,8 @@ def register(subparsers: Any) -> None:
     """Add `bench` and one sub-command per entry of `_BENCHES`."""
     parser = subparsers.add_parser(
         "bench",
-        help="time the executor, gateway, agent, connectors and retrieval next to peers, and "
-        "scale over processes",
+        help="time the executor, gateway, agent, connectors, console and retrieval next to "
+        "peers, and scale over processes",
     )
     sub = parser.add_subparsers(
         dest="bench_command", metavar="WHAT", required=True, parser_class=_LazyParser

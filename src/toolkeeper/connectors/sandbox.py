@@ -94,6 +94,9 @@ class Sandbox:
         out += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
         if self.network:
             out.append("--share-net")
+        # Mounted first: a path bound below under /tmp (a Python installation, a work
+        # directory) is then seen on top of the empty /tmp, not hidden by it.
+        out += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         seen: set[str] = set()
         for top in _TOP_LINKS:
             if os.path.islink(top):
@@ -105,7 +108,6 @@ class Sandbox:
             if path not in seen:
                 seen.add(path)
                 out += ["--ro-bind-try", path, path]
-        out += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         out += ["--bind", workdir, workdir, "--chdir", workdir, "--setenv", "HOME", workdir]
         out += ["--", *argv]
         return out

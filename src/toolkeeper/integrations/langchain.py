@@ -9,8 +9,9 @@ config = {"configurable": {"thread_id": "t1", "toolkeeper_scope": RunScope(princ
 
 Each `BaseTool` shows the model-visible fields of its `ToolSpec` (its `args_schema` is the
 spec's JSON Schema) and runs every call through `keeper.execute`. A refusal is a
-`ToolMessage` with `status="error"` whose content is the coded error; the `ToolResult` is the
-message's artifact on success. A call the keeper holds for a person's approval pauses a
+`ToolMessage` with `status="error"` whose content is the coded error; on success the message's
+artifact is the `ToolResult` as plain data (`msgspec.to_builtins`), which every LangGraph
+checkpointer can store. A call the keeper holds for a person's approval pauses a
 LangGraph graph the LangGraph way (`interrupt`, with the approval id in its value); once the
 request is decided in the keeper, `graph.invoke(Command(resume=...), config)` runs the tool
 again, and the keeper runs the call once or refuses it (a graph resumed before that pauses
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import uuid
 from typing import Any, Literal
+
+import msgspec
 
 from ._bridge import (
     Exported,
@@ -98,7 +101,7 @@ class KeeperTool(BaseTool):
 
     async def _arun(
         self, *, arguments: Any, call_id: str | None, config: RunnableConfig
-    ) -> tuple[str, ToolResult]:
+    ) -> tuple[str, dict[str, Any]]:
         configurable = config.get("configurable") or {}
         given = configurable.get(SCOPE_KEY)
         scope = given if isinstance(given, RunScope) else RunScope(principal=self._principal)
@@ -124,7 +127,7 @@ class KeeperTool(BaseTool):
             result = await propose()
         if not result.ok:
             raise ToolException(model_text(result))
-        return model_text(result), result
+        return model_text(result), msgspec.to_builtins(result)
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
