@@ -17,6 +17,7 @@ from typing import Any
 
 from .._console import count, render_table
 from ..retrieval.adapter import ABSTAIN_WEIGHT, EPOCHS
+from ._eval_agent import register_agent
 from ._eval_safety import safety as run_safety
 
 __all__ = ["register"]
@@ -185,6 +186,7 @@ def register(subparsers: Any) -> None:
     )
     safety.add_argument("--json", action="store_true", help="print the JSON report")
     safety.set_defaults(func=run_safety)
+    register_agent(sub)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
