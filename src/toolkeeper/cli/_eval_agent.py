@@ -9,6 +9,7 @@ toolkeeper eval agent --tasks FILE --model openai:NAME|scripted:PATH [--tools FI
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from collections.abc import Callable
@@ -68,18 +69,15 @@ def _agent(args: argparse.Namespace) -> int:
             tools = Path(args.tools)
         if tools is None:
             return _fail(f'{args.tasks} names no tools module ("tools"): pass --tools FILE.py')
-        model: Callable[[AgentTask], Model]
+        shared: Model | None = None
+        script: Callable[[AgentTask], Model] | None = None
         if args.model.startswith("scripted:"):
-            model = load_script(args.model.removeprefix("scripted:"))
+            script = load_script(args.model.removeprefix("scripted:"))
         else:
             from ..agent import resolve_model
 
             shared = resolve_model(args.model, base_url=args.base_url)
-
-            def model(task: AgentTask) -> Model:
-                return shared
-
-        report = anyio.run(_run, args, tasks, tools, model)
+        report = anyio.run(_run, args, tasks, tools, shared, script)
     except (DatasetError, ConfigurationError, ImportError) as exc:
         return _fail(str(exc))
     if args.json:
@@ -90,7 +88,14 @@ def _agent(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run(args: argparse.Namespace, tasks: Any, tools: Path, model: Any) -> dict[str, Any]:
+async def _run(
+    args: argparse.Namespace,
+    tasks: Any,
+    tools: Path,
+    shared: Model | None,
+    script: Callable[[AgentTask], Model] | None,
+) -> dict[str, Any]:
+    """Run the tasks with one model for all (`shared`, closed after) or one per task."""
     from ..eval.agent_eval import register_tools, run_agent_tasks
     from ..eval.agent_metrics import agent_report
     from ..keeper import Keeper
@@ -98,19 +103,41 @@ async def _run(args: argparse.Namespace, tasks: Any, tools: Path, model: Any) ->
 
     keeper = Keeper(ledger=args.ledger or "memory://")
     register_tools(keeper, tools)
-    async with keeper:
-        runs = await run_agent_tasks(
-            keeper,
-            tasks,
-            model,
-            count_tokens=count_tokens,
-            max_steps=args.max_steps,
-            select_k=args.select_k,
-            instructions=args.instructions,
-        )
+
+    def model(task: AgentTask) -> Model:
+        if script is not None:
+            return script(task)
+        assert shared is not None
+        return shared
+
+    try:
+        async with keeper:
+            runs = await run_agent_tasks(
+                keeper,
+                tasks,
+                model,
+                count_tokens=count_tokens,
+                max_steps=args.max_steps,
+                select_k=args.select_k,
+                instructions=args.instructions,
+            )
+    finally:
+        if shared is not None:
+            await _close(shared)
     report = agent_report(runs)
     report["model"] = args.model
     return report
+
+
+async def _close(model: Model) -> None:
+    """Close the vendor client an adapter made from a model string (its connections)."""
+    client = getattr(model, "client", None)
+    aio = getattr(client, "aio", None)  # (google-genai's async side closes on its own)
+    for close in (getattr(aio, "aclose", None), getattr(client, "close", None)):
+        if close is not None:
+            done = close()
+            if inspect.isawaitable(done):
+                await done
 
 
 def _print(report: dict[str, Any]) -> None:
