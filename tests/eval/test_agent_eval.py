@@ -56,6 +56,10 @@ def test_json_lines_hold_one_task_a_line(tmp_path: Path) -> None:
         {"id": "a", "message": "m", "grants": "notes:*"},
         {"id": "a", "message": "m", "verify": {"output": "x"}},
         {"id": "a", "message": "m", "approvals": "yes"},
+        {"id": "a", "message": "m", "verify": {"output_contains": 4}},
+        {"id": "a", "message": "m", "verify": {"ledger": {"tool": "x", "count": "1"}}},
+        {"id": "a", "message": "m", "verify": {"ledger": {"tool": "x", "status": "DONE"}}},
+        {"id": "a", "message": "m", "verify": {"ledger": {"status": "FAILED"}}},
         "a task",
     ],
 )
@@ -195,3 +199,10 @@ def test_each_step_records_the_tools_offered_their_tokens_and_its_time() -> None
 
 def _fields(task: AgentTask) -> dict[str, Any]:
     return {name: getattr(task, name) for name in task.__dataclass_fields__}
+
+
+def test_a_call_of_a_tool_not_offered_is_named_as_registered() -> None:
+    task = AgentTask(id="sneak", message="find x", grants=("docs:read",), verify={})
+    result = run_one(task, [scripted_call("docs_publish", title="t"), "no"], [])
+    assert [(c.tool, c.error) for c in result.calls] == [("docs.publish", "UNKNOWN_TOOL")]
+    assert result.effects["docs.publish"] == "destructive"

@@ -110,6 +110,13 @@ def _task(path: Path, index: int, record: Any) -> AgentTask:
     verify = record.get("verify", {})
     if not isinstance(verify, dict) or not set(verify) <= {"output_contains", "ledger"}:
         raise DatasetError(f'{where}: "verify" holds "output_contains" and/or "ledger"')
+    if not isinstance(verify.get("output_contains", ""), str):
+        raise DatasetError(f'{where}: "output_contains" is text')
+    if "ledger" in verify and not _ledger_rule(verify["ledger"]):
+        raise DatasetError(
+            f'{where}: "ledger" is {{"tool", "status"?, "arguments"?: {{...}}, "count"?: N}} '
+            f"(status one of {', '.join(sorted(_STATUSES))})"
+        )
     if record.get("approvals", "leave") not in _APPROVALS:
         raise DatasetError(f'{where}: "approvals" is one of {", ".join(_APPROVALS)}')
     principal = record.get("principal", "eval")
@@ -125,6 +132,20 @@ def _task(path: Path, index: int, record: Any) -> AgentTask:
         forbid=names["forbid"],
         verify=verify,
         approvals=record.get("approvals", "leave"),
+    )
+
+
+def _ledger_rule(rule: Any) -> bool:
+    count = rule.get("count", 0) if isinstance(rule, dict) else None
+    return (
+        isinstance(rule, dict)
+        and set(rule) <= {"tool", "status", "arguments", "count"}
+        and isinstance(rule.get("tool"), str)
+        and str(rule.get("status", "SUCCEEDED")).upper() in _STATUSES
+        and isinstance(rule.get("arguments", {}), dict)
+        and isinstance(count, int)
+        and not isinstance(count, bool)
+        and count >= 0
     )
 
 
@@ -220,8 +241,6 @@ async def verify_rule(task: AgentTask, result: RunResult, keeper: Keeper) -> boo
         from .agent_metrics import arguments_match
 
         status = str(ledger.get("status", "SUCCEEDED")).upper()
-        if status not in _STATUSES:
-            return f"ledger: unknown status {status!r}"
         records = await keeper.store.list_calls(task_id=result.run_id)
         found = [
             r
@@ -329,7 +348,12 @@ def _task_run(
     # (exported names back to registered ones, as the dialect names them in one list)
     back = get_dialect(recorder.dialect).wire_names(specs)
     offered = tuple(frozenset(back.get(n, n) for n in turn) for turn in recorder.offered)
-    seen = set().union(*offered) | {o.call.name for o in result.calls}
+    # (a call of a tool its turn did not offer keeps the name the model wrote)
+    named = [
+        o.call.name if o.call.name in keeper.catalog else back.get(o.call.name, o.call.name)
+        for o in result.calls
+    ]
+    seen = set().union(*offered) | set(named)
     marks = [*recorder.started, ended]
     return TaskRun(
         task=task,
@@ -338,11 +362,11 @@ def _task_run(
         note=result.verdicts.task_note or result.error,
         calls=tuple(
             ObservedCall(
-                tool=o.call.name,
+                tool=name,
                 arguments=o.call.arguments,
                 error=str(o.result.error.code) if o.result.error is not None else None,
             )
-            for o in result.calls
+            for name, o in zip(named, result.calls, strict=True)
         ),
         offered=offered,
         effects={s.name: str(s.effect) for s in specs if s.name in seen},
