@@ -84,6 +84,13 @@ def test_a_file_that_is_not_json_is_refused(tmp_path: Path) -> None:
         load_agent_tasks(path)
 
 
+def test_a_bad_line_of_json_lines_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"id": "a", "message": "hi"}\n{"id": \n')
+    with pytest.raises(DatasetError, match=r"tasks\.jsonl:2"):
+        load_agent_tasks(path)
+
+
 def test_a_script_gives_each_task_its_own_turns(tmp_path: Path) -> None:
     turns = {"a": [{"call": "x", "arguments": {"k": 1}}, "done"], "b": ["hi"]}
     model = load_script(write(tmp_path, turns, "script.json"))

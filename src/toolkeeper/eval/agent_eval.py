@@ -64,7 +64,12 @@ def load_agent_tasks(path: str | Path) -> tuple[list[AgentTask], Path | None]:
     tools: Path | None = None
     try:
         if path.suffix == ".jsonl":
-            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+            records = []
+            for number, line in enumerate(text.splitlines(), start=1):
+                try:
+                    records += [json.loads(line)] if line.strip() else []
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{path}:{number}: not JSON: {exc}") from exc
         else:
             data = json.loads(text)
             if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
@@ -307,7 +312,12 @@ async def run_agent_tasks(
     Args:
         count_tokens: The tokens of one exported tool definition's JSON text.
     """
-    count_tokens("")  # (loads the encoding before the first step is timed)
+    # (the encoding and the search index are built before the first step is timed)
+    count_tokens("")
+    if select_k is not None:
+        first = tasks[0]
+        who = Principal(id=first.principal, grants=frozenset(first.grants))
+        keeper.select(first.message, principal=who, k=select_k)
     recorder = _Recording(model(tasks[0]), count_tokens)
     runs = []
     for task in tasks:
