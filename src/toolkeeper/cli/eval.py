@@ -3,7 +3,8 @@ rates of fault-injected runs.
 
 `toolkeeper eval retrieval --tools T.jsonl --queries Q.jsonl [--score name|id] [--json]
 [--plot out.png]`, `toolkeeper eval abstain --queries Q.jsonl [--json]` and
-`toolkeeper eval safety [--trials N] [--seed S] [--kills K] [--json]`.
+`toolkeeper eval safety [--trials N] [--seed S] [--kills K] [--json]`; `eval agent` is in
+`_eval_agent`.
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ here so that the parser is built without importing the keeper."""
 
 
 def register(subparsers: Any) -> None:
-    """Add `eval retrieval`, `eval abstain`, `eval fit-adapter` and `eval safety`."""
+    """Add `eval retrieval`, `abstain`, `fit-adapter`, `safety` and `agent`."""
     parser = subparsers.add_parser(
         "eval",
-        help="measure retrieval and when to abstain on benchmark files, fit-adapter, or the "
-        "safety rates of fault-injected runs",
+        help="measure retrieval and when to abstain on benchmark files, fit-adapter, the "
+        "safety rates of fault-injected runs, or an agent on a task file",
     )
     sub = parser.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
 

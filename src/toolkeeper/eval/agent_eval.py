@@ -19,6 +19,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -329,7 +330,7 @@ async def run_agent_tasks(
             max_steps=max_steps,
             select_k=select_k,
             instructions=instructions,
-            verify=lambda result, task=task: verify_rule(task, result, keeper),  # type: ignore[misc]
+            verify=partial(verify_rule, task, keeper=keeper),
         )
         principal = Principal(id=task.principal, grants=frozenset(task.grants))
         began = time.perf_counter()
