@@ -104,3 +104,12 @@ def test_the_table_names_each_metric(capsys: pytest.CaptureFixture[str]) -> None
     line = next(x for x in out.splitlines() if x.startswith("unsafe exposure rate"))
     assert line.split()[-2:] == ["0.600", "3/5"]
     assert "greet" in out
+
+
+def test_selecting_fewer_tools_shows_in_exposure_and_schema_tokens(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    every = eval_agent(capsys, "--model", f"scripted:{SCRIPT}")
+    one = eval_agent(capsys, "--model", f"scripted:{SCRIPT}", "--select-k", "1")
+    assert figures(one)["unsafe_exposure_rate"] == (0, 5)
+    assert one["schema_tokens"]["per_step_max"] < every["schema_tokens"]["per_step_max"]
