@@ -3,7 +3,8 @@ rates of fault-injected runs.
 
 `toolkeeper eval retrieval --tools T.jsonl --queries Q.jsonl [--score name|id] [--json]
 [--plot out.png]`, `toolkeeper eval abstain --queries Q.jsonl [--json]` and
-`toolkeeper eval safety [--trials N] [--seed S] [--kills K] [--json]`.
+`toolkeeper eval safety [--trials N] [--seed S] [--kills K] [--json]`; `eval agent` is in
+`_eval_agent`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from .._console import count, render_table
 from ..retrieval.adapter import ABSTAIN_WEIGHT, EPOCHS
+from ._eval_agent import register_agent
 from ._eval_safety import safety as run_safety
 
 __all__ = ["register"]
@@ -34,11 +36,11 @@ here so that the parser is built without importing the keeper."""
 
 
 def register(subparsers: Any) -> None:
-    """Add `eval retrieval`, `eval abstain`, `eval fit-adapter` and `eval safety`."""
+    """Add `eval retrieval`, `abstain`, `fit-adapter`, `safety` and `agent`."""
     parser = subparsers.add_parser(
         "eval",
-        help="measure retrieval and when to abstain on benchmark files, fit-adapter, or the "
-        "safety rates of fault-injected runs",
+        help="measure retrieval and when to abstain on benchmark files, fit-adapter, the "
+        "safety rates of fault-injected runs, or an agent on a task file",
     )
     sub = parser.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
 
@@ -185,6 +187,7 @@ def register(subparsers: Any) -> None:
     )
     safety.add_argument("--json", action="store_true", help="print the JSON report")
     safety.set_defaults(func=run_safety)
+    register_agent(sub)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
