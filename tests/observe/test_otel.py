@@ -2,11 +2,13 @@
 and reader; trace context received by a real HTTP service; spans of a call through the gateway
 over streamable HTTP with the official MCP client."""
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import anyio
 import pytest
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -29,6 +31,7 @@ from toolkeeper.config import parse_config
 from toolkeeper.connectors._http_guard import AddressPolicy
 from toolkeeper.connectors._openapi import openapi_operations
 from toolkeeper.connectors.http import HttpParams, HttpSource
+from toolkeeper.connectors.mcp import McpUpstream, UpstreamParams
 from toolkeeper.core.errors import ConfigurationError
 from toolkeeper.observe.otel import OpenTelemetry
 from toolkeeper.server import build
@@ -40,6 +43,7 @@ from ..server.conftest import TOKENS, config_text, connected, serving
 pytestmark = pytest.mark.anyio
 
 SECRET = "hunter2-card-4111"
+UPSTREAM = str(Path(__file__).parents[1] / "connectors" / "upstream_server.py")
 
 
 @dataclass
@@ -221,6 +225,26 @@ async def test_an_http_upstream_receives_the_attempts_traceparent(
         f"{context.trace_id:032x}",
         f"{context.span_id:016x}",
     )
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_an_mcp_upstream_receives_the_attempts_traceparent_in_meta(
+    keeper: Keeper, captured: Captured, protocol: Literal["auto", "legacy"]
+) -> None:
+    # auto: the connector's own lane; legacy: the SDK's session (as over streamable HTTP)
+    params = UpstreamParams(
+        trust_hints=True, name="t", command=sys.executable, args=(UPSTREAM,), protocol=protocol
+    )
+    with anyio.fail_after(30):
+        async with McpUpstream(params, keeper.catalog):
+            result = await keeper.execute(
+                ToolCall(call_id="c1", name="t.echo", arguments={"text": "hi"})
+            )
+    assert result.status is CallStatus.SUCCEEDED
+    attempt = _only(captured.finished(), "execute_tool t.echo attempt")
+    assert attempt.context is not None
+    _version, trace_id, _parent, _flags = result.data["traceparent"].split("-")
+    assert trace_id == f"{attempt.context.trace_id:032x}"
 
 
 async def test_a_keeper_without_telemetry_sends_no_traceparent(pets: Any) -> None:
