@@ -315,3 +315,37 @@ def test_importing_toolkeeper_imports_no_opentelemetry() -> None:
     code = "import sys, toolkeeper, toolkeeper.observe; print('opentelemetry' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+async def test_a_call_cancelled_while_it_runs_ends_its_span_and_its_attempts(
+    keeper: Keeper, captured: Captured, caplog: pytest.LogCaptureFixture
+) -> None:
+    started = anyio.Event()
+
+    @keeper.tool(effect="read_only")
+    async def slow() -> str:
+        started.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keeper.execute, ToolCall(call_id="c1", name="slow"))
+            await started.wait()
+            tg.cancel_scope.cancel()
+    spans = captured.finished()
+    call, attempt = _only(spans, "execute_tool slow"), _only(spans, "execute_tool slow attempt")
+    assert (call.attributes or {})["toolkeeper.call.status"] == "CANCELLED"
+    assert (attempt.attributes or {})["toolkeeper.call.status"] == "CANCELLED"
+    assert call.status.status_code is attempt.status.status_code is StatusCode.ERROR
+    assert not [r for r in caplog.records if r.name.startswith("opentelemetry")]
+
+
+async def test_a_huge_or_strange_tool_name_is_cut_not_copied(
+    keeper: Keeper, captured: Captured
+) -> None:
+    await keeper.execute(ToolCall(call_id="c1", name="x" * 100_000))
+    (span,) = captured.finished()
+    name = str((span.attributes or {})["gen_ai.tool.name"])
+    assert name.startswith("xxx") and len(name) <= 257
+    assert captured.counted() == {("(unknown)", "REJECTED", "UNKNOWN_TOOL"): 1}
