@@ -349,3 +349,21 @@ async def test_a_huge_or_strange_tool_name_is_cut_not_copied(
     name = str((span.attributes or {})["gen_ai.tool.name"])
     assert name.startswith("xxx") and len(name) <= 257
     assert captured.counted() == {("(unknown)", "REJECTED", "UNKNOWN_TOOL"): 1}
+
+
+async def test_metric_series_stay_bounded_however_many_tools_are_called(
+    keeper: Keeper, captured: Captured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("toolkeeper.observe.otel.MAX_SERIES", 2)
+    for i in range(4):
+        keeper.add_function(add, name=f"add_{i}", effect="read_only")
+        await keeper.execute(ToolCall(call_id=f"c{i}", name=f"add_{i}", arguments={"a": 1}))
+    assert captured.counted() == {
+        ("add_0", "SUCCEEDED", ""): 1,
+        ("add_1", "SUCCEEDED", ""): 1,
+        ("(other)", "SUCCEEDED", ""): 2,
+    }
+
+
+async def add(a: int) -> int:
+    return a + 1

@@ -13,12 +13,14 @@ principal, never argument values or results.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import metrics, trace
+    from opentelemetry.context import Context
+    from opentelemetry.metrics import CallbackOptions, Observation
     from opentelemetry.propagate import get_global_textmap
     from opentelemetry.propagators.textmap import TextMapPropagator
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode
@@ -31,13 +33,18 @@ from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall, ToolResult
 
-__all__ = ["OpenTelemetry"]
+__all__ = ["MAX_SERIES", "OpenTelemetry"]
 
 _SCOPE = "toolkeeper"
 _MAX_TEXT = 256
 """The most characters of a name or id an attribute holds (they come from the model)."""
 _UNKNOWN_TOOL = "(unknown)"
 """The tool a metric names for a call to no tool: the model's name would grow the series."""
+_OTHER = "(other)"
+MAX_SERIES = 2000
+"""The most (tool, status, code) series the metrics hold; calls of other tools beyond them
+are counted under the tool `(other)` (a refused call's name is the model's: it must not grow
+the series without bound)."""
 _OK = frozenset({CallStatus.SUCCEEDED, CallStatus.AWAITING_APPROVAL})
 
 
@@ -66,8 +73,14 @@ class OpenTelemetry:
     ) -> None:
         self._tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(_SCOPE, meter_provider=meter_provider)
-        self.calls = meter.create_counter(
-            "toolkeeper.calls", unit="{call}", description="Tool calls by tool, status and code"
+        self._counts: dict[tuple[str, str, str], int] = {}
+        """Calls so far by (tool, status, code), which `toolkeeper.calls` reports when read:
+        a dict increment per call where a synchronous counter costs tens of microseconds."""
+        meter.create_observable_counter(
+            "toolkeeper.calls",
+            callbacks=[self._observe_calls],
+            unit="{call}",
+            description="Tool calls by tool, status and code",
         )
         self.duration = meter.create_histogram(
             "toolkeeper.call.duration", unit="s", description="Tool calls' duration"
@@ -91,11 +104,15 @@ class OpenTelemetry:
         )
         return _CallSpan(self, span, tool)
 
-    def _inject(self, span: Span) -> dict[str, str]:
+    def _inject(self, context: Context) -> dict[str, str]:
         headers: dict[str, str] = {}
-        propagator = self._propagator or get_global_textmap()
-        propagator.inject(headers, context=trace.set_span_in_context(span))
+        (self._propagator or get_global_textmap()).inject(headers, context=context)
         return headers
+
+    def _observe_calls(self, options: CallbackOptions) -> Iterable[Observation]:
+        counts = self._counts.copy()  # (a reader's thread may call while calls end)
+        for (tool, status, code), n in counts.items():
+            yield Observation(n, _metric_attributes(tool, status, code))
 
 
 class _CallSpan:
@@ -123,11 +140,12 @@ class _CallSpan:
             f"execute_tool {self._tool} attempt",
             context=trace.set_span_in_context(self._span),
             kind=SpanKind.INTERNAL,
-            attributes={"gen_ai.tool.name": self._tool, "toolkeeper.attempt": number},
+            attributes={"toolkeeper.attempt": number},
         )
         self._attempt = attempt
-        self._token = otel_context.attach(trace.set_span_in_context(attempt))
-        return owner._inject(attempt)
+        current = trace.set_span_in_context(attempt)
+        self._token = otel_context.attach(current)
+        return owner._inject(current)
 
     def attempt_ended(self, number: int, status: CallStatus, error: ToolError | None) -> None:
         attempt, token = self._attempt, self._token
@@ -163,12 +181,20 @@ class _CallSpan:
             span.set_status(Status(StatusCode.ERROR))
             span.set_attribute("error.type", code or status)
         span.end()
+        owner = self._owner
         tool = _UNKNOWN_TOOL if code == ErrorCode.UNKNOWN_TOOL.value else self._tool
-        attributes = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": tool,
-            "toolkeeper.call.status": status,
-            "toolkeeper.error.code": code or "",
-        }
-        self._owner.calls.add(1, attributes)
-        self._owner.duration.record(time.perf_counter() - self._began, attributes)
+        key = (tool, status, code or "")
+        counts = owner._counts
+        if key not in counts and len(counts) >= MAX_SERIES:
+            key = (_OTHER, status, code or "")
+        counts[key] = counts.get(key, 0) + 1
+        owner.duration.record(time.perf_counter() - self._began, _metric_attributes(*key))
+
+
+def _metric_attributes(tool: str, status: str, code: str) -> dict[str, str]:
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool,
+        "toolkeeper.call.status": status,
+        "toolkeeper.error.code": code,
+    }
