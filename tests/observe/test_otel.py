@@ -13,7 +13,7 @@ import pytest
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -367,3 +367,22 @@ async def test_metric_series_stay_bounded_however_many_tools_are_called(
 
 async def add(a: int) -> int:
     return a + 1
+
+
+class Failing(SpanProcessor):
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        raise RuntimeError("processor down")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        raise RuntimeError("processor down")
+
+
+async def test_telemetry_that_fails_never_fails_the_call(caplog: pytest.LogCaptureFixture) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(Failing())
+    telemetry = OpenTelemetry(tracer_provider=provider, meter_provider=MeterProvider())
+    async with Keeper(ledger="memory://", principal=APP, telemetry=telemetry) as keeper:
+        keeper.add_function(add, effect="read_only")
+        result = await keeper.execute(ToolCall(call_id="c1", name="add", arguments={"a": 1}))
+    assert result.status is CallStatus.SUCCEEDED and result.data == 2
+    assert {r.name for r in caplog.records if r.levelname == "ERROR"} == {"toolkeeper"}

@@ -12,9 +12,12 @@ principal, never argument values or results.
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from contextvars import Token
+from typing import Any, ParamSpec, TypeVar
 
 try:
     from opentelemetry import context as otel_context
@@ -35,6 +38,7 @@ from ..core.values import Principal, ToolCall, ToolResult
 
 __all__ = ["MAX_SERIES", "OpenTelemetry"]
 
+_log = logging.getLogger("toolkeeper")
 _SCOPE = "toolkeeper"
 _MAX_TEXT = 256
 """The most characters of a name or id an attribute holds (they come from the model)."""
@@ -99,9 +103,13 @@ class OpenTelemetry:
         if principal is not None:
             attributes["toolkeeper.principal.id"] = _text(principal.id)
             attributes["toolkeeper.tenant"] = _text(principal.tenant)
-        span = self._tracer.start_span(
-            f"execute_tool {tool}", kind=SpanKind.INTERNAL, attributes=attributes
-        )
+        try:
+            span = self._tracer.start_span(
+                f"execute_tool {tool}", kind=SpanKind.INTERNAL, attributes=attributes
+            )
+        except Exception:  # (telemetry must not fail a call)
+            _log.exception("OpenTelemetry failed to start the span of a call")
+            span = trace.INVALID_SPAN
         return _CallSpan(self, span, tool)
 
     def _inject(self, context: Context) -> dict[str, str]:
@@ -115,6 +123,24 @@ class OpenTelemetry:
             yield Observation(n, _metric_attributes(tool, status, code))
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _safe(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
+    """`method`, logging what it raises instead: telemetry must not fail a call."""
+
+    @functools.wraps(method)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R | None:
+        try:
+            return method(*args, **kwargs)
+        except Exception:
+            _log.exception("OpenTelemetry failed; the call goes on")
+            return None
+
+    return guarded
+
+
 class _CallSpan:
     """The `CallTrace` of one call: its span, and the span of the attempt under way."""
 
@@ -126,14 +152,16 @@ class _CallSpan:
         self._tool = tool
         self._began = time.perf_counter()
         self._attempt: Span | None = None
-        self._token: object | None = None
+        self._token: Token[Context] | None = None
 
+    @_safe
     def decided(self, gate: str, decision: str, error: ToolError | None = None) -> None:
         attributes = {"toolkeeper.gate": gate}
         if error is not None:
             attributes["toolkeeper.error.code"] = error.code.value
         self._span.add_event(f"toolkeeper.gate.{decision}", attributes)
 
+    @_safe
     def attempt_started(self, number: int) -> Mapping[str, str] | None:
         owner = self._owner
         attempt = owner._tracer.start_span(
@@ -147,13 +175,14 @@ class _CallSpan:
         self._token = otel_context.attach(current)
         return owner._inject(current)
 
+    @_safe
     def attempt_ended(self, number: int, status: CallStatus, error: ToolError | None) -> None:
         attempt, token = self._attempt, self._token
         if attempt is None:
             return
         self._attempt = self._token = None
         if token is not None:
-            otel_context.detach(token)  # type: ignore[arg-type]
+            otel_context.detach(token)
         attempt.set_attribute("toolkeeper.call.status", status.value)
         if error is not None:
             attempt.set_attribute("toolkeeper.error.code", error.code.value)
@@ -162,6 +191,7 @@ class _CallSpan:
             attempt.set_attribute("error.type", error.code.value if error else status.value)
         attempt.end()
 
+    @_safe
     def ended(self, result: ToolResult | None) -> None:
         span = self._span
         if self._attempt is not None:  # (interrupted between its start and end)
