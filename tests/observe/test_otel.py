@@ -308,6 +308,18 @@ def test_an_unknown_telemetry_kind_is_a_configuration_error(tmp_path: Path) -> N
         parse_config(text, file="t.toml")
 
 
+def test_without_the_extra_the_import_error_names_it() -> None:
+    import subprocess
+
+    code = (
+        "import sys; sys.modules['opentelemetry'] = None\n"
+        "try:\n    import toolkeeper.observe.otel\n"
+        "except ImportError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert 'pip install "toolkeeper[otel]"' in out.stdout
+
+
 def test_importing_toolkeeper_imports_no_opentelemetry() -> None:
     import subprocess
     import sys
