@@ -398,3 +398,19 @@ async def test_telemetry_that_fails_never_fails_the_call(caplog: pytest.LogCaptu
         result = await keeper.execute(ToolCall(call_id="c1", name="add", arguments={"a": 1}))
     assert result.status is CallStatus.SUCCEEDED and result.data == 2
     assert {r.name for r in caplog.records if r.levelname == "ERROR"} == {"toolkeeper"}
+
+
+async def test_a_call_held_for_approval_carries_the_hold_as_an_event(
+    keeper: Keeper, captured: Captured
+) -> None:
+    @keeper.tool(effect="destructive")
+    async def drop(table: str) -> str:
+        return "dropped"
+
+    result = await keeper.execute(ToolCall(call_id="c1", name="drop", arguments={"table": "t"}))
+    assert result.status is CallStatus.AWAITING_APPROVAL
+    (span,) = captured.finished()
+    assert [(e.name, (e.attributes or {}).get("toolkeeper.gate")) for e in span.events] == [
+        ("toolkeeper.gate.held", "approval")
+    ]
+    assert span.status.status_code is StatusCode.UNSET
