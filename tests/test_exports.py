@@ -49,7 +49,7 @@ def test_import_toolkeeper_imports_no_optional_extra() -> None:
         "import sys, toolkeeper\n"
         "heavy = {'psycopg', 'mcp', 'tantivy', 'onnxruntime', 'numpy', 'openai', 'anthropic',"
         " 'matplotlib', 'uvicorn', 'starlette', 'torch', 'pydantic_ai', 'agents',"
-        " 'langchain_core'}\n"
+        " 'langchain_core', 'opentelemetry'}\n"
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -152,6 +152,9 @@ class ServerSettings(_Model):
     principal, if there is exactly one."""
     name: str = "toolkeeper"
     """The server name shown to clients."""
+    telemetry: Literal["off", "otel"] = "off"
+    """`otel`: every call is traced and counted with OpenTelemetry, to the providers the
+    process configures globally (extra `toolkeeper[otel]`; docs/observability.md)."""
     max_result_chars: int = Field(default=RESULT_CHARS, ge=0)
     """The most characters of a result's text a client is sent (default 100,000, about 25,000
     tokens); a longer one is cut with a note saying so, and the ledger keeps it whole. A tool

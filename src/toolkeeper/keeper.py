@@ -46,6 +46,7 @@ from .ledger.base import CallRecord, LedgerStore
 from .ledger.keys import digest_key
 from .ledger.reconcile import Reconciliation
 from .observe.audit import AuditSink
+from .observe.telemetry import Telemetry
 from .policy.approvals import Approvals
 from .policy.budgets import Budgets, RateLimiter
 
@@ -92,6 +93,9 @@ class Keeper(Toolbox):
             of the keeper's own (`thread_limiter`), apart from the threads the rest of the
             application takes through `anyio.to_thread`. A call that finds none free by its
             timeout fails as UPSTREAM_UNAVAILABLE, retryable: its function never started.
+        telemetry: Observes every call (`observe.Telemetry`): traces and metrics, e.g.
+            `toolkeeper.observe.otel.OpenTelemetry()` (extra `toolkeeper[otel]`). None (the
+            default): nothing is observed, at no cost (docs/observability.md).
     """
 
     def __init__(
@@ -111,6 +115,7 @@ class Keeper(Toolbox):
         selection: FusionConfig | None = None,
         tool_threads: int = DEFAULT_TOOL_THREADS,
         query_adapter: QueryAdapter | bool = True,
+        telemetry: Telemetry | None = None,
     ) -> None:
         check_options(
             ledger=ledger,
@@ -152,6 +157,7 @@ class Keeper(Toolbox):
             max_argument_bytes=max_argument_bytes,
             clock=clock,
             sleep=sleep,
+            telemetry=telemetry,
         )
         self.executor = Executor(self.runtime)
         self._outcomes = Reconciliation(

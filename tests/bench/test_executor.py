@@ -15,7 +15,12 @@ from toolkeeper.bench.peers import PEERS, Case, Peer, PeerUnavailable
 from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import SQLiteStore
 
-OWN = ["toolkeeper.memory", "toolkeeper.sqlite", "toolkeeper.sqlite_write"]
+OWN = [
+    "toolkeeper.memory",
+    "toolkeeper.memory_otel",
+    "toolkeeper.sqlite",
+    "toolkeeper.sqlite_write",
+]
 
 
 @pytest.mark.anyio
@@ -40,7 +45,7 @@ async def test_a_tiny_run_measures_every_toolkeeper_call_and_every_installed_pee
             assert all(peer.key in data["ratios"][key] for key in OWN)
     assert set(data["targets"]) == {
         f"{case}_{what}" for case in "abc" for what in ("median", "vs_openai_agents")
-    }
+    } | {"a_otel_vs_a"}
     assert all(t["met"] in (True, False, None) for t in data["targets"].values())
 
 

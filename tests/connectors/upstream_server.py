@@ -22,12 +22,15 @@ server = MCPServer("toolkeeper-test-upstream")
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def echo(text: str, ctx: Context) -> dict[str, Any]:
-    """Return the text, the idempotency key the caller sent and the request's id."""
+    """Return the text, the idempotency key the caller sent, the request's id and the trace
+    context it carried (`traceparent`), if any."""
     meta = ctx.request_context.meta or {}
+    trace = {k: meta[k] for k in ("traceparent",) if k in meta}  # (W3C, SEP-414)
     return {
         "text": text,
         "key": meta.get("dev.toolkeeper/idempotency-key"),
         "request_id": str(ctx.request_id),
+        **trace,
     }
 
 

@@ -6,6 +6,9 @@ Cases (each call gets a fresh call id and its arguments as a JSON string, as a m
 - (a) toolkeeper, a read-only tool, in-memory ledger (its default audit sink: in memory);
 - (b) toolkeeper, the same tool, SQLite ledger (WAL; audit: a JSON lines file beside the DB);
 - (c) toolkeeper, a write tool on SQLite: RUNNING committed before the effect, then the end;
+- (a) with OpenTelemetry on (`toolkeeper[otel]`): the SDK makes and ends every span and counts
+  every call; its exporter drops the spans (what is measured is toolkeeper's telemetry, not an
+  exporter's network);
 - the peers of `peers.py`: pydantic-ai, openai-agents, langchain-core.
 
 Every case calls the same `async def add(a: int, b: int) -> int`. The blocks are interleaved
@@ -31,6 +34,7 @@ import anyio
 from ..core.states import CallStatus
 from ..core.values import Effect, Principal, ToolCall, ToolResult
 from ..keeper import Keeper
+from ..observe.telemetry import Telemetry
 from .peers import PEERS, Case, Peer, PeerUnavailable, version_of
 from .report import CaseReport, ExecutorBench, Target, paired_ratio
 from .stats import Summary, Timing, interleave_async, time_async_calls
@@ -51,6 +55,10 @@ DEFAULT_WARMUP = 200
 MEMORY = "toolkeeper.memory"
 SQLITE = "toolkeeper.sqlite"
 SQLITE_WRITE = "toolkeeper.sqlite_write"
+MEMORY_OTEL = "toolkeeper.memory_otel"
+OTEL_LABEL = "(a) with OpenTelemetry on"
+OTEL_TARGET = 1.25
+"""The most case (a) may take with OpenTelemetry on, as a multiple of (a) off, paired."""
 
 
 async def add(a: int, b: int) -> int:
@@ -76,9 +84,14 @@ _BENCH = Principal(id="bench", grants=frozenset({"*"}))
 
 
 async def _toolkeeper_case(
-    stack: AsyncExitStack, key: str, label: str, ledger: str, effect: Effect
+    stack: AsyncExitStack,
+    key: str,
+    label: str,
+    ledger: str,
+    effect: Effect,
+    telemetry: Telemetry | None = None,
 ) -> tuple[Case, str]:
-    keeper = Keeper(ledger=ledger, principal=_BENCH)
+    keeper = Keeper(ledger=ledger, principal=_BENCH, telemetry=telemetry)
     keeper.add_function(add, effect=effect)
     await stack.enter_async_context(keeper)
     execute = keeper.execute
@@ -89,6 +102,8 @@ async def _toolkeeper_case(
     audit = keeper.audit
     where = getattr(audit, "path", None)
     note = f"ledger {ledger}; audit {type(audit).__name__}" + (f" ({where})" if where else "")
+    if telemetry is not None:
+        note += "; OpenTelemetry SDK: every span ended and handed to a dropping exporter"
     case = Case(
         key=key,
         label=label,
@@ -121,8 +136,8 @@ def _targets(cases: dict[str, CaseReport]) -> tuple[Target, ...]:
         case = cases.get(key)
         return case.summary.median_us if case is not None and case.summary else None
 
-    def paired(key: str) -> float | None:
-        own, peer = cases.get(key), cases.get("openai_agents")
+    def paired(key: str, versus: str = "openai_agents") -> float | None:
+        own, peer = cases.get(key), cases.get(versus)
         if own is None or own.summary is None or peer is None or peer.summary is None:
             return None
         return paired_ratio(own.summary, peer.summary)
@@ -160,6 +175,15 @@ def _targets(cases: dict[str, CaseReport]) -> tuple[Target, ...]:
                 "x",
             )
         )
+    out.append(
+        target(
+            "a_otel_vs_a",
+            f"{OTEL_LABEL}: <= {OTEL_TARGET:g}x (a) off, paired in the same run",
+            paired(MEMORY_OTEL, MEMORY),
+            OTEL_TARGET,
+            "x",
+        )
+    )
     return tuple(out)
 
 
@@ -239,7 +263,11 @@ async def run_executor_bench(
                 summary=Summary.of(timings[case.key]),
             )
     environment["load_average_after"] = _environment()["load_average"]
-    order = [MEMORY, SQLITE, SQLITE_WRITE, *(p.key for p in peers)]
+    if MEMORY_OTEL not in reports and MEMORY_OTEL in notes:
+        reports[MEMORY_OTEL] = CaseReport(
+            key=MEMORY_OTEL, label=OTEL_LABEL, status="not installed", note=notes[MEMORY_OTEL]
+        )
+    order = [MEMORY, MEMORY_OTEL, SQLITE, SQLITE_WRITE, *(p.key for p in peers)]
     return ExecutorBench(
         calls=calls,
         repeats=repeats,
@@ -270,7 +298,42 @@ async def _own_cases(stack: AsyncExitStack, root: Path) -> tuple[list[Case], dic
     ):
         case, notes[key] = await _toolkeeper_case(stack, key, label, ledger, effect)
         cases.append(case)
+    telemetry = _sdk_telemetry()
+    if isinstance(telemetry, str):
+        notes[MEMORY_OTEL] = telemetry
+    else:
+        case, notes[MEMORY_OTEL] = await _toolkeeper_case(
+            stack, MEMORY_OTEL, OTEL_LABEL, "memory://", Effect.READ_ONLY, telemetry
+        )
+        cases.append(case)
     return cases, notes
+
+
+def _sdk_telemetry() -> Telemetry | str:
+    """OpenTelemetry on the SDK, every span processed (`SimpleSpanProcessor`) and dropped by
+    its exporter, metrics kept by a reader never collected; or why it is unavailable."""
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            SimpleSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+
+        from ..observe.otel import OpenTelemetry
+    except ImportError:
+        return 'not installed: pip install "toolkeeper[otel]"'
+
+    class Dropping(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(Dropping()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    return OpenTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
 
 
 async def _peer_case(peer: Peer) -> Case | CaseReport:

@@ -228,6 +228,8 @@ class HttpSource:
                     query += [(k, _text(x)) for x in (v if isinstance(v, list) else [v])]
         if spec.effect is not Effect.READ_ONLY:
             headers["idempotency-key"] = ctx.idempotency_key
+        if ctx.trace:
+            headers.update(ctx.trace)
         remaining = ctx.remaining()
         # The call's deadline (its tool's timeout) bounds the whole request.
         timeout = httpx2.Timeout(remaining, connect=min(self.params.connect_timeout, remaining))

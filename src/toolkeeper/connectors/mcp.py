@@ -206,6 +206,8 @@ class McpUpstream:
         remaining = ctx.remaining()
         timeout = remaining if math.isfinite(remaining) else None
         meta: Any = {IDEMPOTENCY_META_KEY: ctx.idempotency_key}
+        if ctx.trace:  # W3C trace context in `_meta` (MCP SEP-414)
+            meta.update(ctx.trace)
         with map_mcp_errors(
             self.params.name,
             lost=self._wake_supervisor,

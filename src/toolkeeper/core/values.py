@@ -343,6 +343,9 @@ class CallContext(msgspec.Struct, frozen=True, kw_only=True):
     approval_id: str | None = None
     """The approval this call runs under, when a person approved it: a tool that raises
     `ApprovalRequired` should not ask again when this is set."""
+    trace: Mapping[str, str] | None = None
+    """The attempt's trace context (W3C `traceparent`, `tracestate`) when telemetry is on:
+    a connector that calls a service passes these headers on."""
 
     def remaining(self) -> float:
         """Seconds left before the deadline (never negative)."""

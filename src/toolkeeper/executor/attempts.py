@@ -94,10 +94,18 @@ async def _attempts(rt: Runtime, st: CallState, run: Attempts) -> Outcome:
     """Attempt the call until an attempt succeeds, asks for approval, or may not be retried."""
     if run.recorded is not None:
         await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled meanwhile: nothing ran
+    trace = st.trace
     while True:
         run.attempting = True
-        outcome = run.last = await attempt(rt, st, run.number)
+        try:
+            outcome = run.last = await attempt(rt, st, run.number)
+        except BaseException:
+            if trace is not None:
+                trace.attempt_ended(run.number, CallStatus.CANCELLED, None)
+            raise
         run.attempting = False
+        if trace is not None:
+            trace.attempt_ended(run.number, outcome.status, outcome.error)
         if outcome.status is CallStatus.AWAITING_APPROVAL:
             return outcome
         run.sent = run.sent or not outcome.nothing_sent
@@ -116,6 +124,7 @@ async def attempt(rt: Runtime, st: CallState, number: int) -> Outcome:
     """Invoke the tool once, within its timeout, and say how that ended."""
     assert st.tool is not None and st.validated is not None
     spec = st.tool.spec
+    headers = st.trace.attempt_started(number) if st.trace is not None else None
     ctx = CallContext(
         call_id=st.call.call_id,
         task_id=st.call.task_id,
@@ -127,6 +136,7 @@ async def attempt(rt: Runtime, st: CallState, number: int) -> Outcome:
         idempotency_key=st.idempotency_key,
         arguments=st.validated,
         approval_id=st.approval.id if st.approval is not None else None,
+        trace=headers,
     )
     scope = rt.cancel_scope(deadline=rt.loop_clock() + spec.timeout)
     try:

@@ -64,46 +64,60 @@ class Executor:
         key = self._turns.take(call)
         if key is BUSY:
             key = await self._turns.wait(call)
+        tel = rt.telemetry
+        trace = tel.start(call, call.principal or rt.principal) if tel is not None else None
+        result: ToolResult | None = None
         try:
             principal = call.principal or rt.principal
             if principal is None:
-                return _answer(call, CallStatus.REJECTED, _NO_PRINCIPAL)
-            st = CallState(call, principal)
+                result = _answer(call, CallStatus.REJECTED, _NO_PRINCIPAL)
+                return result
+            st = CallState(call, principal, trace=trace)
             while True:
                 try:
                     step = await admit(rt, st, self.pipeline)
                     if step is None:
-                        return await attempts.run(rt, st)
-                    if isinstance(step, Hold):
-                        return await journal.hold(rt, st, step.reason)
-                    if isinstance(step, Abandoned):
+                        result = await attempts.run(rt, st)
+                    elif isinstance(step, Hold):
+                        result = await journal.hold(rt, st, step.reason)
+                    elif isinstance(step, Abandoned):
                         await journal.mark_unknown(rt, step.record)
                         raise LostRace
-                    return step
+                    else:
+                        result = step
+                    return result
                 except LostRace:
                     if st.reentries >= _MAX_REENTRIES:
-                        return _internal(call, "the call kept changing under concurrent updates")
+                        result = _internal(call, "the call kept changing under concurrent updates")
+                        return result
                     st = st.anew()
                 except CallRefused as refused:
                     try:
-                        return await journal.refuse(rt, st, refused.error)
+                        result = await journal.refuse(rt, st, refused.error)
+                        return result
                     except LostRace:
                         if st.reentries >= _MAX_REENTRIES:
                             # (the refusal stands; only its record is missing)
                             _log.error("a refusal of %s could not be recorded", call.name)
-                            return _answer(call, CallStatus.REJECTED, refused.error)
+                            result = _answer(call, CallStatus.REJECTED, refused.error)
+                            return result
                         st = st.anew()
                     except Exception:
                         log_exception(_log, st.hidden(), "recording a refusal failed")
-                        return _answer(call, CallStatus.REJECTED, refused.error)
+                        result = _answer(call, CallStatus.REJECTED, refused.error)
+                        return result
                 except StoreError as exc:  # (after an effect, `attempts.run` answers itself)
                     _log.error("the ledger failed on a call of %r: %s", call.name, exc)
-                    return _answer(call, CallStatus.FAILED, LEDGER_UNAVAILABLE)
+                    result = _answer(call, CallStatus.FAILED, LEDGER_UNAVAILABLE)
+                    return result
                 except Exception:
                     log_exception(_log, st.hidden(), "internal error executing %r", call.name)
-                    return _internal(call, "an internal error stopped the call")
+                    result = _internal(call, "an internal error stopped the call")
+                    return result
         finally:
             self._turns.give_back(key)
+            if trace is not None:  # (None, result None: cancelled or interrupted)
+                trace.ended(result)
 
     async def execute_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run independent calls concurrently; calls that write a same resource one at a time.

@@ -19,6 +19,7 @@ from ..core.values import Principal
 from ..ledger.base import LedgerStore
 from ..observe.audit import AuditEvent, AuditSink
 from ..observe.redact import sensitive_pointers
+from ..observe.telemetry import Telemetry
 from ..policy.approvals import Approvals
 from ..policy.budgets import Budgets, RateLimiter
 from ..schema.validate import compile_validator
@@ -82,6 +83,8 @@ class Runtime:
     """Rate limiter for `budgets.calls_per_minute`."""
     max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
     """Argument payloads larger than this are refused."""
+    telemetry: Telemetry | None = None
+    """Observes every call (traces, metrics); None: nothing is observed, at no cost."""
     digest_key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
     """The key of argument digests (`ledger.keys`): `Keeper.open` sets the ledger's. Never
     shown by `repr`: whoever holds it can check guesses of sensitive arguments."""

@@ -12,6 +12,7 @@ from ..core.states import CallStatus
 from ..core.values import Principal, ToolCall
 from ..ledger.base import ApprovalRecord, CallRecord
 from ..observe.redact import hidden_values
+from ..observe.telemetry import CallTrace
 
 __all__ = ["Attempts", "CallState", "Outcome", "Prepared"]
 
@@ -66,10 +67,12 @@ class CallState:
     """The call was found RUNNING and abandoned, and is safe to run again."""
     idempotency_key: str = ""
     """The call's idempotency key, once computed."""
+    trace: CallTrace | None = None
+    """The call's observer (`Runtime.telemetry`), when there is one."""
 
     def anew(self) -> CallState:
         """The state of the same proposal for another pass through every gate."""
-        return CallState(self.call, self.principal, self.reentries + 1)
+        return CallState(self.call, self.principal, self.reentries + 1, trace=self.trace)
 
     def hidden(self) -> tuple[str, ...]:
         """The argument values the call's record redacts: what words about the call (a

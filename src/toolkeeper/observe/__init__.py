@@ -1,17 +1,21 @@
-"""Audit events, redaction of sensitive arguments, and the detector of instruction-like text."""
+"""Audit events, redaction of sensitive arguments, the detector of instruction-like text, and
+the telemetry observer the executor calls (OpenTelemetry: `toolkeeper.observe.otel`)."""
 
 from .audit import AuditEvent, AuditSink, JsonlAuditSink, MemoryAuditSink, NullAuditSink
 from .redact import REDACTED, redact, sensitive_pointers
 from .suspicious import Finding, scan_definition, scan_text
+from .telemetry import CallTrace, Telemetry
 
 __all__ = [
     "REDACTED",
     "AuditEvent",
     "AuditSink",
+    "CallTrace",
     "Finding",
     "JsonlAuditSink",
     "MemoryAuditSink",
     "NullAuditSink",
+    "Telemetry",
     "redact",
     "scan_definition",
     "scan_text",

@@ -28,6 +28,7 @@ from ..core.errors import ConfigurationError
 from ..core.values import Fence, Principal
 from ..keeper import Keeper
 from ..ledger.factory import POSTGRES_SCHEMES, open_store
+from ..observe.telemetry import Telemetry
 from ..policy import rules as R
 from ..policy.budgets import Budgets, RateLimiter
 from ..policy.pins import Pins
@@ -125,6 +126,17 @@ def load_tool_module(entry: LocalTools, base_dir: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _telemetry(kind: str) -> Telemetry | None:
+    """`[server] telemetry`: OpenTelemetry to the process's global providers, or nothing."""
+    if kind != "otel":
+        return None
+    try:
+        from ..observe.otel import OpenTelemetry
+    except ImportError as exc:
+        raise ConfigurationError(f'[server] telemetry = "otel": {exc}') from None
+    return OpenTelemetry()
 
 
 def _budgets(cfg: BudgetsConfig | None) -> tuple[Budgets | None, RateLimiter | None]:
@@ -233,6 +245,7 @@ def build(config: GatewayConfig, *, ledger: str | None = None) -> Deployment:
         budgets=budgets,
         rate_limiter=limiter,
         tool_threads=config.server.tool_threads,
+        telemetry=_telemetry(config.server.telemetry),
     )
     owners: dict[str, str] = {}  # tool name -> the [[tools]] entry that registered it
     for index, entry in enumerate(config.tools):

@@ -1,0 +1,230 @@
+"""OpenTelemetry traces and metrics of every call (extra `toolkeeper[otel]`).
+
+One span per call (`execute_tool {tool}`, after the GenAI semantic conventions) with the gates'
+decisions as events, one child span per attempt (current while the connector runs, so a tool's
+own spans nest under it), and its W3C trace context handed to connectors that call a service
+(`CallContext.trace`). Metrics: `toolkeeper.calls` (a counter by tool, status and error code) and
+`toolkeeper.call.duration` (a histogram, seconds). Attributes name the call, its tool, task and
+principal, never argument values or results.
+
+    keeper = Keeper(telemetry=OpenTelemetry())  # the global providers, or pass your own
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from contextvars import Token
+from typing import Any, ParamSpec, TypeVar
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import metrics, trace
+    from opentelemetry.context import Context
+    from opentelemetry.metrics import CallbackOptions, Observation
+    from opentelemetry.propagate import get_global_textmap
+    from opentelemetry.propagators.textmap import TextMapPropagator
+    from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+except ImportError as exc:  # pragma: no cover (the extra is installed in tests)
+    raise ImportError(
+        'toolkeeper.observe.otel needs OpenTelemetry: pip install "toolkeeper[otel]"'
+    ) from exc
+
+from ..core.errors import ErrorCode, ToolError
+from ..core.states import CallStatus
+from ..core.values import Principal, ToolCall, ToolResult
+
+__all__ = ["MAX_SERIES", "OpenTelemetry"]
+
+_log = logging.getLogger("toolkeeper")
+_SCOPE = "toolkeeper"
+_MAX_TEXT = 256
+"""The most characters of a name or id an attribute holds (they come from the model)."""
+_UNKNOWN_TOOL = "(unknown)"
+"""The tool a metric names for a call to no tool: the model's name would grow the series."""
+_OTHER = "(other)"
+MAX_SERIES = 2000
+"""The most (tool, status, code) series the metrics hold; calls of other tools beyond them
+are counted under the tool `(other)` (a refused call's name is the model's: it must not grow
+the series without bound)."""
+_OK = frozenset({CallStatus.SUCCEEDED, CallStatus.AWAITING_APPROVAL})
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        return f"<{type(value).__name__}>"
+    return value if len(value) <= _MAX_TEXT else value[:_MAX_TEXT] + "…"
+
+
+class OpenTelemetry:
+    """The `Telemetry` that reports to OpenTelemetry.
+
+    Args:
+        tracer_provider: Where spans go; default the global one (`trace.set_tracer_provider`).
+        meter_provider: Where metrics go; default the global one.
+        propagator: How trace context is written into upstream requests; default the global
+            one (W3C `traceparent` and `baggage` unless configured otherwise).
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        propagator: TextMapPropagator | None = None,
+    ) -> None:
+        self._tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(_SCOPE, meter_provider=meter_provider)
+        self._counts: dict[tuple[str, str, str], int] = {}
+        """Calls so far by (tool, status, code), which `toolkeeper.calls` reports when read:
+        a dict increment per call where a synchronous counter costs tens of microseconds."""
+        meter.create_observable_counter(
+            "toolkeeper.calls",
+            callbacks=[self._observe_calls],
+            unit="{call}",
+            description="Tool calls by tool, status and code",
+        )
+        self.duration = meter.create_histogram(
+            "toolkeeper.call.duration", unit="s", description="Tool calls' duration"
+        )
+        self._propagator = propagator
+
+    def start(self, call: ToolCall, principal: Principal | None) -> _CallSpan:
+        """Open the span of one call."""
+        tool = _text(call.name)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": tool,
+            "gen_ai.tool.call.id": _text(call.call_id),
+            "toolkeeper.task.id": _text(call.task_id),
+        }
+        if principal is not None:
+            attributes["toolkeeper.principal.id"] = _text(principal.id)
+            attributes["toolkeeper.tenant"] = _text(principal.tenant)
+        try:
+            span = self._tracer.start_span(
+                f"execute_tool {tool}", kind=SpanKind.INTERNAL, attributes=attributes
+            )
+        except Exception:  # (telemetry must not fail a call)
+            _log.exception("OpenTelemetry failed to start the span of a call")
+            span = trace.INVALID_SPAN
+        return _CallSpan(self, span, tool)
+
+    def _inject(self, context: Context) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        (self._propagator or get_global_textmap()).inject(headers, context=context)
+        return headers
+
+    def _observe_calls(self, options: CallbackOptions) -> Iterable[Observation]:
+        counts = self._counts.copy()  # (a reader's thread may call while calls end)
+        for (tool, status, code), n in counts.items():
+            yield Observation(n, _metric_attributes(tool, status, code))
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _safe(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
+    """`method`, logging what it raises instead: telemetry must not fail a call."""
+
+    @functools.wraps(method)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R | None:
+        try:
+            return method(*args, **kwargs)
+        except Exception:
+            _log.exception("OpenTelemetry failed; the call goes on")
+            return None
+
+    return guarded
+
+
+class _CallSpan:
+    """The `CallTrace` of one call: its span, and the span of the attempt under way."""
+
+    __slots__ = ("_attempt", "_began", "_owner", "_span", "_token", "_tool")
+
+    def __init__(self, owner: OpenTelemetry, span: Span, tool: str) -> None:
+        self._owner = owner
+        self._span = span
+        self._tool = tool
+        self._began = time.perf_counter()
+        self._attempt: Span | None = None
+        self._token: Token[Context] | None = None
+
+    @_safe
+    def decided(self, gate: str, decision: str, error: ToolError | None = None) -> None:
+        attributes = {"toolkeeper.gate": gate}
+        if error is not None:
+            attributes["toolkeeper.error.code"] = error.code.value
+        self._span.add_event(f"toolkeeper.gate.{decision}", attributes)
+
+    @_safe
+    def attempt_started(self, number: int) -> Mapping[str, str] | None:
+        owner = self._owner
+        attempt = owner._tracer.start_span(
+            f"execute_tool {self._tool} attempt",
+            context=trace.set_span_in_context(self._span),
+            kind=SpanKind.INTERNAL,
+            attributes={"toolkeeper.attempt": number},
+        )
+        self._attempt = attempt
+        current = trace.set_span_in_context(attempt)
+        self._token = otel_context.attach(current)
+        return owner._inject(current)
+
+    @_safe
+    def attempt_ended(self, number: int, status: CallStatus, error: ToolError | None) -> None:
+        attempt, token = self._attempt, self._token
+        if attempt is None:
+            return
+        self._attempt = self._token = None
+        if token is not None:
+            otel_context.detach(token)
+        attempt.set_attribute("toolkeeper.call.status", status.value)
+        if error is not None:
+            attempt.set_attribute("toolkeeper.error.code", error.code.value)
+        if status not in _OK:
+            attempt.set_status(Status(StatusCode.ERROR))
+            attempt.set_attribute("error.type", error.code.value if error else status.value)
+        attempt.end()
+
+    @_safe
+    def ended(self, result: ToolResult | None) -> None:
+        span = self._span
+        if self._attempt is not None:  # (interrupted between its start and end)
+            self.attempt_ended(0, CallStatus.CANCELLED, None)
+        code: str | None
+        if result is None:
+            status, code = CallStatus.CANCELLED.value, ErrorCode.CANCELLED.value
+        else:
+            status = result.status.value
+            code = result.error.code.value if result.error is not None else None
+            if result.replayed:
+                span.set_attribute("toolkeeper.call.replayed", True)
+        span.set_attribute("toolkeeper.call.status", status)
+        if code is not None:
+            span.set_attribute("toolkeeper.error.code", code)
+        if result is None or result.status not in _OK:
+            span.set_status(Status(StatusCode.ERROR))
+            span.set_attribute("error.type", code or status)
+        span.end()
+        owner = self._owner
+        tool = _UNKNOWN_TOOL if code == ErrorCode.UNKNOWN_TOOL.value else self._tool
+        key = (tool, status, code or "")
+        counts = owner._counts
+        if key not in counts and len(counts) >= MAX_SERIES:
+            key = (_OTHER, status, code or "")
+        counts[key] = counts.get(key, 0) + 1
+        owner.duration.record(time.perf_counter() - self._began, _metric_attributes(*key))
+
+
+def _metric_attributes(tool: str, status: str, code: str) -> dict[str, str]:
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool,
+        "toolkeeper.call.status": status,
+        "toolkeeper.error.code": code,
+    }
