@@ -1,4 +1,4 @@
-"""The README's quickstart runs as written."""
+"""The README's quickstart runs as written (tests/test_docs_code.py runs it from a shell)."""
 
 import re
 from pathlib import Path
@@ -11,7 +11,8 @@ README = Path(__file__).parents[1] / "README.md"
 def test_quickstart_runs_and_runs_again_on_the_same_ledger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = re.search(r"## Quickstart\n\n```python\n(.*?)```", README.read_text(), re.S)
+    found = r"## Quickstart.*?```python file=quickstart.py\n(.*?)```"
+    code = re.search(found, README.read_text(), re.S)
     assert code is not None
     quickstart = compile(code.group(1), str(README), "exec")
     monkeypatch.chdir(tmp_path)

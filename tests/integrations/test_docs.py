@@ -21,7 +21,7 @@ SECTIONS = {
 
 
 def example(section: str) -> str:
-    found = re.search(rf"## {section}\n.*?```python\n(.*?)```", PAGE.read_text(), re.S)
+    found = re.search(rf"## {section}\n.*?```python[^\n]*\n(.*?)```", PAGE.read_text(), re.S)
     assert found is not None, section
     return found.group(1)
 

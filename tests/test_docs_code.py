@@ -1,0 +1,148 @@
+"""Every fenced code block of README.md and docs/*.md runs, or parses, in a test.
+
+A block's info string is a language, then optional words. What each means here:
+
+- ```` ```python ````: executed as `__main__` in a fresh namespace, on its own.
+- ```` ```python file=NAME ```` (or ```` ```toml file=NAME ````): written to NAME, for a later
+  block of the page to use (`python NAME`, a configuration's `file = "NAME"`); a python one is
+  not executed by itself.
+- ```` ```toml ````: loaded by the project's own loader, `toolkeeper.config.load_config`.
+  Environment variables it names (`token_env = "X"`, `${X}`) are set to test values first.
+- ```` ```sh ````: run by `bash -e`; the running interpreter's `bin` comes first on `PATH` (as
+  in an activated shell), and `.venv` links to the running virtual environment, so
+  `source .venv/bin/activate` works as in a checkout, as does `examples/`. It must exit 0.
+- ```` ```text ````: not code (output, diagrams, file trees); nothing to run.
+- `no-test` after the language: code that cannot run in a test (it serves until stopped, needs
+  a network, an API key or `make`). The framework examples of docs/integrations.md are marked
+  so here and run by tests/integrations/test_docs.py.
+
+Any other info string fails, so that every block is one of these on purpose. A page's blocks
+run in page order, in one temporary working directory of its own; each page's test asserts
+that it ran every block not marked `no-test` or `text`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from toolkeeper.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LANGUAGES = {"python", "sh", "toml", "text"}
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.S | re.M)
+ENV_NAME = re.compile(r'token_env\s*=\s*"([A-Za-z_][A-Za-z0-9_]*)"|\$\{([A-Za-z_][A-Za-z0-9_]*)\}')
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int
+    language: str
+    flags: frozenset[str]
+    file: str | None
+    code: str
+
+    @property
+    def where(self) -> str:
+        name = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
+        return f"{name}:{self.line}"
+
+    @property
+    def runs(self) -> bool:
+        return self.language != "text" and "no-test" not in self.flags
+
+
+def blocks(page: Path) -> list[Block]:
+    """The fenced blocks of `page`, in order; an info string outside the convention fails."""
+    text = page.read_text()
+    found = []
+    for match in FENCE.finditer(text):
+        words = match.group(1).split()
+        line = text.count("\n", 0, match.start()) + 1
+        assert words, f"{page.name}:{line}: a block without a language (see this test's docstring)"
+        language, flags = words[0], frozenset(words[1:])
+        files = [f.removeprefix("file=") for f in flags if f.startswith("file=")]
+        unknown = flags - {"no-test"} - {f"file={f}" for f in files}
+        assert language in LANGUAGES and not unknown, f"{page.name}:{line}: ```{match.group(1)}"
+        found.append(Block(page, line, language, flags, files[0] if files else None, match[2]))
+    return found
+
+
+def run_python(block: Block) -> None:
+    exec(compile(block.code, block.where, "exec"), {"__name__": "__main__"})
+
+
+def run_toml(block: Block, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for token_env, variable in ENV_NAME.findall(block.code):
+        name = token_env or variable
+        monkeypatch.setenv(name, f"docs-test-{name}-0123456789abcdef")  # each its own
+    path = folder / (block.file or "toolkeeper.toml")
+    path.write_text(block.code)
+    load_config(path)
+
+
+def run_sh(block: Block, folder: Path) -> None:
+    if not (folder / "examples").exists():
+        (folder / "examples").symlink_to(ROOT / "examples")
+    venv = Path(sys.prefix)
+    if (venv / "bin" / "activate").exists() and not (folder / ".venv").exists():
+        (folder / ".venv").symlink_to(venv)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("TOOLKEEPER_LEDGER", None)
+    done = subprocess.run(
+        ["bash", "-e", "-c", block.code],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"{block.where}: exit {done.returncode}\n{output}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_code_block_of_the_page_runs(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TOOLKEEPER_LEDGER", raising=False)
+    page_blocks = blocks(page)
+    ran = []
+    for block in page_blocks:
+        if not block.runs:
+            continue
+        if block.file is not None and block.language == "python":
+            (tmp_path / block.file).write_text(block.code)
+            later = page_blocks[page_blocks.index(block) + 1 :]
+            assert any(block.file in b.code for b in later), f"{block.where}: {block.file} unused"
+        elif block.language == "python":
+            run_python(block)
+        elif block.language == "toml":
+            run_toml(block, tmp_path, monkeypatch)
+        else:
+            run_sh(block, tmp_path)
+        ran.append(block)
+    assert ran == [b for b in page_blocks if b.runs]
+
+
+def test_a_broken_block_fails(tmp_path: Path) -> None:
+    """The runners above notice a block that breaks (so a broken snippet fails its page)."""
+    page = tmp_path / "page.md"
+    page.write_text("```python\nprint(undefined_name)\n```\n\n```sh\ntoolkeeper no-such\n```\n")
+    python, sh = blocks(page)
+    with pytest.raises(NameError):
+        run_python(python)
+    with pytest.raises(AssertionError, match="exit 2"):
+        run_sh(sh, tmp_path)
+    page.write_text("```py\nx = 1\n```\n")
+    with pytest.raises(AssertionError, match="```py"):
+        blocks(page)
