@@ -23,16 +23,20 @@ that it ran every block not marked `no-test` or `text`.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 import pytest
+from pydantic import BaseModel
 
-from toolkeeper.config import load_config
+from toolkeeper import cli
+from toolkeeper.config import GatewayConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -146,3 +150,80 @@ def test_a_broken_block_fails(tmp_path: Path) -> None:
     page.write_text("```py\nx = 1\n```\n")
     with pytest.raises(AssertionError, match="```py"):
         blocks(page)
+
+
+def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> set[type[BaseModel]]:
+    """`model` and every model its fields hold, however nested (lists, dicts, unions)."""
+    seen.add(model)
+    for field in model.model_fields.values():
+        stack: list[object] = [field.annotation]
+        while stack:
+            kind = stack.pop()
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                if kind not in seen:
+                    _models(kind, seen)
+            else:
+                stack.extend(get_args(kind))
+    return seen
+
+
+def test_the_configuration_reference_names_every_key() -> None:
+    """docs/configuration.md has a row for every key of every table of `toolkeeper.toml`."""
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    missing = [
+        f"{model.__name__}.{name}"
+        for model in _models(GatewayConfig, set())
+        for name in model.model_fields
+        if f"| `{name}` |" not in page
+    ]
+    assert missing == []
+
+
+def _commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every command under `parser`, by its words (`("ledger", "list")`)."""
+    parser.format_help()  # a lazy parser adds its options when asked for help
+    found = [(path, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found += _commands(child, (*path, name))
+    return found
+
+
+def test_the_cli_reference_names_every_command_and_option() -> None:
+    """docs/cli.md has a heading for every command and a row for each of its options."""
+    page = (ROOT / "docs" / "cli.md").read_text()
+    sections = re.split(r"^#{2,3} ", page, flags=re.M)
+    missing = []
+    for path, parser in _commands(cli._parser(None), ())[1:]:
+        heading = f"`toolkeeper {' '.join(path)}`\n"
+        section = next((s for s in sections if s.startswith(heading)), None)
+        if section is None:
+            missing.append(heading.strip())
+            continue
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            name = ", ".join(action.option_strings) or action.metavar or action.dest
+            if f"| `{name}` |" not in section:
+                missing.append(f"{heading.strip()} {name}")
+    assert missing == []
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def _filled_elsewhere(target: Path) -> bool:
+    """Whether `target` is in a folder another part of the build fills: examples/ (runnable
+    files) or docs/reference/ (the API reference generated from docstrings)."""
+    parts = target.resolve().relative_to(ROOT).parts
+    return parts[:1] == ("examples",) or parts[:2] == ("docs", "reference")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_of_the_page_leads_to_a_file(page: Path) -> None:
+    targets = [page.parent / link for link in LINK.findall(page.read_text()) if "://" not in link]
+    broken = [t for t in targets if not t.exists() and not _filled_elsewhere(t)]
+    assert broken == []
