@@ -193,7 +193,7 @@ def test_a_tool_without_a_finite_positive_timeout_is_refused(timeout: float) -> 
 
 @pytest.mark.parametrize("budgets", [None, {"max_calls_per_task": 10}])
 def test_a_rate_limiter_without_a_rate_is_refused(budgets: dict[str, int] | None) -> None:
-    """`Keeper(rate_limiter=...)`, as the README shows it, with no `calls_per_minute`: the
+    """`Keeper(rate_limiter=...)`, as docs/library.md shows it, with no `calls_per_minute`: the
     limiter was never asked, and every call ran unlimited without a word."""
     from toolkeeper import Budgets
     from toolkeeper.policy.budgets import MemoryRateLimiter
