@@ -207,8 +207,8 @@ def test_the_cli_reference_names_every_command_and_option() -> None:
             if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
                 continue
             name = ", ".join(action.option_strings) or action.metavar or action.dest
-            if f"| `{name}` |" not in section:
-                missing.append(f"{heading.strip()} {name}")
+            if f"| `{name}` |" not in section:  # said as the row to add under the heading
+                missing.append(f"{heading.strip()}: | `{name}` | {action.help or ''} |")
     assert missing == []
 
 
