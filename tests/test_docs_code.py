@@ -8,7 +8,7 @@ A block's info string is a language, then optional words. What each means here:
   not executed by itself.
 - ```` ```toml ````: loaded by the project's own loader, `toolkeeper.config.load_config`.
   Environment variables it names (`token_env = "X"`, `${X}`) are set to test values first.
-- ```` ```sh ````: run by `bash -e`; the running interpreter's `bin` comes first on `PATH` (as
+- ```` ```sh ````: run by `bash -e -o pipefail`; the running interpreter's `bin` comes first on `PATH` (as
   in an activated shell), and `.venv` links to the running virtual environment, so
   `source .venv/bin/activate` works as in a checkout, as does `examples/`. It must exit 0.
 - ```` ```text ````: not code (output, diagrams, file trees); nothing to run.
@@ -102,7 +102,7 @@ def run_sh(block: Block, folder: Path) -> None:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("TOOLKEEPER_LEDGER", None)
     done = subprocess.run(
-        ["bash", "-e", "-c", block.code],
+        ["bash", "-e", "-o", "pipefail", "-c", block.code],
         cwd=folder,
         env=env,
         capture_output=True,
