@@ -8,9 +8,9 @@ A block's info string is a language, then optional words. What each means here:
   not executed by itself.
 - ```` ```toml ````: loaded by the project's own loader, `toolkeeper.config.load_config`.
   Environment variables it names (`token_env = "X"`, `${X}`) are set to test values first.
-- ```` ```sh ````: run by `bash -e -o pipefail`; the running interpreter's `bin` comes first on `PATH` (as
-  in an activated shell), and `.venv` links to the running virtual environment, so
-  `source .venv/bin/activate` works as in a checkout, as does `examples/`. It must exit 0.
+- ```` ```sh ````: run by `bash -e -o pipefail`; the running interpreter's `bin` comes first
+  on `PATH` (as in an activated shell), and `.venv` links to the running virtual environment,
+  so `source .venv/bin/activate` works as in a checkout, as does `examples/`. It must exit 0.
 - ```` ```text ````: not code (output, diagrams, file trees); nothing to run.
 - `no-test` after the language: code that cannot run in a test (it serves until stopped, needs
   a network, an API key or `make`). The framework examples of docs/integrations.md are marked
@@ -212,7 +212,7 @@ def test_the_cli_reference_names_every_command_and_option() -> None:
     assert missing == []
 
 
-LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def _filled_elsewhere(target: Path) -> bool:
@@ -222,8 +222,24 @@ def _filled_elsewhere(target: Path) -> bool:
     return parts[:1] == ("examples",) or parts[:2] == ("docs", "reference")
 
 
+def _anchors(page: Path) -> set[str]:
+    """The anchors of a page's headings, as GitHub and mkdocs make them."""
+    headings = re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text()), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_relative_link_of_the_page_leads_to_a_file(page: Path) -> None:
-    targets = [page.parent / link for link in LINK.findall(page.read_text()) if "://" not in link]
-    broken = [t for t in targets if not t.exists() and not _filled_elsewhere(t)]
+def test_every_relative_link_of_the_page_leads_somewhere(page: Path) -> None:
+    """Each link to a file names one that exists, and each `#anchor` a heading of its page."""
+    broken = []
+    for link in LINK.findall(page.read_text()):
+        if "://" in link or link.startswith("mailto:"):
+            continue
+        path, _, anchor = link.partition("#")
+        target = page.parent / path if path else page
+        if not target.exists():
+            if not _filled_elsewhere(target):
+                broken.append(link)
+        elif anchor and target.suffix == ".md" and anchor not in _anchors(target):
+            broken.append(link)
     assert broken == []
