@@ -10,7 +10,7 @@ import sys
 
 try:
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -61,16 +61,19 @@ async def main() -> None:
         )
     data = metrics.get_metrics_data()
     assert data is not None
-    for resource in data.resource_metrics:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name == "toolkeeper.calls":
-                    for point in metric.data.data_points:
-                        tags = dict(point.attributes or {})
-                        print(
-                            f"toolkeeper.calls{{{tags['gen_ai.tool.name']},"
-                            f" {tags['toolkeeper.call.status']}}} = {point.value}"
-                        )
+    counted = [
+        point
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "toolkeeper.calls"
+        for point in metric.data.data_points
+        if isinstance(point, NumberDataPoint)
+    ]
+    for point in counted:
+        tags = dict(point.attributes or {})
+        tool, status = tags["gen_ai.tool.name"], tags["toolkeeper.call.status"]
+        print(f"toolkeeper.calls{{{tool}, {status}}} = {point.value}")
 
 
 if __name__ == "__main__":
