@@ -103,11 +103,12 @@ def test_one_call_goes_through_each_vendor_format_and_back(tmp_path: Path) -> No
 def test_retrieval_selects_what_fits_among_permitted_tools_and_abstains(tmp_path: Path) -> None:
     pytest.importorskip("tantivy")
     lines = run("retrieval", tmp_path, timeout=240)
-    assert lines[0].startswith("refund request -> ['refund_order'")
-    assert lines[3] == "parcel request -> ['track_package']"
-    assert lines[4] == "delete request -> False"
-    assert lines[5] == "sonnet request -> [] (no tool fits)"
-    assert lines[6] == "aselect -> ['track_package']"
+    said = {line.partition(" -> ")[0]: line.partition(" -> ")[2] for line in lines}
+    assert said["refund request"].startswith("['refund_order'")
+    assert said["parcel request"] == "['track_package']"
+    assert said["delete request"] == "False"  # never scored: the principal may not use it
+    assert said["sonnet request"] == "[] (no tool fits)"
+    assert said["aselect"] == "['track_package']"
 
 
 def test_the_agent_pauses_for_approval_and_resumes_to_its_answer(tmp_path: Path) -> None:
