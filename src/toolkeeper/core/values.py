@@ -168,7 +168,8 @@ class Principal:
 
 
 ANONYMOUS = Principal(id="anonymous")
-"""A principal holding no grant: it may use only tools that need no permission."""
+"""A principal holding no grant: it may use only read-only tools that require no permission
+(in the default tenant and environment)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
