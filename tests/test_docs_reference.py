@@ -4,7 +4,6 @@ every name a package exports has a docstring to show there."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
 import subprocess
 import sys
@@ -76,10 +75,9 @@ def documented(module: str, name: str) -> bool:
                     base = (package or module.rpartition(".")[0]).split(".")
                     origin = ".".join(base[: len(base) - node.level + 1])
                     source = f"{origin}.{node.module}" if node.module else origin
-                    if (
-                        importlib.util.find_spec(source) is None
-                        and not module_path(source).exists()
-                    ):
+                    if node.level == 0:
+                        source = str(node.module)
+                    if not module_path(source).exists():
                         return True  # (a third-party name re-exported: not ours to document)
                     return documented(source, alias.name)
     raise AssertionError(f"{module}.{name} is exported but not found in its source")
