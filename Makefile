@@ -8,7 +8,7 @@ BWRAP := /usr/bin/bwrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint typecheck unit clean
+.PHONY: run test lint typecheck unit clean docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,17 @@ unit: $(STAMP_TEST) $(INSPECTOR) $(BWRAP) $(CHROMIUM)
 	$(BIN)/pytest
 
 test: lint typecheck unit
+
+# The docs site with its API reference from the docstrings, into site/ (no network at build time:
+# the theme's assets ship in the mkdocs package; nothing is fetched).
+STAMP_DOCS := $(VENV)/.installed-docs
+
+$(STAMP_DOCS): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $@
+
+docs: $(STAMP_DOCS)
+	$(BIN)/mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV)

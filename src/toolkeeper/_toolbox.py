@@ -146,7 +146,7 @@ class Toolbox(FunctionTools):
         embeds every tool) runs on a worker thread, so the event loop is never blocked.
 
         Raises:
-            The errors of `select`.
+            TypeError, ValueError, ConfigurationError: as `select` raises them.
         """
         who = self._acting_for(principal, "aselect")
         search = partial(self.select, query, principal=who, k=k, context=context)

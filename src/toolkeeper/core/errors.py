@@ -94,6 +94,7 @@ ERROR_TABLE: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.CANCELLED: ErrorInfo(retryable=False, http_status=499, jsonrpc_code=-32013),
     ErrorCode.INTERNAL_ERROR: ErrorInfo(retryable=False, http_status=500, jsonrpc_code=-32603),
 }
+"""Each error code's retryability, HTTP status and JSON-RPC error code."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -65,3 +65,4 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)
+"""One attempt, never retried."""

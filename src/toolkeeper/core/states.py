@@ -68,10 +68,13 @@ TRANSITIONS: Mapping[CallStatus, frozenset[CallStatus]] = {
     # (never REJECTED: a cancelled call may have run, and counts against budgets)
     _S.CANCELLED: frozenset({_S.AUTHORIZED, _S.AWAITING_APPROVAL}) | _TO_RUN,
 }
+"""The legal moves of the call state machine: each state and the states it may go to."""
 
 TERMINAL: frozenset[CallStatus] = frozenset(
     {_S.SUCCEEDED, _S.FAILED, _S.REJECTED, _S.TIMED_OUT, _S.CANCELLED, _S.UNKNOWN_OUTCOME}
 )
+"""The states a call ends in (a refused or cancelled call proposed again is evaluated
+afresh)."""
 
 
 def can_transition(current: CallStatus, target: CallStatus) -> bool:

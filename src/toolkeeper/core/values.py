@@ -47,6 +47,7 @@ DEFAULT_INPUT_SCHEMA: Mapping[str, Any] = {
     "properties": {},
     "additionalProperties": False,
 }
+"""The input schema of a tool that takes no arguments (a closed, empty object)."""
 
 
 class Effect(StrEnum):
@@ -167,6 +168,8 @@ class Principal:
 
 
 ANONYMOUS = Principal(id="anonymous")
+"""A principal holding no grant: it may use only read-only tools that require no permission
+(in the default tenant and environment)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -28,6 +28,7 @@ from .state import Prepared
 __all__ = ["DEFAULT_MAX_ARGUMENT_BYTES", "Runtime", "event_loop_clock", "idempotency_key"]
 
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
+"""Arguments larger than this (1 MiB) are refused as PAYLOAD_TOO_LARGE."""
 
 _log = logging.getLogger("toolkeeper")
 

@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 REDACTED = "[REDACTED]"
+"""What a sensitive value is shown as, wherever it would appear."""
 
 ANY = "*"
 """The pointer segment for every item of an array or value of a map."""

@@ -87,6 +87,8 @@ class RuleInput:
 
 
 Rule = Callable[[RuleInput], "Decision | Awaitable[Decision | None] | None"]
+"""A business rule: given a call's `RuleInput`, a `Decision` (or None: no objection), sync
+or async."""
 
 
 def allow(*, skip_approval: bool = False, reason: str = "") -> Decision:

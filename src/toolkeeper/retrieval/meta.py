@@ -46,9 +46,13 @@ CallFunction = Callable[[ToolCall], Awaitable[ToolResult]]
 """Runs one call through the executor pipeline (e.g. `keeper.execute`)."""
 
 SEARCH_TOOLS = "search_tools"
+"""The meta-tool that searches the tools a principal may use."""
 GET_TOOL_DETAILS = "get_tool_details"
+"""The meta-tool that gives one tool's full definition."""
 CALL_TOOL = "call_tool"
+"""The meta-tool that calls a tool by name (the inner call passes every gate)."""
 META_TOOL_NAMES = frozenset({SEARCH_TOOLS, GET_TOOL_DETAILS, CALL_TOOL})
+"""The names of the three progressive-discovery meta-tools."""
 
 _MAX_K = 20
 _SENTENCE = re.compile(r"(?<=[.!?])\s")
