@@ -2,10 +2,12 @@
 
 One span per call (`execute_tool {tool}`, after the GenAI semantic conventions) with the gates'
 decisions as events, one child span per attempt (current while the connector runs, so a tool's
-own spans nest under it), and its W3C trace context handed to connectors that call a service
-(`CallContext.trace`). Metrics: `toolkeeper.calls` (a counter by tool, status and error code) and
-`toolkeeper.call.duration` (a histogram, seconds). Attributes name the call, its tool, task and
-principal, never argument values or results.
+own spans nest under it), its W3C trace context handed to connectors that call a service
+(`CallContext.trace`), and under it one CLIENT span per HTTP request a connector sends
+(`CallContext.requests`: `GET /pets/{petId}`, after the HTTP semantic conventions), whose
+context the request carries. Metrics: `toolkeeper.calls` (a counter by tool, status and error
+code) and `toolkeeper.call.duration` (a histogram, seconds). Attributes name the call, its tool,
+task and principal, a request's method, server and route, never argument values or results.
 
     keeper = Keeper(telemetry=OpenTelemetry())  # the global providers, or pass your own
 """
@@ -34,6 +36,7 @@ except ImportError as exc:  # pragma: no cover (the extra is installed in tests)
 
 from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
+from ..core.tracing import RequestTrace
 from ..core.values import Principal, ToolCall, ToolResult
 
 __all__ = ["MAX_SERIES", "OpenTelemetry"]
@@ -112,6 +115,37 @@ class OpenTelemetry:
             span = trace.INVALID_SPAN
         return _CallSpan(self, span, tool)
 
+    def _request(
+        self,
+        parent: Span,
+        method: str,
+        url: str,
+        server: str,
+        port: int | None,
+        template: str | None,
+    ) -> RequestTrace:
+        attributes: dict[str, Any] = {
+            "http.request.method": method,
+            "server.address": server,
+            "url.full": url,
+        }
+        if port is not None:
+            attributes["server.port"] = port
+        if template is not None:
+            attributes["url.template"] = template
+        try:
+            span = self._tracer.start_span(
+                f"{method} {template}" if template else method,
+                context=trace.set_span_in_context(parent),
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+            )
+            headers = self._inject(trace.set_span_in_context(span))
+        except Exception:  # (telemetry must not fail a call)
+            _log.exception("OpenTelemetry failed to start the span of a request")
+            return _RequestSpan(trace.INVALID_SPAN, {})
+        return _RequestSpan(span, headers)
+
     def _inject(self, context: Context) -> dict[str, str]:
         headers: dict[str, str] = {}
         (self._propagator or get_global_textmap()).inject(headers, context=context)
@@ -153,6 +187,12 @@ class _CallSpan:
         self._began = time.perf_counter()
         self._attempt: Span | None = None
         self._token: Token[Context] | None = None
+
+    def request(
+        self, method: str, url: str, *, server: str, port: int | None, template: str | None
+    ) -> RequestTrace:
+        parent = self._attempt if self._attempt is not None else self._span
+        return self._owner._request(parent, method, url, server, port, template)
 
     @_safe
     def decided(self, gate: str, decision: str, error: ToolError | None = None) -> None:
@@ -219,6 +259,28 @@ class _CallSpan:
             key = (_OTHER, status, code or "")
         counts[key] = counts.get(key, 0) + 1
         owner.duration.record(time.perf_counter() - self._began, _metric_attributes(*key))
+
+
+class _RequestSpan:
+    """The `RequestTrace` of one HTTP request: its CLIENT span."""
+
+    __slots__ = ("_span", "headers")
+
+    def __init__(self, span: Span, headers: Mapping[str, str]) -> None:
+        self._span = span
+        self.headers = headers
+
+    @_safe
+    def ended(self, status_code: int | None, error_type: str | None) -> None:
+        span = self._span
+        if status_code is not None:
+            span.set_attribute("http.response.status_code", status_code)
+            if status_code >= 400 and error_type is None:
+                error_type = str(status_code)
+        if error_type is not None:
+            span.set_attribute("error.type", error_type)
+            span.set_status(Status(StatusCode.ERROR))
+        span.end()
 
 
 def _metric_attributes(tool: str, status: str, code: str) -> dict[str, str]:
