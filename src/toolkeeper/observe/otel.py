@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import Token
 from typing import Any, ParamSpec, TypeVar
 
@@ -53,6 +53,7 @@ MAX_SERIES = 2000
 are counted under the tool `(other)` (a refused call's name is the model's: it must not grow
 the series without bound)."""
 _OK = frozenset({CallStatus.SUCCEEDED, CallStatus.AWAITING_APPROVAL})
+_OK_VALUES = frozenset(s.value for s in _OK)
 
 
 def _text(value: object) -> str:
@@ -80,6 +81,8 @@ class OpenTelemetry:
     ) -> None:
         self._tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(_SCOPE, meter_provider=meter_provider)
+        self._series: dict[tuple[str, str, str], dict[str, str]] = {}
+        """The metric attributes of each (tool, status, code), made once."""
         self._counts: dict[tuple[str, str, str], int] = {}
         """Calls so far by (tool, status, code), which `toolkeeper.calls` reports when read:
         a dict increment per call where a synchronous counter costs tens of microseconds."""
@@ -196,10 +199,10 @@ class _CallSpan:
 
     @_safe
     def decided(self, gate: str, decision: str, error: ToolError | None = None) -> None:
-        attributes = {"toolkeeper.gate": gate}
+        attributes: dict[str, str] = {"toolkeeper.gate": gate}
         if error is not None:
             attributes["toolkeeper.error.code"] = error.code.value
-        self._span.add_event(f"toolkeeper.gate.{decision}", attributes)
+        self._span.add_event(_EVENTS.get(decision) or f"toolkeeper.gate.{decision}", attributes)
 
     @_safe
     def attempt_started(self, number: int) -> Mapping[str, str] | None:
@@ -213,7 +216,7 @@ class _CallSpan:
         self._attempt = attempt
         current = trace.set_span_in_context(attempt)
         self._token = otel_context.attach(current)
-        return owner._inject(current)
+        return _TraceHeaders(owner, current)
 
     @_safe
     def attempt_ended(self, number: int, status: CallStatus, error: ToolError | None) -> None:
@@ -223,12 +226,12 @@ class _CallSpan:
         self._attempt = self._token = None
         if token is not None:
             otel_context.detach(token)
-        attempt.set_attribute("toolkeeper.call.status", status.value)
-        if error is not None:
-            attempt.set_attribute("toolkeeper.error.code", error.code.value)
-        if status not in _OK:
-            attempt.set_status(Status(StatusCode.ERROR))
-            attempt.set_attribute("error.type", error.code.value if error else status.value)
+        if error is None and status in _OK:
+            attempt.set_attribute("toolkeeper.call.status", status.value)
+        else:
+            attempt.set_attributes(_failed(status.value, error.code.value if error else None))
+            if status not in _OK:
+                attempt.set_status(_ERROR)
         attempt.end()
 
     @_safe
@@ -244,12 +247,12 @@ class _CallSpan:
             code = result.error.code.value if result.error is not None else None
             if result.replayed:
                 span.set_attribute("toolkeeper.call.replayed", True)
-        span.set_attribute("toolkeeper.call.status", status)
-        if code is not None:
-            span.set_attribute("toolkeeper.error.code", code)
-        if result is None or result.status not in _OK:
-            span.set_status(Status(StatusCode.ERROR))
-            span.set_attribute("error.type", code or status)
+        if result is not None and code is None and result.status in _OK:
+            span.set_attribute("toolkeeper.call.status", status)
+        else:
+            span.set_attributes(_failed(status, code))
+            if result is None or result.status not in _OK:
+                span.set_status(_ERROR)
         span.end()
         owner = self._owner
         tool = _UNKNOWN_TOOL if code == ErrorCode.UNKNOWN_TOOL.value else self._tool
@@ -258,7 +261,10 @@ class _CallSpan:
         if key not in counts and len(counts) >= MAX_SERIES:
             key = (_OTHER, status, code or "")
         counts[key] = counts.get(key, 0) + 1
-        owner.duration.record(time.perf_counter() - self._began, _metric_attributes(*key))
+        series = owner._series.get(key)
+        if series is None:  # (bounded as the counts are: one per key)
+            series = owner._series[key] = _metric_attributes(*key)
+        owner.duration.record(time.perf_counter() - self._began, series)
 
 
 class _RequestSpan:
@@ -281,6 +287,50 @@ class _RequestSpan:
             span.set_attribute("error.type", error_type)
             span.set_status(Status(StatusCode.ERROR))
         span.end()
+
+
+_ERROR = Status(StatusCode.ERROR)
+_EVENTS = {d: f"toolkeeper.gate.{d}" for d in ("admitted", "refused", "held", "answered")}
+
+
+def _failed(status: str, code: str | None) -> dict[str, str]:
+    """The attributes of a call or attempt that did not succeed (or succeeded with an error)."""
+    attributes = {"toolkeeper.call.status": status}
+    if code is not None:
+        attributes["toolkeeper.error.code"] = code
+    if status not in _OK_VALUES:
+        attributes["error.type"] = code or status
+    return attributes
+
+
+class _TraceHeaders(Mapping[str, str]):
+    """An attempt's trace context headers, written by the propagator when first read (a
+    local tool never reads them)."""
+
+    __slots__ = ("_context", "_headers", "_owner")
+
+    def __init__(self, owner: OpenTelemetry, context: Context) -> None:
+        self._owner = owner
+        self._context = context
+        self._headers: dict[str, str] | None = None
+
+    def _written(self) -> dict[str, str]:
+        if self._headers is None:
+            try:
+                self._headers = self._owner._inject(self._context)
+            except Exception:  # (telemetry must not fail a call)
+                _log.exception("OpenTelemetry failed to write the trace context")
+                self._headers = {}
+        return self._headers
+
+    def __getitem__(self, name: str) -> str:
+        return self._written()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._written())
+
+    def __len__(self) -> int:
+        return len(self._written())
 
 
 def _metric_attributes(tool: str, status: str, code: str) -> dict[str, str]:
