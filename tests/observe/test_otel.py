@@ -16,7 +16,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 
 from toolkeeper import (
     CallContext,
@@ -198,26 +198,50 @@ def pets() -> Iterator[Any]:
         yield service
 
 
-async def test_an_http_upstream_receives_the_attempts_traceparent(
-    captured: Captured, pets: Any
-) -> None:
+async def _pets_call(captured: Captured, base_url: str, call: ToolCall, **options: Any) -> Any:
     params = HttpParams(
+        base_url=base_url,
         name="pets",
-        base_url=pets.url,
         addresses=AddressPolicy.of(allow_networks=["127.0.0.1/32"]),
+        **options,
     )
+    retry = RetryPolicy(initial_interval=0.0, max_attempts=2, jitter=0.0)
     async with (
         HttpSource(params, openapi_operations(PETS_OPENAPI)) as source,
-        Keeper(ledger="memory://", principal=APP, telemetry=captured.telemetry) as keeper,
+        Keeper(
+            ledger="memory://", principal=APP, retry=retry, telemetry=captured.telemetry
+        ) as keeper,
     ):
         for tool in source.tools:
             keeper.add(tool)
-        call = ToolCall(call_id="c1", name="pets.getPet", arguments={"petId": "7"})
-        result = await keeper.execute(call)
+        return await keeper.execute(call)
+
+
+async def test_an_http_request_is_a_client_span_whose_context_the_upstream_receives(
+    captured: Captured, pets: Any
+) -> None:
+    call = ToolCall(call_id="c1", name="pets.getPet", arguments={"petId": SECRET, "verbose": True})
+    result = await _pets_call(
+        captured, pets.url, call, headers={"Authorization": "Bearer s3cr3t-tok"}
+    )
     assert result.status is CallStatus.SUCCEEDED
     (seen,) = pets.seen
-    attempt = _only(captured.finished(), "execute_tool pets.getPet attempt")
-    context = attempt.context
+    spans = captured.finished()
+    attempt = _only(spans, "execute_tool pets.getPet attempt")
+    request = _only(spans, "GET /pets/{petId}")
+    assert request.kind is SpanKind.CLIENT
+    assert request.parent is not None and attempt.context is not None
+    assert request.parent.span_id == attempt.context.span_id
+    assert dict(request.attributes or {}) == {
+        "http.request.method": "GET",
+        "server.address": "127.0.0.1",
+        "server.port": pets.port,
+        "url.full": f"{pets.url}/pets/{{petId}}",
+        "url.template": "/pets/{petId}",
+        "http.response.status_code": 200,
+    }
+    assert request.status.status_code is StatusCode.UNSET
+    context = request.context
     assert context is not None
     version, trace_id, parent_id, _flags = seen.headers["traceparent"].split("-")
     assert (version, trace_id, parent_id) == (
@@ -225,6 +249,42 @@ async def test_an_http_upstream_receives_the_attempts_traceparent(
         f"{context.trace_id:032x}",
         f"{context.span_id:016x}",
     )
+    everything = repr([(s.name, s.attributes, [e.attributes for e in s.events]) for s in spans])
+    assert SECRET not in everything and "s3cr3t-tok" not in everything
+
+
+async def test_an_http_request_answered_with_an_error_status_is_an_error_span(
+    captured: Captured, pets: Any
+) -> None:
+    pets.answers["/pets/7"] = [(503, {"retry-after": "0"}, b"busy"), (404, {}, b"gone")]
+    call = ToolCall(call_id="c1", name="pets.getPet", arguments={"petId": "7"})
+    result = await _pets_call(captured, pets.url, call)
+    assert result.status is CallStatus.FAILED
+    spans = captured.finished()
+    requests = [s for s in spans if s.name == "GET /pets/{petId}"]
+    attempts = [s for s in spans if s.name == "execute_tool pets.getPet attempt"]
+    assert len(requests) == len(attempts) == 2  # a span per attempt, and one per request
+    assert [(s.attributes or {}).get("http.response.status_code") for s in requests] == [
+        503,
+        404,
+    ]
+    assert [(s.attributes or {}).get("error.type") for s in requests] == ["503", "404"]
+    assert all(s.status.status_code is StatusCode.ERROR for s in requests)
+    for request, attempt in zip(requests, attempts, strict=True):
+        assert request.parent is not None and attempt.context is not None
+        assert request.parent.span_id == attempt.context.span_id
+
+
+async def test_an_http_request_that_gets_no_answer_names_the_error(captured: Captured) -> None:
+    with running_service() as gone:
+        url = gone.url  # (closed: nothing listens there any more)
+    call = ToolCall(call_id="c1", name="pets.getPet", arguments={"petId": "7"})
+    result = await _pets_call(captured, url, call)
+    assert result.status is CallStatus.FAILED
+    requests = [s for s in captured.finished() if s.name == "GET /pets/{petId}"]
+    assert requests and all(s.status.status_code is StatusCode.ERROR for s in requests)
+    assert {(s.attributes or {}).get("error.type") for s in requests} == {"ConnectError"}
+    assert all("http.response.status_code" not in (s.attributes or {}) for s in requests)
 
 
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
@@ -289,7 +349,12 @@ async def test_a_call_through_the_gateway_is_traced(tmp_path: Path) -> None:
         connected(url, TOKENS["bob"]) as bob,
     ):
         await bob.call_tool("demo.list_notes", {})
-    span = _only(tuple(spans.get_finished_spans()), "execute_tool demo.list_notes")
+    finished = tuple(spans.get_finished_spans())
+    span = _only(finished, "execute_tool demo.list_notes")
+    attempt = _only(finished, "execute_tool demo.list_notes attempt")
+    assert attempt.parent is not None and span.context is not None
+    assert attempt.parent.span_id == span.context.span_id
+    assert [e.name for e in span.events][-1] == "toolkeeper.gate.admitted"
     assert span.attributes is not None
     assert span.attributes["toolkeeper.principal.id"] == "bob"
     assert span.attributes["toolkeeper.call.status"] == "SUCCEEDED"

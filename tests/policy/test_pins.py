@@ -114,6 +114,21 @@ async def test_an_accepted_change_is_pinned_and_shown(pins: Pins, audit: MemoryA
     assert kept is not None and kept.description == RUG.description
 
 
+async def test_an_accepted_change_moves_the_tools_version_on(pins: Pins) -> None:
+    assert (await pins.admit(ADD)) is ADD and ADD.version == "1"
+    held = await pins.admit(RUG)
+    assert held is not None and held.version == "1"  # (the pinned definition, kept)
+    await pins.accept("calc.add", by="ops")
+    shown = await pins.admit(RUG)
+    assert shown is not None and (shown.description, shown.version) == (RUG.description, "2")
+    kept = await pins.admit(ADD)  # (the old one is now the change, held; "2" is kept)
+    assert kept is not None and (kept.description, kept.version) == (RUG.description, "2")
+    await pins.accept("calc.add", by="ops")
+    named = dataclasses.replace(ADD, version="2026.1")
+    shown = await pins.admit(named)
+    assert shown is not None and (shown.description, shown.version) == (ADD.description, "2026.1+2")
+
+
 async def test_a_decision_names_the_definition_the_person_saw(pins: Pins) -> None:
     await pins.admit(ADD)
     await pins.admit(RUG)
@@ -177,6 +192,7 @@ async def test_a_new_tool_with_a_poisoned_description_is_hidden_until_accepted(
     await pins.accept("calc.mul", by="ops")
     shown = await pins.admit(POISONED)
     assert shown is not None and shown.metadata["suspicious"][0]["kind"] == "instruction-tag"
+    assert shown.version == POISONED.version  # (its first definition: its first version)
 
 
 async def test_without_holding_a_flagged_new_tool_is_pinned_with_its_findings() -> None:

@@ -107,6 +107,12 @@ async def test_a_changed_description_never_reaches_the_client_until_accepted(
         with anyio.fail_after(15):
             await accepted.wait()
         assert (await descriptions(client))["rug.add"] == POISONED
+        # The accepted definition is the tool's next version, and its calls record it.
+        tool = deployment.keeper.catalog.get("rug.add")
+        assert tool is not None and tool.spec.version == "2"
+        await client.call_tool("rug.add", {"a": 1, "b": 2})
+        calls = await deployment.keeper.store.list_calls()
+        assert sorted(c.version or "" for c in calls) == ["1", "1", "2"]
 
 
 async def test_in_hide_mode_a_changed_tool_is_gone_until_accepted(tmp_path: Path) -> None:

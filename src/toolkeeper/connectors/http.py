@@ -37,6 +37,7 @@ from ..catalog.registry import Tool
 from ..core.connector import ToolOutput, UnrecordableResult
 from ..core.errors import ErrorCode
 from ..core.signals import RetryLater, ToolFailed
+from ..core.tracing import RequestTrace
 from ..core.values import CallContext, Effect, ToolSpec
 from ..schema.validate import Violation
 from ._http_errors import map_http_errors
@@ -120,6 +121,9 @@ class HttpSource:
     def __init__(self, params: HttpParams, operations: Sequence[Operation]) -> None:
         self.params = params
         base = httpx2.URL(params.base_url)
+        origin = base.copy_with(path="/", query=None, fragment=None, username=None, password=None)
+        self._origin = str(origin).rstrip("/")
+        self._base_path = base.path if base.path.endswith("/") else base.path + "/"
         hosts = params.allow_hosts if params.allow_hosts is not None else (base.host,)
         transport = guarded_transport(
             params.addresses, HostList(patterns=tuple(h.lower() for h in hosts))
@@ -184,18 +188,46 @@ class HttpSource:
         """Run `op` once (see `HttpOperation.invoke`)."""
         request = self._request(op, spec, arguments, ctx)
         cap = self.params.max_response_bytes
+        observed = self._observe(op, request, ctx)
         with map_http_errors(self.params.name):
-            response = await self._client.send(request, stream=True)
             try:
-                body = await _read(response, cap)
-            finally:
-                await response.aclose()
+                response = await self._client.send(request, stream=True)
+                try:
+                    body = await _read(response, cap)
+                finally:
+                    await response.aclose()
+            except BaseException as exc:
+                if observed is not None:
+                    observed.ended(None, type(exc).__name__)
+                raise
+        if observed is not None:
+            observed.ended(response.status_code, None if body is not None else "too_large")
         if body is None:
             raise UnrecordableResult(
                 f"{spec.name}: the response is longer than {cap} bytes",
                 what=f"is longer than the {cap} bytes this source reads",
             )
         return self._result(spec, response, body)
+
+    def _observe(
+        self, op: Operation, request: httpx2.Request, ctx: CallContext
+    ) -> RequestTrace | None:
+        """The request's span, when telemetry is on; its trace context goes on the request.
+        Its URL is the route's (`/pets/{petId}`), not the filled one: no argument values."""
+        tracer = ctx.requests
+        if tracer is None:
+            return None
+        url = request.url
+        route = self._base_path + op.path.lstrip("/")
+        observed = tracer.request(
+            op.method,
+            self._origin + route,
+            server=url.host,
+            port=url.port or (443 if url.scheme == "https" else 80),
+            template=route,
+        )
+        request.headers.update(observed.headers)
+        return observed
 
     def _request(
         self, op: Operation, spec: ToolSpec, arguments: Mapping[str, Any], ctx: CallContext
@@ -228,7 +260,7 @@ class HttpSource:
                     query += [(k, _text(x)) for x in (v if isinstance(v, list) else [v])]
         if spec.effect is not Effect.READ_ONLY:
             headers["idempotency-key"] = ctx.idempotency_key
-        if ctx.trace:
+        if ctx.trace and ctx.requests is None:  # (else the request's own span's context)
             headers.update(ctx.trace)
         remaining = ctx.remaining()
         # The call's deadline (its tool's timeout) bounds the whole request.

@@ -22,6 +22,7 @@ import msgspec
 
 from .errors import ToolError
 from .states import CallStatus
+from .tracing import RequestTracer
 
 __all__ = [
     "ANONYMOUS",
@@ -349,6 +350,9 @@ class CallContext(msgspec.Struct, frozen=True, kw_only=True):
     trace: Mapping[str, str] | None = None
     """The attempt's trace context (W3C `traceparent`, `tracestate`) when telemetry is on:
     a connector that calls a service passes these headers on."""
+    requests: RequestTracer | None = None
+    """When telemetry is on: what a connector that calls a service tells of each request
+    (a span each, whose trace context the request carries instead of `trace`)."""
 
     def remaining(self) -> float:
         """Seconds left before the deadline (never negative)."""

@@ -124,7 +124,8 @@ async def attempt(rt: Runtime, st: CallState, number: int) -> Outcome:
     """Invoke the tool once, within its timeout, and say how that ended."""
     assert st.tool is not None and st.validated is not None
     spec = st.tool.spec
-    headers = st.trace.attempt_started(number) if st.trace is not None else None
+    trace = st.trace
+    headers = trace.attempt_started(number) if trace is not None else None
     ctx = CallContext(
         call_id=st.call.call_id,
         task_id=st.call.task_id,
@@ -137,6 +138,7 @@ async def attempt(rt: Runtime, st: CallState, number: int) -> Outcome:
         arguments=st.validated,
         approval_id=st.approval.id if st.approval is not None else None,
         trace=headers,
+        requests=trace,
     )
     scope = rt.cancel_scope(deadline=rt.loop_clock() + spec.timeout)
     try:

@@ -4,7 +4,7 @@ the telemetry observer the executor calls (OpenTelemetry: `toolkeeper.observe.ot
 from .audit import AuditEvent, AuditSink, JsonlAuditSink, MemoryAuditSink, NullAuditSink
 from .redact import REDACTED, redact, sensitive_pointers
 from .suspicious import Finding, scan_definition, scan_text
-from .telemetry import CallTrace, Telemetry
+from .telemetry import CallTrace, RequestTrace, RequestTracer, Telemetry
 
 __all__ = [
     "REDACTED",
@@ -15,6 +15,8 @@ __all__ = [
     "JsonlAuditSink",
     "MemoryAuditSink",
     "NullAuditSink",
+    "RequestTrace",
+    "RequestTracer",
     "Telemetry",
     "redact",
     "scan_definition",

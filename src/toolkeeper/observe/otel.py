@@ -2,10 +2,12 @@
 
 One span per call (`execute_tool {tool}`, after the GenAI semantic conventions) with the gates'
 decisions as events, one child span per attempt (current while the connector runs, so a tool's
-own spans nest under it), and its W3C trace context handed to connectors that call a service
-(`CallContext.trace`). Metrics: `toolkeeper.calls` (a counter by tool, status and error code) and
-`toolkeeper.call.duration` (a histogram, seconds). Attributes name the call, its tool, task and
-principal, never argument values or results.
+own spans nest under it), its W3C trace context handed to connectors that call a service
+(`CallContext.trace`), and under it one CLIENT span per HTTP request a connector sends
+(`CallContext.requests`: `GET /pets/{petId}`, after the HTTP semantic conventions), whose
+context the request carries. Metrics: `toolkeeper.calls` (a counter by tool, status and error
+code) and `toolkeeper.call.duration` (a histogram, seconds). Attributes name the call, its tool,
+task and principal, a request's method, server and route, never argument values or results.
 
     keeper = Keeper(telemetry=OpenTelemetry())  # the global providers, or pass your own
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import Token
 from typing import Any, ParamSpec, TypeVar
 
@@ -34,6 +36,7 @@ except ImportError as exc:  # pragma: no cover (the extra is installed in tests)
 
 from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus
+from ..core.tracing import RequestTrace
 from ..core.values import Principal, ToolCall, ToolResult
 
 __all__ = ["MAX_SERIES", "OpenTelemetry"]
@@ -50,6 +53,7 @@ MAX_SERIES = 2000
 are counted under the tool `(other)` (a refused call's name is the model's: it must not grow
 the series without bound)."""
 _OK = frozenset({CallStatus.SUCCEEDED, CallStatus.AWAITING_APPROVAL})
+_OK_VALUES = frozenset(s.value for s in _OK)
 
 
 def _text(value: object) -> str:
@@ -77,6 +81,8 @@ class OpenTelemetry:
     ) -> None:
         self._tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(_SCOPE, meter_provider=meter_provider)
+        self._series: dict[tuple[str, str, str], dict[str, str]] = {}
+        """The metric attributes of each (tool, status, code), made once."""
         self._counts: dict[tuple[str, str, str], int] = {}
         """Calls so far by (tool, status, code), which `toolkeeper.calls` reports when read:
         a dict increment per call where a synchronous counter costs tens of microseconds."""
@@ -111,6 +117,37 @@ class OpenTelemetry:
             _log.exception("OpenTelemetry failed to start the span of a call")
             span = trace.INVALID_SPAN
         return _CallSpan(self, span, tool)
+
+    def _request(
+        self,
+        parent: Span,
+        method: str,
+        url: str,
+        server: str,
+        port: int | None,
+        template: str | None,
+    ) -> RequestTrace:
+        attributes: dict[str, Any] = {
+            "http.request.method": method,
+            "server.address": server,
+            "url.full": url,
+        }
+        if port is not None:
+            attributes["server.port"] = port
+        if template is not None:
+            attributes["url.template"] = template
+        try:
+            span = self._tracer.start_span(
+                f"{method} {template}" if template else method,
+                context=trace.set_span_in_context(parent),
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+            )
+            headers = self._inject(trace.set_span_in_context(span))
+        except Exception:  # (telemetry must not fail a call)
+            _log.exception("OpenTelemetry failed to start the span of a request")
+            return _RequestSpan(trace.INVALID_SPAN, {})
+        return _RequestSpan(span, headers)
 
     def _inject(self, context: Context) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -154,12 +191,18 @@ class _CallSpan:
         self._attempt: Span | None = None
         self._token: Token[Context] | None = None
 
+    def request(
+        self, method: str, url: str, *, server: str, port: int | None, template: str | None
+    ) -> RequestTrace:
+        parent = self._attempt if self._attempt is not None else self._span
+        return self._owner._request(parent, method, url, server, port, template)
+
     @_safe
     def decided(self, gate: str, decision: str, error: ToolError | None = None) -> None:
-        attributes = {"toolkeeper.gate": gate}
+        attributes: dict[str, str] = {"toolkeeper.gate": gate}
         if error is not None:
             attributes["toolkeeper.error.code"] = error.code.value
-        self._span.add_event(f"toolkeeper.gate.{decision}", attributes)
+        self._span.add_event(_EVENTS.get(decision) or f"toolkeeper.gate.{decision}", attributes)
 
     @_safe
     def attempt_started(self, number: int) -> Mapping[str, str] | None:
@@ -173,7 +216,7 @@ class _CallSpan:
         self._attempt = attempt
         current = trace.set_span_in_context(attempt)
         self._token = otel_context.attach(current)
-        return owner._inject(current)
+        return _TraceHeaders(owner, current)
 
     @_safe
     def attempt_ended(self, number: int, status: CallStatus, error: ToolError | None) -> None:
@@ -183,12 +226,12 @@ class _CallSpan:
         self._attempt = self._token = None
         if token is not None:
             otel_context.detach(token)
-        attempt.set_attribute("toolkeeper.call.status", status.value)
-        if error is not None:
-            attempt.set_attribute("toolkeeper.error.code", error.code.value)
-        if status not in _OK:
-            attempt.set_status(Status(StatusCode.ERROR))
-            attempt.set_attribute("error.type", error.code.value if error else status.value)
+        if error is None and status in _OK:
+            attempt.set_attribute("toolkeeper.call.status", status.value)
+        else:
+            attempt.set_attributes(_failed(status.value, error.code.value if error else None))
+            if status not in _OK:
+                attempt.set_status(_ERROR)
         attempt.end()
 
     @_safe
@@ -204,12 +247,12 @@ class _CallSpan:
             code = result.error.code.value if result.error is not None else None
             if result.replayed:
                 span.set_attribute("toolkeeper.call.replayed", True)
-        span.set_attribute("toolkeeper.call.status", status)
-        if code is not None:
-            span.set_attribute("toolkeeper.error.code", code)
-        if result is None or result.status not in _OK:
-            span.set_status(Status(StatusCode.ERROR))
-            span.set_attribute("error.type", code or status)
+        if result is not None and code is None and result.status in _OK:
+            span.set_attribute("toolkeeper.call.status", status)
+        else:
+            span.set_attributes(_failed(status, code))
+            if result is None or result.status not in _OK:
+                span.set_status(_ERROR)
         span.end()
         owner = self._owner
         tool = _UNKNOWN_TOOL if code == ErrorCode.UNKNOWN_TOOL.value else self._tool
@@ -218,7 +261,76 @@ class _CallSpan:
         if key not in counts and len(counts) >= MAX_SERIES:
             key = (_OTHER, status, code or "")
         counts[key] = counts.get(key, 0) + 1
-        owner.duration.record(time.perf_counter() - self._began, _metric_attributes(*key))
+        series = owner._series.get(key)
+        if series is None:  # (bounded as the counts are: one per key)
+            series = owner._series[key] = _metric_attributes(*key)
+        owner.duration.record(time.perf_counter() - self._began, series)
+
+
+class _RequestSpan:
+    """The `RequestTrace` of one HTTP request: its CLIENT span."""
+
+    __slots__ = ("_span", "headers")
+
+    def __init__(self, span: Span, headers: Mapping[str, str]) -> None:
+        self._span = span
+        self.headers = headers
+
+    @_safe
+    def ended(self, status_code: int | None, error_type: str | None) -> None:
+        span = self._span
+        if status_code is not None:
+            span.set_attribute("http.response.status_code", status_code)
+            if status_code >= 400 and error_type is None:
+                error_type = str(status_code)
+        if error_type is not None:
+            span.set_attribute("error.type", error_type)
+            span.set_status(Status(StatusCode.ERROR))
+        span.end()
+
+
+_ERROR = Status(StatusCode.ERROR)
+_EVENTS = {d: f"toolkeeper.gate.{d}" for d in ("admitted", "refused", "held", "answered")}
+
+
+def _failed(status: str, code: str | None) -> dict[str, str]:
+    """The attributes of a call or attempt that did not succeed (or succeeded with an error)."""
+    attributes = {"toolkeeper.call.status": status}
+    if code is not None:
+        attributes["toolkeeper.error.code"] = code
+    if status not in _OK_VALUES:
+        attributes["error.type"] = code or status
+    return attributes
+
+
+class _TraceHeaders(Mapping[str, str]):
+    """An attempt's trace context headers, written by the propagator when first read (a
+    local tool never reads them)."""
+
+    __slots__ = ("_context", "_headers", "_owner")
+
+    def __init__(self, owner: OpenTelemetry, context: Context) -> None:
+        self._owner = owner
+        self._context = context
+        self._headers: dict[str, str] | None = None
+
+    def _written(self) -> dict[str, str]:
+        if self._headers is None:
+            try:
+                self._headers = self._owner._inject(self._context)
+            except Exception:  # (telemetry must not fail a call)
+                _log.exception("OpenTelemetry failed to write the trace context")
+                self._headers = {}
+        return self._headers
+
+    def __getitem__(self, name: str) -> str:
+        return self._written()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._written())
+
+    def __len__(self) -> int:
+        return len(self._written())
 
 
 def _metric_attributes(tool: str, status: str, code: str) -> dict[str, str]:

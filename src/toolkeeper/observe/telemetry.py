@@ -2,8 +2,9 @@
 
 The executor calls a `Telemetry` at its existing points: a call's start (`Telemetry.start`), a
 gate's decision that stops or holds the call, each attempt's start and end, and the call's end
-(`CallTrace`). A keeper without one (the default) makes no call at all. The OpenTelemetry
-implementation is `toolkeeper.observe.otel` (extra `toolkeeper[otel]`).
+(`CallTrace`). A connector that calls a service tells it of each request it sends
+(`CallContext.requests`, a `RequestTracer`). A keeper without one (the default) makes no call
+at all. The OpenTelemetry implementation is `toolkeeper.observe.otel` (extra `toolkeeper[otel]`).
 
 Contract: an observer is told identities, tool names, states and error codes, never argument
 values or results; it must not raise (the executor catches nothing it raises) and must not block.
@@ -16,13 +17,14 @@ from typing import Protocol, runtime_checkable
 
 from ..core.errors import ToolError
 from ..core.states import CallStatus
+from ..core.tracing import RequestTrace, RequestTracer
 from ..core.values import Principal, ToolCall, ToolResult
 
-__all__ = ["CallTrace", "Telemetry"]
+__all__ = ["CallTrace", "RequestTrace", "RequestTracer", "Telemetry"]
 
 
 @runtime_checkable
-class CallTrace(Protocol):
+class CallTrace(RequestTracer, Protocol):
     """The observer of one call, from its proposal to its result."""
 
     def decided(self, gate: str, decision: str, error: ToolError | None = None) -> None:

@@ -93,6 +93,22 @@ def _with_definition(spec: ToolSpec, definition: Mapping[str, Any]) -> ToolSpec:
     )
 
 
+def _version(offered: str, record: PinRecord) -> str:
+    """The version of a tool shown under `record`: the upstream's, moved on by each change an
+    operator accepted ("1" → "2"; "2.0" → "2.0+1"), so that the ledger tells calls under one
+    definition from calls under the next, and an approval given for one does not carry over.
+    A new tool's first definition, accepted after it was held, is its first version."""
+    accepted, pinned = 0, False
+    for e in record.history:
+        event = e.get("event")
+        if event == "accepted" and pinned:
+            accepted += 1
+        pinned = pinned or event in ("pinned", "accepted")
+    if not accepted:
+        return offered
+    return str(int(offered) + accepted) if offered.isdigit() else f"{offered}+{accepted}"
+
+
 def _event(event: str, digest: str | None, at: float, by: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"at": at, "event": event, "digest": digest}
     if by is not None:
@@ -239,14 +255,15 @@ class Pins:
 
     @staticmethod
     def _shown(spec: ToolSpec, record: PinRecord, digest: str, mode: PinMode) -> ToolSpec | None:
+        version = _version(spec.version, record)
         if digest == record.digest:
             if record.findings:
                 flagged = {**spec.metadata, "suspicious": [dict(f) for f in record.findings]}
-                return dataclasses.replace(spec, metadata=flagged)
-            return spec
+                return dataclasses.replace(spec, metadata=flagged, version=version)
+            return spec if version == spec.version else dataclasses.replace(spec, version=version)
         if record.definition is None or mode == "hide":
             return None
-        return _with_definition(spec, record.definition)
+        return dataclasses.replace(_with_definition(spec, record.definition), version=version)
 
     # the operators' side -----------------------------------------------------------------
 
