@@ -244,7 +244,9 @@ class BudgetsConfig(_Model):
     per_tool: dict[str, Annotated[int, Field(ge=0)]] = {}
     """Per-tool limits per task, by tool name."""
     calls_per_minute: float | None = Field(default=None, gt=0)
-    burst: int = Field(default=10, ge=1)
+    burst: int | None = Field(default=None, ge=1)
+    """Unset: at most `calls_per_minute` calls in any minute. Set: a token bucket of this many
+    calls at once, refilled at `calls_per_minute` (see `Budgets.burst`)."""
     rate_limiter: Annotated[str, Field(pattern=r"^rediss?://")] | None = None
     """A Redis URL: one rate limit shared by every gateway process (default: per process)."""
 

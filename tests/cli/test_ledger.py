@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 from pathlib import Path
 
 import anyio
@@ -11,7 +12,12 @@ from toolkeeper.cli import main
 from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import SQLiteStore
 
+from ..conftest import postgres_url
 from ..ledger.records import call, dead_pid
+
+JAN_1 = 1767225600.0
+"""2026-01-01T00:00:00Z."""
+HOUR = 3600.0
 
 
 @pytest.fixture
@@ -26,18 +32,25 @@ def ledger(tmp_path: Path) -> str:
             await store.claim_call(call("other", task_id="t2", status=CallStatus.REJECTED))
 
     anyio.run(fill)
+    with sqlite3.connect(path) as db:  # made on 2026-01-01 at 00:00, 01:00 and 02:00 UTC
+        for n, call_id in enumerate(["ok", "crashed", "other"]):
+            db.execute(
+                "UPDATE calls SET created_at = ? WHERE call_id = ?", (JAN_1 + n * HOUR, call_id)
+            )
+    db.close()
     return f"sqlite:///{path}"
 
 
 def test_list_prints_every_call_as_a_table(ledger: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ledger", "list", "--ledger", ledger]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["TASK", "CALL", "TOOL", "STATUS", "ATTEMPT", "ERROR", "UPDATED"]
-    assert [line.split()[:4] for line in lines[2:]] == [
-        ["t1", "ok", "payments.transfer", "SUCCEEDED"],
-        ["t1", "crashed", "payments.transfer", "RUNNING"],
+    assert lines[0].split() == ["TASK", "CALL", "TOOL", "STATUS", "ATTEMPT", "ERROR", "CREATED"]
+    assert [line.split()[:4] for line in lines[2:]] == [  # newest first
         ["t2", "other", "payments.transfer", "REJECTED"],
+        ["t1", "crashed", "payments.transfer", "RUNNING"],
+        ["t1", "ok", "payments.transfer", "SUCCEEDED"],
     ]
+    assert lines[2].split()[-2:] == ["2026-01-01", "02:00:00"]
 
 
 def test_list_filters_by_status_and_task_as_json(
@@ -47,8 +60,8 @@ def test_list_filters_by_status_and_task_as_json(
     assert main([*argv, "--task", "t1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["call_id"], r["status"]) for r in rows] == [
-        ("ok", "SUCCEEDED"),
         ("crashed", "RUNNING"),
+        ("ok", "SUCCEEDED"),
     ]
 
 
@@ -61,7 +74,57 @@ def test_list_says_it_was_cut_only_when_calls_were_left_out(
     assert main(["ledger", "list", "--ledger", ledger, "--limit", str(limit), "--json"]) == 0
     out, err = capsys.readouterr()
     assert len(json.loads(out)) == min(limit, 3)
-    assert ("--limit shows more" in err) is cut
+    assert ("--cursor" in err) is cut
+
+
+def _listed(ledger: str, capsys: pytest.CaptureFixture[str], *options: str) -> list[str]:
+    assert main(["ledger", "list", "--ledger", ledger, "--json", *options]) == 0
+    return [r["call_id"] for r in json.loads(capsys.readouterr().out)]
+
+
+@pytest.mark.parametrize(
+    ("options", "listed"),
+    [
+        (["--since", "2026-01-01T01:00:00Z"], ["other", "crashed"]),
+        (["--since", "2026-01-01 01:00"], ["other", "crashed"]),  # no zone: UTC
+        (["--before", "2026-01-01T03:00:00+01:00"], ["crashed", "ok"]),
+        (["--since", str(JAN_1), "--before", str(JAN_1 + HOUR)], ["ok"]),
+        (["--since", "1h"], []),  # 2026-01-01 is longer ago than that
+        (["--before", "1h"], ["other", "crashed", "ok"]),
+    ],
+)
+def test_list_shows_the_calls_made_between_since_and_before(
+    ledger: str, capsys: pytest.CaptureFixture[str], options: list[str], listed: list[str]
+) -> None:
+    assert _listed(ledger, capsys, *options) == listed
+
+
+def test_list_pages_on_with_the_cursor_it_prints(
+    ledger: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It showed the oldest 1,000 calls, and no way to see the others."""
+    pages: list[list[str]] = []
+    options = ["--limit", "2"]
+    while True:
+        assert main(["ledger", "list", "--ledger", ledger, "--json", *options]) == 0
+        out, err = capsys.readouterr()
+        pages.append([r["call_id"] for r in json.loads(out)])
+        if "--cursor" not in err:
+            break
+        options = ["--limit", "2", "--cursor", err.split("--cursor ")[1].split()[0]]
+    assert pages == [["other", "crashed"], ["ok"]]
+
+
+@pytest.mark.parametrize(
+    "options", [["--since", "yesterday"], ["--before", "5x"], ["--cursor", "nonsense"]]
+)
+def test_a_time_or_cursor_it_cannot_read_is_a_usage_error(
+    ledger: str, capsys: pytest.CaptureFixture[str], options: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["ledger", "list", "--ledger", ledger, *options])
+    assert exit_.value.code == 2
+    assert options[0] in capsys.readouterr().err
 
 
 def test_ledger_url_comes_from_the_environment(
@@ -226,3 +289,27 @@ def test_the_version_is_one_flag_away(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.startswith("toolkeeper ")
+
+
+@pytest.mark.postgres
+def test_list_is_newest_first_and_pages_on_a_postgresql_ledger(
+    pg_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from toolkeeper.ledger import PostgresStore
+
+    async def fill() -> float:
+        async with PostgresStore(postgres_url(), schema=pg_schema) as store:
+            for n in range(3):
+                await store.claim_call(call(f"c{n}", task_id="t"))
+            middle = await store.get_call("t", "c1")
+            assert middle is not None
+            return middle.created_at
+
+    middle = anyio.run(fill)
+    url = f"{postgres_url()}?options=-csearch_path%3D{pg_schema}"
+    assert _listed(url, capsys) == ["c2", "c1", "c0"]
+    assert _listed(url, capsys, "--since", str(middle)) == ["c2", "c1"]
+    assert _listed(url, capsys, "--before", str(middle)) == ["c0"]
+    assert main(["ledger", "list", "--ledger", url, "--json", "--limit", "2"]) == 0
+    token = capsys.readouterr().err.split("--cursor ")[1].split()[0]
+    assert _listed(url, capsys, "--cursor", token) == ["c0"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from toolkeeper import Keeper
 from toolkeeper.core.errors import StoreError
 from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import LedgerStore, SQLiteStore
@@ -92,7 +93,7 @@ async def test_migrations_apply_once_however_often_the_file_is_opened(
 ) -> None:
     # Several stores opening a new file at once: one switches it to WAL and migrates it,
     # the others wait for that instead of failing with "database is locked".
-    path = tmp_path / "nested" / "ledger.db"
+    path = tmp_path / "ledger.db"
     async with anyio.create_task_group() as tg:
         for _ in range(6):
             tg.start_soon(_open_and_close, path)
@@ -172,6 +173,7 @@ async def test_without_create_a_missing_file_is_refused_and_an_existing_one_open
     with pytest.raises(StoreError, match="no ledger at"):
         await SQLiteStore(path, create=False).open()
     assert not path.parent.exists()
+    path.parent.mkdir()
     async with SQLiteStore(path) as store:
         await store.claim_call(call())
     async with SQLiteStore(path, create=False) as store:
@@ -268,9 +270,8 @@ async def test_a_ledger_is_never_created_in_another_programs_database(tmp_path: 
         assert await store.get_call("task-1", "call-1") is not None
 
 
-async def test_a_folder_that_cannot_be_made_is_a_store_error(tmp_path: Path) -> None:
-    # A file stands where the folder would be (or the folder above may not be written):
-    # FileExistsError / PermissionError escaped `open`, documented to raise StoreError.
+async def test_a_file_where_the_folder_would_be_is_a_store_error(tmp_path: Path) -> None:
+    # FileExistsError escaped `open`, documented to raise StoreError.
     blocker = tmp_path / "ledgers"
     blocker.write_text("not a folder")
     store = SQLiteStore(blocker / "ledger.db")
@@ -278,6 +279,27 @@ async def test_a_folder_that_cannot_be_made_is_a_store_error(tmp_path: Path) -> 
         await store.open()
     await store.aclose()
     assert blocker.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("url", [False, True])
+async def test_a_ledger_in_a_folder_that_does_not_exist_is_refused_and_makes_none(
+    tmp_path: Path, url: bool
+) -> None:
+    """A mistyped path made its folders and an empty ledger nobody looks at; the command line
+    refused it (`eval --cache`), the library did not."""
+    path = tmp_path / "no" / "such" / "x.db"
+    keeper = Keeper(ledger=f"sqlite:///{path}" if url else path)
+    with pytest.raises(StoreError, match=r"folder of .* does not exist"):
+        async with keeper:
+            pass
+    assert os.listdir(tmp_path) == []
+
+
+async def test_a_folder_given_as_the_ledger_is_refused(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path)
+    with pytest.raises(StoreError, match="is a folder"):
+        await store.open()
+    await store.aclose()
 
 
 def _read_only(path: Path) -> Path:
@@ -310,6 +332,7 @@ async def test_a_ledger_in_a_folder_this_process_may_only_read_is_not_called_mis
 ) -> None:
     # `toolkeeper ledger list` said "no ledger at ...", and to pass --ledger.
     path = tmp_path / "ledgers" / "ledger.db"
+    path.parent.mkdir()
     async with SQLiteStore(path):
         pass
     _read_only(path.parent)

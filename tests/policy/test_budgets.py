@@ -256,3 +256,76 @@ async def test_the_keepers_fake_clock_drives_its_rate_limits() -> None:
         later = await keeper.execute(ToolCall(call_id="3", name="ping"))
     assert limited.error is not None and limited.error.code is ErrorCode.RATE_LIMITED
     assert later.ok
+
+
+async def test_calls_per_minute_alone_lets_at_most_that_many_calls_in_any_minute() -> None:
+    """`Budgets(calls_per_minute=2)` let 4 calls through at once: a hidden burst of 10."""
+    clock = FakeClock()
+    keeper = Keeper(
+        principal=APP,
+        ledger=MemoryStore(),
+        budgets=Budgets(calls_per_minute=2),
+        rate_limiter=MemoryRateLimiter(clock=clock),
+    )
+
+    @keeper.tool(effect="read_only")
+    async def ping() -> str:
+        return "pong"
+
+    async def call(n: int) -> float | None:
+        result = await keeper.execute(ToolCall(call_id=f"c{n}", name="ping"))
+        if result.ok:
+            return None
+        assert result.error is not None and result.error.code is ErrorCode.RATE_LIMITED
+        return result.error.retry_after
+
+    async with keeper:
+        assert [await call(1), await call(2)] == [None, None]  # both at once
+        assert await call(3) == pytest.approx(60.0)
+        clock.advance(59.9)
+        assert await call(4) == pytest.approx(0.1)
+        clock.advance(0.1)  # the first two are a minute old
+        assert [await call(5), await call(6)] == [None, None]
+        clock.advance(30)
+        assert await call(7) == pytest.approx(30.0)
+
+
+async def test_a_rate_under_one_a_minute_lets_one_call_per_its_period() -> None:
+    clock = FakeClock()
+    limiter = MemoryRateLimiter(clock=clock)
+    assert await limiter.acquire("ann", per_minute=0.5, burst=None) is None
+    assert await limiter.acquire("ann", per_minute=0.5, burst=None) == pytest.approx(120.0)
+    clock.advance(120)
+    assert await limiter.acquire("ann", per_minute=0.5, burst=None) is None
+
+
+async def test_an_explicit_burst_is_a_token_bucket() -> None:
+    """`burst=B`: B calls at once, then the rate; up to B + N in the first minute."""
+    clock = FakeClock()
+    limiter = MemoryRateLimiter(clock=clock)
+    let = [await limiter.acquire("ann", per_minute=2, burst=3) for _ in range(4)]
+    assert let[:3] == [None] * 3 and let[3] == pytest.approx(30.0)
+    clock.advance(59.9)
+    assert await limiter.acquire("ann", per_minute=2, burst=3) is None  # 4 in one minute
+    assert await limiter.acquire("ann", per_minute=2, burst=3) is not None
+
+
+async def test_a_clock_stepping_back_does_not_lock_a_window_out() -> None:
+    clock = FakeClock()
+    limiter = MemoryRateLimiter(clock=clock)
+    assert await limiter.acquire("ann", per_minute=1, burst=None) is None
+    clock.advance(-3600)
+    assert await limiter.acquire("ann", per_minute=1, burst=None) == pytest.approx(60.0)
+    clock.advance(60)
+    assert await limiter.acquire("ann", per_minute=1, burst=None) is None
+
+
+async def test_the_memory_limiter_forgets_windows_whose_calls_are_past() -> None:
+    clock = FakeClock()
+    limiter = MemoryRateLimiter(clock=clock)
+    for n in range(3000):
+        assert await limiter.acquire(f"old-{n}", per_minute=1, burst=None) is None
+    clock.advance(60)
+    for n in range(3000):
+        assert await limiter.acquire(f"new-{n}", per_minute=1, burst=None) is None
+    assert len(limiter._windows) <= 3000

@@ -220,3 +220,24 @@ async def test_on_trio_calls_are_refused_and_the_log_says_why(
         refused = await keeper.execute(ToolCall(call_id="c1", name="ping"))
     assert refused.error is not None and refused.error.code is ErrorCode.RATE_LIMITED
     assert "asyncio only" in caplog.text
+
+
+async def test_two_processes_share_one_window(limiters: object) -> None:
+    """Without a burst, at most `calls_per_minute` calls in any minute, across processes."""
+    a, b = limiters  # type: ignore[misc]
+    assert await a.acquire("ann", per_minute=2, burst=None) is None
+    assert await b.acquire("ann", per_minute=2, burst=None) is None
+    wait = await a.acquire("ann", per_minute=2, burst=None)
+    assert wait is not None and 59.0 < wait <= 60.0
+    assert await b.acquire("ann", per_minute=2, burst=None) is not None
+    assert await b.acquire("bob", per_minute=2, burst=None) is None
+
+
+async def test_a_clock_stepping_back_does_not_lock_a_window_out(
+    limiters: object, server: object, prefix: str
+) -> None:
+    a, _ = limiters  # type: ignore[misc]
+    seconds, micros = server.time()  # type: ignore[attr-defined]
+    server.zadd(prefix + "w:ann", {"ahead": seconds + micros / 1e6 + 3600})  # type: ignore[attr-defined]
+    wait = await a.acquire("ann", per_minute=1, burst=None)
+    assert wait is not None and 59.0 < wait <= 60.0

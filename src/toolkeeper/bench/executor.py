@@ -217,7 +217,8 @@ async def run_executor_bench(
         calls: Timed calls per case and repeat.
         repeats: How often every case is measured, interleaved with the others.
         warmup: Untimed calls per case first (at least one: it proves the case works).
-        directory: Where the SQLite ledgers go (default: a temporary directory, removed after).
+        directory: Where the SQLite ledgers go, made if missing (default: a temporary
+            directory, removed after).
             Call ids are new on every run, so an existing ledger there never replays.
         peers: The frameworks to compare with; a missing one is reported, not fatal.
         progress: Called with a short line as each phase starts.
@@ -234,6 +235,7 @@ async def run_executor_bench(
     async with AsyncExitStack() as stack:
         if directory is None:
             directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="tk-bench-"))
+        await anyio.Path(directory).mkdir(parents=True, exist_ok=True)  # (a ledger needs it)
         cases, notes = await _own_cases(stack, Path(directory))
         for peer in peers:
             built = await _peer_case(peer)

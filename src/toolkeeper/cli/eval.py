@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._console import count, render_table
+from ..core._paths import file_problem
 from ..retrieval.adapter import ABSTAIN_WEIGHT, EPOCHS
 from ._eval_agent import register_agent
 from ._eval_safety import safety as run_safety
@@ -215,25 +216,10 @@ def _cache_option(parser: argparse.ArgumentParser, help: str) -> None:
 def _cache_file(text: str) -> Path:
     """A usage error for a cache path that is a folder, or in one that does not exist: a
     mistyped path must not leave folders behind (as --plot, the folder is not made)."""
-    problem = _file_problem(Path(text), text, "name the cache file in it")
+    problem = file_problem(text, "name the cache file in it")
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return Path(text)
-
-
-def _file_problem(path: Path, text: str, instead: str) -> str | None:
-    """Why a file cannot be written at `path` (`text` as the user gave it), if it cannot:
-    it is a folder (`instead` says what to name), its folder does not exist, or the path
-    cannot be followed at all (too long a name, a loop of symbolic links)."""
-    try:
-        if path.is_dir():
-            return f"{text} is a folder: {instead}"
-        if not path.resolve().parent.is_dir():
-            return f"the folder of {text} does not exist"
-    except (OSError, RuntimeError) as exc:  # (3.11 reports a symlink loop as RuntimeError)
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return f"{text} cannot be used: {reason}"
-    return None
 
 
 def _dense(args: argparse.Namespace) -> dict[str, Any]:
@@ -420,7 +406,7 @@ def _plot_file(text: str) -> Path | str:
     path = Path(text)
     if path.suffix and path.suffix.lower() != ".png":
         return f"{text}: the plot is a PNG, name a .png file"
-    problem = _file_problem(path, text, f"name the PNG file, e.g. {path / 'recall.png'}")
+    problem = file_problem(text, f"name the PNG file, e.g. {path / 'recall.png'}")
     if problem is not None:
         return problem
     return path if path.suffix else path.with_suffix(".png")
@@ -489,7 +475,7 @@ def _fit_adapter(args: argparse.Namespace) -> int:
     from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder, default_cache_path
 
     out = Path(args.out)
-    problem = _file_problem(out, args.out, "name the .npy file to write in it")
+    problem = file_problem(args.out, "name the .npy file to write in it")
     if problem is not None:
         return _fail(f"--out: {problem}")
     bad = [score for _, _, score in args.sets if score not in ("id", "name")]

@@ -1,6 +1,7 @@
 """`toolkeeper ledger list|unknown|settle`: read the ledger of calls, and settle the unknown.
 
-`list` shows calls, oldest first, filtered by state and task. `unknown` shows the calls whose
+`list` shows calls, newest first, filtered by state, task and time (`--since`, `--before`),
+a page at a time (`--limit`, then the `--cursor` it prints). `unknown` shows the calls whose
 outcome is not known (their process died while they ran) and that a person, or the tool's own
 status check (`keeper.reconcile()`), must settle: it first marks the abandoned RUNNING calls
 UNKNOWN_OUTCOME, as opening a keeper does. `settle` records what the person found: the call
@@ -14,6 +15,8 @@ import datetime as dt
 import getpass
 import json
 import sys
+import time
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -22,12 +25,12 @@ from .._console import count, render_table
 from ..core._visible import visible, visible_json
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
-from ..ledger.base import EVERY, CallRecord
+from ..ledger.base import EVERY, CallRecord, LedgerStore
+from ..ledger.pages import MAX_PAGE, CallCursor, CallQuery, moment
 from ..ledger.recovery import recover_abandoned
 from ._common import (
     LIST_LIMIT,
     add_ledger_option,
-    cut,
     existing_ledger,
     ledger_hint,
     ledger_url,
@@ -74,16 +77,43 @@ async def _records(args: argparse.Namespace) -> list[CallRecord]:
         if args.action == "unknown":
             await recover_abandoned(store)
             return await store.list_calls(statuses=[CallStatus.UNKNOWN_OUTCOME], limit=EVERY)
-        statuses = [CallStatus(s) for s in args.status] if args.status else None
+        query = CallQuery(
+            task_id=args.task, since=args.since, before=args.before, after=args.cursor
+        )
+        statuses = [CallStatus(s) for s in dict.fromkeys(args.status)] if args.status else [None]
         # One more than shown: whether the list was cut (`_print`).
-        return await store.list_calls(statuses=statuses, task_id=args.task, limit=args.limit + 1)
+        pages = [
+            await _newest(store, replace(query, status=status), args.limit + 1)
+            for status in statuses
+        ]
+        found = [record for page in pages for record in page]
+        found.sort(key=lambda r: (r.created_at, r.task_id, r.call_id), reverse=True)
+        return found[: args.limit + 1]
     finally:
         await store.aclose()
 
 
+async def _newest(store: LedgerStore, query: CallQuery, count: int) -> list[CallRecord]:
+    """The newest `count` calls `query` selects, read a page at a time."""
+    found: list[CallRecord] = []
+    while len(found) < count:
+        want = min(MAX_PAGE, count - len(found))
+        page = await store.page_calls(replace(query, limit=want))
+        found.extend(page)
+        if len(page) < want:
+            break
+        query = replace(query, after=CallCursor.of(page[-1]))
+    return found
+
+
 def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
-    if args.action == "list":
-        records = cut(records, args.limit, f"toolkeeper ledger: the first {args.limit} calls")
+    if args.action == "list" and len(records) > args.limit:
+        records = records[: args.limit]
+        print(
+            f"toolkeeper ledger: the newest {args.limit} calls; the older ones: --cursor "
+            f"{CallCursor.of(records[-1]).encode()} (or --limit shows more)",
+            file=sys.stderr,
+        )
     if args.json:
         print(visible_json([_as_dict(r) for r in records], indent=2))
         return
@@ -103,7 +133,7 @@ def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
             for r in records
         ]
     else:
-        headers = ["TASK", "CALL", "TOOL", "STATUS", "ATTEMPT", "ERROR", "UPDATED"]
+        headers = ["TASK", "CALL", "TOOL", "STATUS", "ATTEMPT", "ERROR", "CREATED"]
         rows = [
             [
                 r.task_id,
@@ -112,7 +142,7 @@ def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
                 r.status.value,
                 r.attempt,
                 "" if r.error is None else r.error.get("code", ""),
-                _when(r.updated_at),
+                _when(r.created_at),
             ]
             for r in records
         ]
@@ -137,6 +167,20 @@ async def _settle(args: argparse.Namespace) -> CallRecord:
         record = await store.get_call(args.task_id, args.call_id)
     assert record is not None
     return record
+
+
+def _moment(text: str) -> float:
+    try:
+        return moment(text, time.time())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _cursor(text: str) -> CallCursor:
+    try:
+        return CallCursor.decode(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}: pass the TOKEN a page ended with") from None
 
 
 def _json_value(text: str) -> Any:
@@ -187,7 +231,12 @@ def register(subparsers: Any) -> None:
         description="List the calls in a ledger, or those whose outcome a person must decide.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = actions.add_parser("list", help="calls, oldest first")
+    listing = actions.add_parser(
+        "list",
+        help="calls, newest first",
+        description="List calls, newest first (by when each was made, the CREATED column, in "
+        "UTC), a page at a time: when more are left, it says the --cursor of the next page.",
+    )
     listing.add_argument(
         "--status",
         action="append",
@@ -197,7 +246,23 @@ def register(subparsers: Any) -> None:
     )
     listing.add_argument("--task", default=None, help="only calls of this task")
     listing.add_argument(
+        "--since",
+        type=_moment,
+        metavar="TIME",
+        help="only calls made at or after TIME: an ISO 8601 time (2026-12-02T07:00:00Z; UTC "
+        "when it names no zone), epoch seconds, or a span ago: 90s, 15m, 1h, 2d, 1w",
+    )
+    listing.add_argument(
+        "--before", type=_moment, metavar="TIME", help="only calls made before TIME (as --since)"
+    )
+    listing.add_argument(
         "--limit", type=count(1), default=LIST_LIMIT, help="at most this many calls"
+    )
+    listing.add_argument(
+        "--cursor",
+        type=_cursor,
+        metavar="TOKEN",
+        help="the calls older than the last one of a page (the command prints TOKEN)",
     )
     unknown = actions.add_parser(
         "unknown", help="calls whose outcome is unknown and must be decided"

@@ -177,9 +177,11 @@ ANONYMOUS = Principal(id="anonymous")
 class ToolSpec:
     """A tool's contract: what the model may see, and the trusted facts the runtime relies on.
 
-    Model-visible: `name`, `title`, `description`, `input_schema`, `output_schema`,
-    `examples`, and `effect` / `idempotent` as hints. Everything else is runtime-only and is
-    never exported to a model.
+    Model-visible: `name`, `description`, `input_schema`, `examples`, and `output_schema`
+    in the formats that carry it (OpenAI Responses, Gemini, MCP for an object result).
+    `title` (a display name) and `effect` / `idempotent` go to MCP clients as hints; the rest is
+    runtime-only and never exported. A dialect's loss report lists only model-visible parts the
+    format cannot carry.
     """
 
     name: str

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..core.values import Effect, ToolCall, ToolResult, ToolSpec
+from ..core.values import ToolCall, ToolResult, ToolSpec
 from ..schema.losses import Action, Converted, Loss, prefixed
 from .choice import ChoiceMode, ToolChoice
 from .keys import rename_properties, translate
@@ -365,53 +365,21 @@ class Dialect(Importer):
             )
         return wire
 
-    def report_fields(
-        self,
-        spec: ToolSpec,
-        losses: list[Loss],
-        *,
-        title: bool = False,
-        output_schema: bool = False,
-        examples: bool = False,
-        hints: bool = False,
-    ) -> None:
-        """Report the model-visible fields of `spec` that this vendor has no place for.
+    def report_fields(self, spec: ToolSpec, losses: list[Loss], *, examples: bool = False) -> None:
+        """Report the fields of `spec` a model would see that this vendor has no place for:
+        its example inputs, unless the vendor carries them (`examples`).
 
-        The keyword arguments say which ones it does carry. Fields left at their defaults are
-        not reported: importing the definition back restores them.
+        The rest of a spec outside name, description and schemas is no loss in any format:
+        `title` is a display name for people (MCP's own words), `effect`, `idempotent`,
+        `timeout` and the like steer the runtime, which holds the spec, not the model. An
+        output schema a format has no field for (OpenAI Chat, Anthropic), or MCP's for a
+        result that is not an object (sent as text), never reaches the model either.
         """
-        why = f"{self.name} tool definitions have no such field"
-        if spec.title and not title:
-            losses.append(
-                Loss(pointer="/title", keyword="title", action=Action.DROPPED, reason=why)
-            )
-        if spec.output_schema is not None and not output_schema:
-            losses.append(
-                Loss(
-                    pointer="/output_schema",
-                    keyword="output_schema",
-                    action=Action.DROPPED,
-                    reason=why,
-                )
-            )
         if spec.examples and not examples:
+            why = f"{self.name} tool definitions have no field for example inputs"
             losses.append(
                 Loss(pointer="/examples", keyword="examples", action=Action.DROPPED, reason=why)
             )
-        if not hints:
-            if spec.effect is not Effect.WRITE:
-                losses.append(
-                    Loss(pointer="/effect", keyword="effect", action=Action.DROPPED, reason=why)
-                )
-            if spec.idempotent:
-                losses.append(
-                    Loss(
-                        pointer="/idempotent",
-                        keyword="idempotent",
-                        action=Action.DROPPED,
-                        reason=why,
-                    )
-                )
 
     def original_name(self, wire: str, tools: Sequence[ToolSpec]) -> str:
         """The spec name a (possibly rewritten) wire name stands for."""

@@ -134,7 +134,7 @@ class Gemini(Dialect):
     def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
         losses: list[Loss] = []
         wire = self.export_name(spec, losses)
-        self.report_fields(spec, losses, output_schema=True)
+        self.report_fields(spec, losses)
         params = object_root(GeminiSchema(spec.input_schema).walk(), "Gemini")
         declaration: dict[str, Any] = {"name": wire}
         if spec.description:

@@ -53,7 +53,7 @@ class MCP(Dialect):
     def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
         losses: list[Loss] = []
         wire = self.export_name(spec, losses)
-        self.report_fields(spec, losses, title=True, output_schema=True, hints=True)
+        self.report_fields(spec, losses)
         schema = object_root(FullSchema(spec.input_schema).walk(), "MCP")
         losses.extend(prefixed("/input_schema", schema.losses))
         tool: dict[str, Any] = {"name": wire}
@@ -62,15 +62,14 @@ class MCP(Dialect):
         if spec.description:
             tool["description"] = spec.description
         tool["inputSchema"] = schema.value
-        if spec.output_schema is not None:
-            if object_schema(spec.output_schema):
-                output = full_schema(spec.output_schema, "/output_schema", losses)
-                # MCP (and clients that check it) want `type: object` at the root.
-                tool["outputSchema"] = {"type": "object", **output}
-            else:
-                # MCP's output schemas describe `structuredContent`, which is an object.
-                reason = "MCP output schemas must be objects; the result is sent as text"
-                losses.append(_drop("/output_schema", "outputSchema", reason))
+        # MCP's output schemas describe `structuredContent`, an object: any other result is
+        # sent as text, which is what the model reads, so leaving its schema out loses it
+        # nothing (and a client refuses a result without structuredContent from a tool that
+        # declares one).
+        if spec.output_schema is not None and object_schema(spec.output_schema):
+            output = full_schema(spec.output_schema, "/output_schema", losses)
+            # MCP (and clients that check it) want `type: object` at the root.
+            tool["outputSchema"] = {"type": "object", **output}
         tool["annotations"] = {
             "readOnlyHint": spec.effect is Effect.READ_ONLY,
             "destructiveHint": spec.effect is Effect.DESTRUCTIVE,

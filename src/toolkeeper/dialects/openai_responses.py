@@ -46,7 +46,7 @@ class OpenAIResponses(Dialect):
     def export_tool(self, spec: ToolSpec, *, strict: bool = False) -> Converted[dict[str, Any]]:
         losses: list[Loss] = []
         wire = self.export_name(spec, losses)
-        self.report_fields(spec, losses, output_schema=True)
+        self.report_fields(spec, losses)
         params, is_strict = openai_parameters(spec, strict_schema=self.strict_schema)
         tool: dict[str, Any] = {"type": "function", "name": wire}
         if spec.description:

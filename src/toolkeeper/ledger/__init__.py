@@ -2,9 +2,10 @@
 
 `LedgerStore` is the Protocol; `MemoryStore` (tests, scripts), `SQLiteStore` (the embedded
 default) and `PostgresStore` (several processes or hosts) implement it, and `open_store` picks
-one from a URL. `recover_abandoned` turns the RUNNING calls of crashed processes into
-UNKNOWN_OUTCOME. `PostgresStore` is imported on first use, so `import toolkeeper` never
-imports psycopg.
+one from a URL. `store.page_calls(CallQuery(...))` lists calls newest first, by time
+(`since`, `before`) and filters, a page at a time (`CallCursor`). `recover_abandoned` turns
+the RUNNING calls of crashed processes into UNKNOWN_OUTCOME. `PostgresStore` is imported on
+first use, so `import toolkeeper` never imports psycopg.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .base import (
 )
 from .factory import open_store
 from .memory import MemoryStore
+from .pages import CallCursor, CallQuery
 from .pins import PinRecord, PinStatus, PinStore
 from .recovery import recover_abandoned
 from .sqlite import SQLiteStore
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ApprovalRecord",
     "ApprovalStatus",
+    "CallCursor",
+    "CallQuery",
     "CallRecord",
     "LedgerStore",
     "MemoryStore",

@@ -9,6 +9,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from ..core._paths import file_problem
 from ..core.errors import StoreError
 from .migrations import (
     INSERT_VERSION,
@@ -22,10 +23,10 @@ __all__ = [
     "NoLedger",
     "create_private",
     "is_busy",
-    "make_folder",
     "migrate",
     "problem",
     "refuse_foreign",
+    "require_folder",
     "require_ledger",
     "use_wal",
 ]
@@ -169,20 +170,16 @@ def refuse_foreign(path: str) -> None:
         )
 
 
-def make_folder(path: str) -> None:
-    """Create the folder of `path` and those above it that are missing.
+def require_folder(path: str) -> None:
+    """Refuse a path a ledger cannot be made at: a folder, or in a folder that does not exist
+    (a mistyped path must not leave folders behind, nor a ledger where nobody looks).
 
     Raises:
-        StoreError: one cannot be created (no right to, a file of that name).
+        StoreError: it is one, saying which.
     """
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        reason = "a file has that name" if Path(exc.filename or "").is_file() else exc.strerror
-        raise StoreError(
-            f"cannot create the SQLite ledger {path}: cannot make its folder {exc.filename}: "
-            f"{reason}"
-        ) from exc
+    problem = file_problem(path, "name the ledger file in it")
+    if problem is not None:
+        raise StoreError(f"cannot open the SQLite ledger: {problem}")
 
 
 def create_private(path: str) -> None:

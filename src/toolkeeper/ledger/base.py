@@ -294,7 +294,8 @@ class LedgerStore(Protocol):
         limit: int = 1000,
     ) -> list[CallRecord]:
         """Calls filtered by state and task, oldest first: at most `limit` (0 or more; use
-        `EVERY` for all of them).
+        `EVERY` for all of them). What the runtime scans (recovery, reconciliation); to read
+        the ledger, newest first and by time, use `page_calls`.
 
         Raises:
             ValueError: `limit` is negative.

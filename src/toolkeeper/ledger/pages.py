@@ -13,17 +13,62 @@ import base64
 import binascii
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from ..core.states import CallStatus
 from .base import CallRecord
 
-__all__ = ["MAX_PAGE", "CallCursor", "CallQuery", "matches", "newest_first", "page_calls_query"]
+__all__ = [
+    "MAX_PAGE",
+    "CallCursor",
+    "CallQuery",
+    "matches",
+    "moment",
+    "newest_first",
+    "page_calls_query",
+]
 
 MAX_PAGE = 500
 """The most calls one page holds."""
+
+
+_AGO = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def moment(text: str, now: float) -> float:
+    """A time as `CallQuery.since` and `before` take it (epoch seconds), from epoch seconds,
+    an ISO 8601 time (`2026-12-02T07:00:00Z`, `2026-12-02`; UTC when it names no zone), or
+    a span before `now`: a number and s, m, h, d or w (`90s`, `15m`, `1h`, `2d`, `1w`).
+
+    Raises:
+        ValueError: `text` is none of these, or no finite time.
+    """
+    text = text.strip()
+    ago = _AGO.fullmatch(text)
+    if ago is not None:
+        at = now - float(ago[1]) * _UNIT[ago[2]]
+    else:
+        try:
+            at = float(text)
+        except ValueError:
+            try:
+                parsed = datetime.fromisoformat(text)
+            except ValueError:
+                raise ValueError(
+                    f"{text!r} is no time: give an ISO 8601 time (2026-12-02T07:00:00Z), "
+                    "epoch seconds, or a span ago such as 15m, 1h, 2d"
+                ) from None
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=UTC)
+            at = parsed.timestamp()
+    if not math.isfinite(at):
+        raise ValueError(f"{text!r} is no finite time")
+    return at
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

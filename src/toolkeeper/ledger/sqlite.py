@@ -52,10 +52,10 @@ from ._sqlite_file import (
     NoLedger,
     create_private,
     is_busy,
-    make_folder,
     migrate,
     problem,
     refuse_foreign,
+    require_folder,
     require_ledger,
     use_wal,
 )
@@ -98,9 +98,10 @@ class SQLiteStore(SQLitePins):
     manager).
 
     Args:
-        path: The database file; created, with its directory, when missing. `":memory:"`
-            gives a private in-memory database (nothing survives, nothing is shared). A
-            folder that cannot be made (no right to, a file of that name) is a `StoreError`.
+        path: The database file; created when missing, in a folder that must exist (a
+            folder, or a path in one that does not exist, is a `StoreError` when it opens: a
+            mistyped path makes no folders). `":memory:"` gives a private in-memory database
+            (nothing survives, nothing is shared).
         create: When False, `open` refuses a file that does not exist instead of creating
             an empty ledger (for tools that only inspect one: a mistyped path is an error,
             not an empty ledger), opens one this process may only read, leaves its journal
@@ -175,7 +176,7 @@ class SQLiteStore(SQLitePins):
         `create` is False). Idempotent.
 
         Raises:
-            StoreError: the file cannot be opened or migrated (its folder cannot be made, it
+            StoreError: the file cannot be opened or migrated (its folder does not exist, it
                 or its folder is read-only), does not exist or needs migrating while `create`
                 is False, may only be read while `create` is True, or the store was closed.
         """
@@ -206,9 +207,8 @@ class SQLiteStore(SQLitePins):
             if not self.create:
                 require_ledger(self.path)
             else:
+                require_folder(self.path)
                 refuse_foreign(self.path)
-            make_folder(self.path)
-            if self.create:
                 create_private(self.path)
                 try:
                     self.digest_key()

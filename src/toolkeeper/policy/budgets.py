@@ -3,15 +3,19 @@
 - Call budgets count the calls of a task that ran or run (from the ledger, so they hold across
   restarts and processes): at most N per task, at most M per tool per task. Exceeding one is
   BUDGET_EXCEEDED: retrying the same task will not help.
-- Rate limits are token buckets per principal (calls per minute, with a burst). Exceeding one
-  is RATE_LIMITED with `retry_after`: the same call can succeed later. The in-process limiter
-  is the default; a shared one (Redis) implements the same `RateLimiter` Protocol.
+- Rate limits are per principal. `calls_per_minute=N` alone lets at most N calls through in
+  any 60 seconds (all N at once if they come at once; a rate under one a minute, one call per
+  60/N seconds); with an explicit `burst=B` it is a token bucket instead: B calls at once,
+  then N a minute as tokens come back (so up to B + N in one minute). Exceeding one is
+  RATE_LIMITED with `retry_after`: the same call can succeed later. The in-process limiter is
+  the default; a shared one (Redis) implements the same `RateLimiter` Protocol.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -19,7 +23,14 @@ from typing import Protocol
 from ..core.states import CallStatus
 from ..core.values import Principal, is_count, is_positive
 
-__all__ = ["COUNTED_STATUSES", "Budgets", "MemoryRateLimiter", "RateLimiter", "rate_key"]
+__all__ = [
+    "COUNTED_STATUSES",
+    "Budgets",
+    "MemoryRateLimiter",
+    "RateLimiter",
+    "rate_key",
+    "window_of",
+]
 
 COUNTED_STATUSES: tuple[CallStatus, ...] = (
     CallStatus.RUNNING,
@@ -43,9 +54,13 @@ class Budgets:
     per_tool: Mapping[str, int] = field(default_factory=dict)
     """Per-tool overrides of `max_calls_per_tool_per_task`, by tool name."""
     calls_per_minute: float | None = None
-    """Sustained calls per minute one principal may make."""
-    burst: int = 10
-    """Calls a principal may make at once before the per-minute rate applies."""
+    """Calls one principal may make in any minute: at most this many (rounded down) in any 60
+    seconds, or, below one, one call per 60/N seconds."""
+    burst: int | None = None
+    """None (default): `calls_per_minute` is a window, as above. A number B: a token bucket
+    instead, B calls at once, then `calls_per_minute` a minute as tokens come back (so up
+    to B + N in one minute): for a high rate, whose window would remember each call of the
+    last minute, or to let a principal save up calls."""
 
     def __post_init__(self) -> None:
         counts = {
@@ -59,7 +74,7 @@ class Budgets:
         rate = self.calls_per_minute
         if rate is not None and not is_positive(rate):
             raise ValueError("Budgets.calls_per_minute must be a positive number")
-        if not is_count(self.burst, 1):
+        if self.burst is not None and not is_count(self.burst, 1):
             raise ValueError("Budgets.burst must be a whole number of calls (1 or more)")
 
     def tool_limit(self, tool: str) -> int | None:
@@ -72,16 +87,30 @@ def rate_key(principal: Principal) -> str:
     return f"{len(principal.tenant)}:{principal.tenant}:{principal.id}"
 
 
-class RateLimiter(Protocol):
-    """Takes one token from a bucket, or says how long until one is free."""
+def window_of(per_minute: float) -> tuple[int, float]:
+    """The window of a rate without a burst: (at most this many calls, in any this many
+    seconds); none at a rate of 0 (the Protocol's callers may pass one)."""
+    if per_minute <= 0:
+        return 0, math.inf
+    if per_minute >= 1:
+        return int(per_minute), 60.0
+    return 1, 60.0 / per_minute
 
-    async def acquire(self, key: str, *, per_minute: float, burst: int) -> float | None:
-        """Take a token for `key`; None when taken, else seconds until a token is free."""
+
+class RateLimiter(Protocol):
+    """Lets one call of a principal through, or says how long until one may go."""
+
+    async def acquire(self, key: str, *, per_minute: float, burst: int | None) -> float | None:
+        """Count a call for `key`; None when it may go, else seconds until one may.
+
+        With `burst` None, at most `window_of(per_minute)` calls go in any window; else a
+        token bucket of `burst` tokens refilled at `per_minute`.
+        """
         ...
 
 
 _SWEEP_AT = 1024
-"""Buckets the in-process limiter holds before it first forgets the full ones."""
+"""Buckets and windows the in-process limiter holds before it first forgets the idle ones."""
 
 
 def _seconds(tokens: float, rate: float) -> float:
@@ -90,19 +119,53 @@ def _seconds(tokens: float, rate: float) -> float:
 
 
 class MemoryRateLimiter:
-    """Token buckets in this process. A bucket that has filled up again is forgotten (a full
-    bucket and none are the same), as Redis lets its keys expire: one bucket per principal
-    ever seen would grow without end."""
+    """Windows and token buckets in this process. A bucket that has filled up again, or a
+    window whose calls are all past, is forgotten (it and none are the same), as Redis lets its
+    keys expire: one per principal ever seen would grow without end."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._buckets: dict[str, tuple[float, float, float]] = {}
         """Tokens, when they were counted, and when the bucket is full again, by key."""
+        self._windows: dict[str, tuple[deque[float], float]] = {}
+        """When the calls of the window were let through, oldest first, and its length."""
         self._sweep_at = _SWEEP_AT
 
-    async def acquire(self, key: str, *, per_minute: float, burst: int) -> float | None:
-        rate = per_minute / 60.0
+    async def acquire(self, key: str, *, per_minute: float, burst: int | None) -> float | None:
         now = self._clock()
+        wait = (
+            self._bucket(key, per_minute, burst, now)
+            if burst is not None
+            else self._window(key, now, per_minute)
+        )
+        if len(self._buckets) + len(self._windows) >= self._sweep_at:
+            # Sweeps are rare: each waits until the buckets kept have doubled.
+            self._buckets = {k: b for k, b in self._buckets.items() if b[2] > now}
+            self._windows = {
+                k: w for k, w in self._windows.items() if w[0] and w[0][-1] > now - w[1]
+            }
+            self._sweep_at = max(_SWEEP_AT, 2 * (len(self._buckets) + len(self._windows)))
+        return wait
+
+    def _window(self, key: str, now: float, per_minute: float) -> float | None:
+        limit, seconds = window_of(per_minute)
+        if limit == 0:
+            return math.inf
+        calls, _ = self._windows.get(key, (deque[float](), seconds))
+        if calls and calls[-1] > now:
+            # A clock that stepped back: the calls "to come" count as made now, not for as
+            # long as the clock went back.
+            calls = deque(min(at, now) for at in calls)
+        while calls and calls[0] <= now - seconds:
+            calls.popleft()
+        self._windows[key] = (calls, seconds)
+        if len(calls) >= limit:
+            return calls[len(calls) - limit] + seconds - now
+        calls.append(now)
+        return None
+
+    def _bucket(self, key: str, per_minute: float, burst: int, now: float) -> float | None:
+        rate = per_minute / 60.0
         tokens, last, _ = self._buckets.get(key, (float(burst), now, now))
         # A clock that stepped back refills nothing: it must not take tokens either.
         tokens = min(float(burst), tokens + max(0.0, now - last) * rate)
@@ -110,8 +173,4 @@ class MemoryRateLimiter:
         if wait is None:
             tokens -= 1.0
         self._buckets[key] = (tokens, now, now + _seconds(burst - tokens, rate))
-        if len(self._buckets) >= self._sweep_at:
-            # Sweeps are rare: each waits until the buckets kept have doubled.
-            self._buckets = {k: b for k, b in self._buckets.items() if b[2] > now}
-            self._sweep_at = max(_SWEEP_AT, 2 * len(self._buckets))
         return wait

@@ -1,6 +1,7 @@
-"""A rate limiter shared by every gateway process: token buckets in Redis.
+"""A rate limiter shared by every gateway process: windows and token buckets in Redis.
 
-One Lua script refills and takes a token atomically, so several processes (or hosts) that
+One Lua script counts a call in a window (a sorted set of the calls of the last minute), or
+refills and takes a token, atomically, so several processes (or hosts) that
 serve the same principal share one bucket. Needs the `redis` extra:
 `pip install "toolkeeper[redis]"`.
 """
@@ -8,9 +9,12 @@ serve the same principal share one bucket. Needs the `redis` extra:
 from __future__ import annotations
 
 import asyncio
+import math
+import secrets
 from typing import Any
 
 from ..core.values import is_positive
+from .budgets import window_of
 
 try:
     import redis.asyncio as aioredis
@@ -45,6 +49,31 @@ redis.call('HSET', KEYS[1], 'tokens', tokens, 'at', now)
 -- in whole seconds, written out: at a rate of 0, a tiny one or a huge burst, Lua writes the
 -- time to fill up as 'inf' or '1e+300', which EXPIRE refuses (a cap of 30 million years)
 redis.call('EXPIRE', KEYS[1], string.format('%d', math.min(math.ceil(burst / rate) + 1, 1e15)))
+return tostring(wait)
+"""
+
+
+# KEYS[1] window (a sorted set of calls, scored by when they went); ARGV: at most this many
+# calls, in any this many seconds, a name for this call
+_WINDOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local limit = tonumber(ARGV[1])
+local seconds = tonumber(ARGV[2])
+local stamp = string.format('%.6f', now)
+-- a clock that stepped back: calls "to come" count as made now
+local ahead = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. stamp, '+inf')
+for _, call in ipairs(ahead) do redis.call('ZADD', KEYS[1], stamp, call) end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.6f', now - seconds))
+local n = redis.call('ZCARD', KEYS[1])
+local wait = -1
+if n >= limit then
+  local oldest = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
+  wait = tonumber(oldest[2]) + seconds - now
+else
+  redis.call('ZADD', KEYS[1], stamp, ARGV[3])
+end
+redis.call('EXPIRE', KEYS[1], string.format('%d', math.min(math.ceil(seconds) + 1, 1e15)))
 return tostring(wait)
 """
 
@@ -103,10 +132,13 @@ class RedisRateLimiter:
         )
         _check_settings(self._client.connection_pool)
         self._script: Any = self._client.register_script(_TAKE)
+        self._window: Any = self._client.register_script(_WINDOW)
         self._prefix = prefix
 
-    async def acquire(self, key: str, *, per_minute: float, burst: int) -> float | None:
-        """Take a token for `key`; None when taken, else seconds until one is free.
+    async def acquire(self, key: str, *, per_minute: float, burst: int | None) -> float | None:
+        """Count a call for `key`: in a window of `window_of(per_minute)` calls (`burst`
+        None) or a token bucket of `burst` tokens; None when it may go, else seconds until
+        one may.
 
         Raises:
             RuntimeError: The event loop is not asyncio's (redis-py's client is asyncio's).
@@ -118,7 +150,15 @@ class RedisRateLimiter:
             raise RuntimeError(
                 "RedisRateLimiter runs on asyncio only (redis.asyncio), not on this event loop"
             ) from None
-        raw = await self._script(keys=[self._prefix + key], args=[per_minute / 60.0, burst])
+        if burst is None:
+            limit, seconds = window_of(per_minute)
+            if limit == 0:
+                return math.inf
+            raw = await self._window(
+                keys=[f"{self._prefix}w:{key}"], args=[limit, seconds, secrets.token_hex(8)]
+            )
+        else:
+            raw = await self._script(keys=[self._prefix + key], args=[per_minute / 60.0, burst])
         wait = float(raw.decode() if isinstance(raw, bytes) else raw)
         return None if wait < 0 else wait
 

@@ -7,9 +7,8 @@ never a 500. What it is not: authentication (`api`) or the work itself (`desk`).
 from __future__ import annotations
 
 import json
-import math
+import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -17,7 +16,7 @@ from starlette.requests import Request
 
 from ..core.states import CallStatus
 from ..ledger.base import ApprovalStatus, CallRecord
-from ..ledger.pages import MAX_PAGE, CallCursor, CallQuery
+from ..ledger.pages import MAX_PAGE, CallCursor, CallQuery, moment
 from .desk import DeskError
 
 __all__ = [
@@ -113,25 +112,16 @@ def _text(params: Mapping[str, str], name: str) -> str | None:
 
 
 def _time(params: Mapping[str, str], name: str) -> float | None:
-    """Epoch seconds, or an ISO 8601 time (UTC when it names no zone)."""
+    """Epoch seconds, an ISO 8601 time (UTC when it names no zone), or a span ago (`1h`)."""
     value = _text(params, name)
     if value is None:
         return None
     try:
-        at = float(value)
+        return moment(value, time.time())
     except ValueError:
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            raise DeskError(
-                "INVALID_REQUEST", 422, f"{name}: epoch seconds or an ISO 8601 time"
-            ) from None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        at = parsed.timestamp()
-    if not math.isfinite(at):
-        raise DeskError("INVALID_REQUEST", 422, f"{name}: a finite time")
-    return at
+        raise DeskError(
+            "INVALID_REQUEST", 422, f"{name}: epoch seconds, an ISO 8601 time or a span ago (1h)"
+        ) from None
 
 
 def limit(params: Mapping[str, str], default: int = 50) -> int:
