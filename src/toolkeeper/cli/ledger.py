@@ -14,7 +14,7 @@ import datetime as dt
 import getpass
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -22,8 +22,6 @@ from .._console import count, render_table
 from ..core._visible import visible, visible_json
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
-from ..ledger.base import EVERY, CallRecord
-from ..ledger.recovery import recover_abandoned
 from ._common import (
     LIST_LIMIT,
     add_ledger_option,
@@ -33,7 +31,12 @@ from ._common import (
     ledger_url,
 )
 
+if TYPE_CHECKING:
+    from ..ledger.base import CallRecord
+
 __all__ = ["register"]
+
+# The ledger's modules are imported in the functions that use them: `--help` needs none.
 
 
 def _when(ts: float) -> str:
@@ -68,6 +71,9 @@ def _args(record: CallRecord) -> str:
 
 
 async def _records(args: argparse.Namespace) -> list[CallRecord]:
+    from ..ledger.base import EVERY
+    from ..ledger.recovery import recover_abandoned
+
     store = existing_ledger(args)
     await store.open()
     try:
