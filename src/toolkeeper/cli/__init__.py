@@ -6,8 +6,9 @@ parsed `argparse.Namespace` and returning an exit code). Modules are imported la
 optional extra that one command needs never slows down or breaks another: only the command
 named is imported, and `toolkeeper --help` imports none (it shows `_HELP`).
 
-Two endings are handled here, once for every command: Ctrl-C exits 130 without a traceback,
-and a reader that stops early (`toolkeeper ... | head`) ends the command quietly.
+Three endings are handled here, once for every command: Ctrl-C exits 130 without a traceback,
+a reader that stops early (`toolkeeper ... | head`) ends the command quietly, and a missing
+optional extra is one line that names it (exit 2).
 """
 
 from __future__ import annotations
@@ -118,6 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:
         if _caused_by(exc, KeyboardInterrupt):
             return _INTERRUPTED
+        from ..core.extras import MissingExtra
+
+        if _only(exc, MissingExtra):  # one line that says what to install, not a traceback
+            print(f"toolkeeper {args.command}: {_leaf(exc)}", file=sys.stderr)
+            return _USAGE
         if _only(exc, BrokenPipeError) and _stdout_reader_gone():
             # As the Python docs advise: nothing more is written to the closed pipe, and the
             # interpreter's own flush at exit finds devnull instead.
@@ -128,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 _OWN_OPTIONS = ("-h", "--help", "--version")
+_USAGE = 2  # as argparse exits on a usage error
 _INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
 _CLOSED_PIPE = 141  # 128 + SIGPIPE, as shells report a command whose reader went away
 
@@ -145,6 +152,13 @@ def _only(exc: BaseException, kind: type[BaseException]) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return exc.split(kind)[1] is None
     return isinstance(exc, kind)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first error a task group's error holds, or `exc` itself."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _stdout_reader_gone() -> bool:

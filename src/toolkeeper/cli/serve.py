@@ -177,14 +177,9 @@ def _probe(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         print("toolkeeper list-tools: --args must be a JSON object", file=sys.stderr)
         return 2
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        print(
-            'toolkeeper list-tools: needs the MCP SDK: pip install "toolkeeper[mcp]"',
-            file=sys.stderr,
-        )
-        return 2
+    from ..core.extras import require
+
+    require("mcp", "mcp", "the MCP client")  # else one line (`main`), not a traceback
     try:
         return anyio.run(_probe_async, args.url, args.token, args.call, arguments)
     except Exception as exc:  # one line for a person, not a traceback

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ..core.extras import MissingExtra
 from ..core.values import is_positive
 
 try:
@@ -18,9 +19,7 @@ try:
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError(
-        'the Redis rate limiter needs redis-py: pip install "toolkeeper[redis]"'
-    ) from exc
+    raise MissingExtra("redis", "the Redis rate limiter") from exc
 
 __all__ = ["RedisRateLimiter"]
 
