@@ -58,7 +58,7 @@ def test_a_missing_extra_raises_one_line_naming_it(blocked: str, code: str, extr
 
 def test_the_cli_says_a_missing_extra_in_one_line() -> None:
     script = (
-        "import sys; sys.modules['mcp'] = None\n"
+        "import sys; sys.modules['httpx2'] = None\n"
         "from toolkeeper.cli import main; raise SystemExit(main())"
     )
     done = subprocess.run(
