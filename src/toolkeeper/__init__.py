@@ -65,3 +65,6 @@ if not typing.TYPE_CHECKING:
 
         globals().update({n: getattr(_api, n) for n in __all__})
         return globals()[name]
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

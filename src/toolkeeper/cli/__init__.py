@@ -58,7 +58,8 @@ _HELP: dict[str, str] = {
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser that, for a mistyped command or choice, suggests the close ones
-    (its sub-parsers are of this class too)."""
+    (its sub-parsers are of this class too), as argparse itself does from Python 3.14
+    (`suggest_on_error`)."""
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         choices = action.choices
