@@ -36,6 +36,8 @@ def test_all_is_sorted_and_every_name_exists(name: str) -> None:
 
 
 def test_public_names_of_the_top_package_are_exported() -> None:
+    for name in toolkeeper.__all__:  # imported on first use
+        getattr(toolkeeper, name)
     public = {
         n
         for n, v in vars(toolkeeper).items()
@@ -54,3 +56,15 @@ def test_import_toolkeeper_imports_no_optional_extra() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_import_toolkeeper_imports_the_api_only_when_used() -> None:
+    # so `toolkeeper --help` stays quick
+    code = (
+        "import sys, toolkeeper\n"
+        "print(sorted(m for m in sys.modules if m.startswith('toolkeeper.')))\n"
+        "toolkeeper.Keeper\n"
+        "print('toolkeeper.keeper' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "True"]

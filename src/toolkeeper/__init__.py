@@ -5,16 +5,19 @@ proposed call (permissions, arguments, approvals, budgets), runs it, records it 
 no side effect is ever repeated by a retry or a restart, and hands the result back.
 """
 
-from .catalog.registry import Catalog, Tool
-from .connectors.base import Connector, ToolOutput, UpstreamUnavailable
-from .core.errors import ErrorCode, ToolError, ToolkeeperError
-from .core.retry import RetryPolicy
-from .core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFailed
-from .core.states import CallStatus
-from .core.values import CallContext, Effect, Fence, Principal, ToolCall, ToolResult, ToolSpec
-from .keeper import Keeper
-from .policy.budgets import Budgets
-from .policy.rules import allow, at_most, deny, domain_in, path_inside, require_approval
+import typing
+
+if typing.TYPE_CHECKING:
+    from .catalog.registry import Catalog, Tool
+    from .connectors.base import Connector, ToolOutput, UpstreamUnavailable
+    from .core.errors import ErrorCode, ToolError, ToolkeeperError
+    from .core.retry import RetryPolicy
+    from .core.signals import ApprovalRequired, OutcomeUnknown, RetryLater, ToolFailed
+    from .core.states import CallStatus
+    from .core.values import CallContext, Effect, Fence, Principal, ToolCall, ToolResult, ToolSpec
+    from .keeper import Keeper
+    from .policy.budgets import Budgets
+    from .policy.rules import allow, at_most, deny, domain_in, path_inside, require_approval
 
 __all__ = [
     "ApprovalRequired",
@@ -49,3 +52,19 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+if not typing.TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """Import the public API on first use: `import toolkeeper` (and so the `toolkeeper`
+        command, whose `--help` needs none of it) stays light."""
+        if name not in __all__:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from . import _api
+
+        globals().update({n: getattr(_api, n) for n in __all__})
+        return globals()[name]
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

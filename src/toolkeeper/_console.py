@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 
-from .core._visible import visible
-
 __all__ = ["CELL_WIDTH", "count", "render_table"]
 
 
@@ -35,6 +33,10 @@ def count(minimum: int) -> Callable[[str], int]:
 
 
 def _cell(value: object, width: int = CELL_WIDTH) -> str:
+    # here, not at the top: `toolkeeper --help` imports this module, and `toolkeeper.core` is
+    # not light
+    from .core._visible import visible
+
     text = "" if value is None else str(value)
     if not text.isprintable():
         text = text.replace("\n", " ").replace("\t", " ")  # (a line break in a cell: a space)

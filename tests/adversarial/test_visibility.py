@@ -7,6 +7,7 @@ exist, on every path: the same code, the same words (but for the name), the same
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,15 @@ async def test_a_gateway_client_cannot_tell_a_hidden_tool_from_a_missing_one(
     assert effects(effect_file) == []
 
 
+def _refusal(result: Any, name: str) -> str:
+    """A gateway's refusal as its client reads it, the name asked and the suggestions (which
+    depend on it, and must name no hidden tool) taken out."""
+    refusal = json.loads(text_of(result))
+    suggested = refusal["error"].get("details", {}).pop("did_you_mean", [])
+    assert not {"adv.wipe", "adv.grant_admin"} & set(suggested)
+    return json.dumps(refusal).replace(name, "NAME")
+
+
 async def test_a_progressive_client_never_finds_a_hidden_tool(tmp_path: Path) -> None:
     async with gateway_client("http", tmp_path, "prog") as prog:
         listed = {t.name for t in (await prog.list_tools()).tools}
@@ -158,5 +168,33 @@ async def test_a_progressive_client_never_finds_a_hidden_tool(tmp_path: Path) ->
     names = [t["name"] for t in (found.structured_content or {})["tools"]]
     assert not {"adv.wipe", "adv.grant_admin"} & set(names)
     assert (details.structured_content or {})["tools"] == []
-    assert text_of(hidden).replace("adv.wipe", "NAME") == text_of(missing).replace(NOWHERE, "NAME")
+    seen = [_refusal(hidden, "adv.wipe"), _refusal(missing, NOWHERE)]
+    assert seen[0] == seen[1]
     assert (hidden.meta or {}).get("dev.toolkeeper/error-code") == "UNKNOWN_TOOL"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_gateway_client_is_told_the_close_names_it_may_see(
+    tmp_path: Path, transport: str
+) -> None:
+    async with gateway_client(transport, tmp_path, "reader") as reader:
+        listed = {t.name for t in (await reader.list_tools()).tools}
+        suggestions = {}
+        for name in ("adv.reed", "adv.wipes"):  # (close to a visible tool, to a hidden one)
+            with pytest.raises(MCPError) as refused:
+                await reader.call_tool(name, {})
+            suggestions[name] = (refused.value.error.data or {}).get("did_you_mean", [])
+    assert suggestions["adv.reed"][0] == "adv.read"
+    assert set(suggestions["adv.wipes"]) <= listed
+
+
+async def test_call_tool_suggests_close_names_the_principal_may_use(keeper: Keeper) -> None:
+    _add_hidden(keeper)
+    keeper.enable_discovery()
+    async with keeper:
+        near_visible = await _ask(keeper, "call_tool", "adv.reed")
+        near_hidden = await _ask(keeper, "call_tool", HIDDEN["tenant"][:-1])
+    assert near_visible.error is not None and near_visible.error.code == "UNKNOWN_TOOL"
+    assert near_visible.error.details["did_you_mean"][0] == "adv.read"
+    assert near_hidden.error is not None
+    assert not set(near_hidden.error.details.get("did_you_mean", [])) & set(HIDDEN.values())

@@ -92,7 +92,7 @@ def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParse
 def test_every_option_and_argument_says_what_it_is_for() -> None:
     undocumented = [
         f"{parser.prog} {action.option_strings or action.dest}"
-        for parser in _parsers(_parser(None))
+        for parser in _parsers(_parser(None, every=True))
         for action in parser._actions
         if action.help is None and not isinstance(action, argparse._SubParsersAction)
     ]
@@ -101,7 +101,7 @@ def test_every_option_and_argument_says_what_it_is_for() -> None:
 
 def test_toolkeeper_help_names_every_action_of_each_command() -> None:
     # `toolkeeper --help` is where a newcomer learns that `ledger settle` or `eval abstain` exist
-    top = _parser(None)
+    top = _parser(None, every=True)
     commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     summaries = {choice.dest: choice.help or "" for choice in commands._choices_actions}
     unnamed = [

@@ -268,18 +268,40 @@ def test_list_tools_args_without_a_call_is_a_usage_error(
 
 
 @pytest.mark.parametrize(
-    ("command", "extra"),
+    ("command", "blocked", "extra"),
     [
-        (["serve", "--config", "gw.toml"], '"toolkeeper[server]"'),
-        (["list-tools", "--url", "http://127.0.0.1:9/mcp"], '"toolkeeper[mcp]"'),
+        (["serve", "--config", "gw.toml"], "mcp", '"toolkeeper[server]"'),
+        (["list-tools", "--url", "http://127.0.0.1:9/mcp"], "httpx2", '"toolkeeper[mcp]"'),
     ],
 )
-def test_a_missing_extra_is_one_line_naming_it(command: list[str], extra: str) -> None:
-    # as if `pip install toolkeeper` had been run without the extra: the MCP SDK is not there
-    code = "import sys; sys.modules['mcp'] = None\n" + CLI
+def test_a_missing_extra_is_one_line_naming_it(
+    command: list[str], blocked: str, extra: str
+) -> None:
+    # as if `pip install toolkeeper` had been run without the extra: its module is not there
+    code = f"import sys; sys.modules[{blocked!r}] = None\n" + CLI
     done = subprocess.run(
         [sys.executable, "-c", code, *command], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
     assert extra in done.stderr
+
+
+def test_list_tools_names_the_url_it_could_not_reach(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/mcp"
+    assert main(["list-tools", "--url", url]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"toolkeeper list-tools: cannot reach {url}: ")
+
+
+@pytest.mark.anyio
+async def test_list_tools_suggests_the_tools_a_mistyped_call_may_have_meant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with _serving(tmp_path) as (_, lines):
+        argv = [*_probe(lines)[1:], "--call", "demo.add_nte", "--args", '{"text": "x"}']
+        code = await anyio.to_thread.run_sync(main, argv)
+    assert code == 1
+    assert "Unknown tool: demo.add_nte (did you mean 'demo.add_note'" in capsys.readouterr().err

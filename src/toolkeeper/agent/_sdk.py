@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+from ..core import extras
 from ..core.errors import ModelError
 
 __all__ = ["as_json", "require", "status_error"]
@@ -19,12 +19,7 @@ def require(module: str, extra: str) -> ModuleType:
     Raises:
         ImportError: it is not installed; the message names `pip install "toolkeeper[EXTRA]"`.
     """
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(
-            f'this model adapter needs the {module!r} package: pip install "toolkeeper[{extra}]"'
-        ) from exc
+    return extras.require(module, extra, f"this model adapter ({module})")
 
 
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:

@@ -48,6 +48,7 @@ import anyio.abc
 
 from .._console import count
 from ..core.errors import sole_cause
+from ..core.extras import require
 from ..core.states import CallStatus
 from .scale_report import BudgetRun, ScaleBench, ScaleRun, render_scale
 from .stats import cpu_seconds, percentile
@@ -374,12 +375,7 @@ async def _budget(
 @contextlib.asynccontextmanager
 async def _schema(postgres: str) -> AsyncIterator[str]:
     """A fresh schema on `postgres`, dropped afterwards: the ledger URL that selects it."""
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise ImportError(
-            'toolkeeper bench scale needs psycopg: pip install "toolkeeper[postgres]"'
-        ) from exc
+    psycopg = require("psycopg", "postgres", "toolkeeper bench scale")
     schema = f"tk_scale_{uuid.uuid4().hex[:12]}"
     async with await psycopg.AsyncConnection.connect(postgres, autocommit=True) as admin:
         await admin.execute(f"CREATE SCHEMA {schema}")

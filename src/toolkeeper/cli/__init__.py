@@ -3,20 +3,24 @@
 Each sub-command lives in its own module of this package and exposes
 `register(subparsers) -> None`, which adds its parser and sets `func` (a callable taking the
 parsed `argparse.Namespace` and returning an exit code). Modules are imported lazily, so an
-optional extra that one command needs never slows down or breaks another.
+optional extra that one command needs never slows down or breaks another: only the command
+named is imported, and `toolkeeper --help` imports none (it shows `_HELP`).
 
-Two endings are handled here, once for every command: Ctrl-C exits 130 without a traceback,
-and a reader that stops early (`toolkeeper ... | head`) ends the command quietly.
+Three endings are handled here, once for every command: Ctrl-C exits 130 without a traceback,
+a reader that stops early (`toolkeeper ... | head`) ends the command quietly, and a missing
+optional extra is one line that names it (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import select
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .. import __version__
 
@@ -35,18 +39,60 @@ _COMMANDS: dict[str, tuple[str, ...]] = {
     "chat": ("chat",),
 }
 
+# each top-level command's one line in `toolkeeper --help` (a test checks each module agrees)
+_HELP: dict[str, str] = {
+    "demo": "run the end-to-end demo scenario",
+    "approvals": "list, show, approve or deny approval requests",
+    "tools": "pending, diff, accept or reject upstream tools' changed definitions (pins)",
+    "ledger": "list the calls in a ledger, and the unknown ones a person must settle",
+    "bench": "time the executor, gateway, agent, connectors, console and retrieval next to "
+    "peers, and scale over processes",
+    "dialects": "convert tool definitions between formats, or check-args against them",
+    "eval": "measure retrieval and when to abstain on benchmark files, fit-adapter, the safety "
+    "rates of fault-injected runs, or an agent on a task file",
+    "serve": "run the MCP gateway (streamable HTTP, or --stdio)",
+    "list-tools": "list (or call) the tools of an MCP server over streamable HTTP",
+    "chat": "chat with a model using a configuration's tools, approving calls at the terminal",
+}
 
-def _parser(only: str | None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that, for a mistyped command or choice, suggests the close ones
+    (its sub-parsers are of this class too), as argparse itself does from Python 3.14
+    (`suggest_on_error`)."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is None or value in choices or not isinstance(value, str):
+            super()._check_value(action, value)
+            return
+        spelled = {str(c).lower(): str(c) for c in choices}
+        close = [
+            spelled[c] for c in difflib.get_close_matches(value.lower(), spelled, n=3, cutoff=0.6)
+        ]
+        if not close:
+            super()._check_value(action, value)
+            return
+        names = " or ".join(repr(c) for c in close)
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}: did you mean {names}?")
+
+
+def _parser(only: str | None, every: bool = False) -> argparse.ArgumentParser:
+    """The parser of command `only`; of no command, or of `every` one (`toolkeeper --help`
+    needs no command's options, only `_HELP`)."""
+    parser = _Parser(
         prog="toolkeeper",
         description="The trusted runtime between a language model and its tools.",
     )
     parser.add_argument("--version", action="version", version=f"toolkeeper {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    if only is None and not every:  # `--help`, or a usage error
+        for command, text in _HELP.items():
+            sub.add_parser(command, help=text)
+        return parser
     for module, commands in _COMMANDS.items():
-        if only is not None and only not in commands:
-            continue
-        importlib.import_module(f"{__name__}.{module}").register(sub)
+        if every or only in commands:
+            importlib.import_module(f"{__name__}.{module}").register(sub)
     return parser
 
 
@@ -74,6 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:
         if _caused_by(exc, KeyboardInterrupt):
             return _INTERRUPTED
+        from ..core.extras import MissingExtra
+
+        if _only(exc, MissingExtra):  # one line that says what to install, not a traceback
+            print(f"toolkeeper {args.command}: {_leaf(exc)}", file=sys.stderr)
+            return _USAGE
         if _only(exc, BrokenPipeError) and _stdout_reader_gone():
             # As the Python docs advise: nothing more is written to the closed pipe, and the
             # interpreter's own flush at exit finds devnull instead.
@@ -84,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 _OWN_OPTIONS = ("-h", "--help", "--version")
+_USAGE = 2  # as argparse exits on a usage error
 _INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
 _CLOSED_PIPE = 141  # 128 + SIGPIPE, as shells report a command whose reader went away
 
@@ -101,6 +153,13 @@ def _only(exc: BaseException, kind: type[BaseException]) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return exc.split(kind)[1] is None
     return isinstance(exc, kind)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first error a task group's error holds, or `exc` itself."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _stdout_reader_gone() -> bool:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from ..core.errors import ConfigurationError
-from ..ledger.base import LedgerStore
-from ..ledger.factory import DEFAULT_LEDGER_URL, in_process, open_store
-from ..ledger.sqlite import NoLedger
+if TYPE_CHECKING:
+    from ..ledger.base import LedgerStore
+
+# The ledger's modules are imported where they are used: `toolkeeper ... --help` imports this
+# module, and the ledger's dependencies are not light.
 
 __all__ = [
     "LIST_LIMIT",
@@ -41,6 +42,8 @@ _IN_ONE_PROCESS = "lives inside one process: there is no such ledger to look at"
 
 
 def _url(text: str) -> str:
+    from ..ledger.factory import in_process
+
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty: give a ledger URL or path")
     if in_process(text):
@@ -61,6 +64,8 @@ def add_ledger_option(parser: argparse.ArgumentParser) -> None:
 
 def ledger_url(args: argparse.Namespace) -> str:
     """The ledger URL a command should use."""
+    from ..ledger.factory import DEFAULT_LEDGER_URL
+
     return str(args.ledger or os.environ.get("TOOLKEEPER_LEDGER") or DEFAULT_LEDGER_URL)
 
 
@@ -74,6 +79,9 @@ def existing_ledger(args: argparse.Namespace) -> LedgerStore:
         ConfigurationError: the URL names no supported store, or an in-memory one (from
             `$TOOLKEEPER_LEDGER`: `--ledger` refuses it as a usage error).
     """
+    from ..core.errors import ConfigurationError
+    from ..ledger.factory import in_process, open_store
+
     url = ledger_url(args)
     if in_process(url):
         raise ConfigurationError(
@@ -84,6 +92,8 @@ def existing_ledger(args: argparse.Namespace) -> LedgerStore:
 
 def ledger_hint(exc: Exception) -> str:
     """What went wrong, with how to point a command at the right ledger when there was none."""
+    from ..ledger.sqlite import NoLedger
+
     if isinstance(exc, NoLedger):
         return f"{exc} (pass --ledger URL or set TOOLKEEPER_LEDGER)"
     return str(exc)

@@ -8,18 +8,19 @@ import getpass
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .._console import CELL_WIDTH, count, render_table
-from ..core._visible import visible, visible_json
-from ..core.errors import ToolkeeperError
-from ..ledger.base import EVERY, ApprovalRecord, ApprovalStatus
-from ..policy.approvals import Approvals
 from ._common import LIST_LIMIT, add_ledger_option, cut, existing_ledger, ledger_hint
 
+if TYPE_CHECKING:
+    from ..ledger.base import ApprovalRecord
+
 __all__ = ["register"]
+
+# The runtime's modules are imported in the functions that use them: `--help` needs none.
 
 
 def _when(ts: float | None) -> str:
@@ -31,6 +32,8 @@ def _when(ts: float | None) -> str:
 def _status(record: ApprovalRecord) -> str:
     """Where a request stands now: a pending one past its expiry is expired, though no one
     has written so yet (a listing only reads; a decision on it, or the call, marks it)."""
+    from ..ledger.base import ApprovalStatus
+
     if record.status is ApprovalStatus.PENDING and record.expired(time.time()):
         return ApprovalStatus.EXPIRED.value
     return record.status.value
@@ -58,6 +61,9 @@ def _as_dict(record: ApprovalRecord) -> dict[str, Any]:
 
 def _shown(record: ApprovalRecord) -> str:
     """One request whole, for the person deciding: what would run, for whom, and why."""
+    from ..core._visible import visible, visible_json
+    from ..ledger.base import ApprovalStatus
+
     status = record.status.value
     expired = record.expires_at is not None and record.expires_at <= time.time()
     if record.status is ApprovalStatus.PENDING and expired:
@@ -88,6 +94,8 @@ def _reason(text: str) -> str:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from ..core.errors import ToolkeeperError
+
     try:
         return anyio.run(_run, args)
     except (ToolkeeperError, ImportError) as exc:
@@ -96,6 +104,10 @@ def _main(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from ..core._visible import visible, visible_json
+    from ..ledger.base import EVERY, ApprovalStatus
+    from ..policy.approvals import Approvals
+
     store = existing_ledger(args)
     await store.open()
     try:

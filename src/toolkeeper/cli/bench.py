@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._console import count, render_table
+from . import _Parser
 
 if TYPE_CHECKING:
     from ..bench.report import ExecutorBench
@@ -53,7 +54,7 @@ _BENCHES: dict[str, tuple[str, str]] = {
 }
 
 
-class _LazyParser(argparse.ArgumentParser):
+class _LazyParser(_Parser):
     """A sub-parser whose options are added by a function imported on first use."""
 
     def __init__(self, *args: Any, configure: str = "", **kwargs: Any) -> None:

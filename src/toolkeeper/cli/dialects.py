@@ -21,15 +21,17 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ConfigurationError
-from ..dialects import DIALECTS, IMPORTERS, Loss, LossError, NotAFunction, get_dialect, get_importer
-from ..dialects.argcheck import check_arguments
-from ..dialects.report import prefixed
-from ..schema.validate import SchemaError, compile_validator
+if TYPE_CHECKING:
+    from ..dialects import Loss
 
 __all__ = ["convert", "register"]
+
+# `toolkeeper.dialects`' registries by name, here so that `--help` need not import the
+# dialects (a test checks they agree); the dialects are imported in the functions using them
+DIALECTS = ("openai_chat", "openai_responses", "anthropic", "gemini", "mcp")
+IMPORTERS = (*DIALECTS, "bfcl", "sealtools")
 
 
 def register(subparsers: Any) -> None:
@@ -139,6 +141,9 @@ def _definitions(path: str) -> tuple[list[tuple[str, Any]], bool]:
 def _import(importer: Any, where: str, definition: Any, strict: bool) -> Any:
     """One definition imported, its input schema valid JSON Schema, or a ValueError that says
     `where` the item is and what is wrong."""
+    from ..dialects import NotAFunction
+    from ..schema.validate import SchemaError, compile_validator
+
     if not isinstance(definition, dict):
         kind = type(definition).__name__
         raise ValueError(f"{where} is a {kind}, not a tool definition (a JSON object)")
@@ -178,6 +183,9 @@ def convert(
         ConfigurationError: an unknown format name.
         ValueError: an item is not a tool definition, or its schema is not valid JSON Schema.
     """
+    from ..dialects import get_dialect, get_importer
+    from ..dialects.report import prefixed
+
     importer = get_importer(source)
     where = where or [f"item {index}" for index in range(len(definitions))]
     imported = [_import(importer, w, d, strict) for w, d in zip(where, definitions, strict=True)]
@@ -222,6 +230,9 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..core.errors import ConfigurationError
+    from ..dialects import LossError
+
     try:
         items, lines = _definitions(args.file)
         report = convert(
@@ -261,6 +272,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check_args(args: argparse.Namespace) -> int:
+    from ..core.errors import ConfigurationError
+    from ..dialects import get_importer
+    from ..dialects.argcheck import check_arguments
+
     try:
         importer = get_importer(args.source)
         tools, _ = _definitions(args.tools)

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from .._console import count, render_table
-from ..core._paths import file_problem
-from ..retrieval.adapter import ABSTAIN_WEIGHT, EPOCHS
 from ._eval_agent import register_agent
 from ._eval_safety import safety as run_safety
 
 __all__ = ["register"]
+
+# `toolkeeper.retrieval.adapter`'s defaults, here so that `--help` need not import retrieval (a
+# test checks they agree)
+ABSTAIN_WEIGHT = 5.0
+EPOCHS = 20
 
 SCENARIO_NAMES = (
     "retryable_errors",
@@ -216,6 +219,8 @@ def _cache_option(parser: argparse.ArgumentParser, help: str) -> None:
 def _cache_file(text: str) -> Path:
     """A usage error for a cache path that is a folder, or in one that does not exist: a
     mistyped path must not leave folders behind (as --plot, the folder is not made)."""
+    from ..core._paths import file_problem
+
     problem = file_problem(text, "name the cache file in it")
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
@@ -406,6 +411,8 @@ def _plot_file(text: str) -> Path | str:
     path = Path(text)
     if path.suffix and path.suffix.lower() != ".png":
         return f"{text}: the plot is a PNG, name a .png file"
+    from ..core._paths import file_problem
+
     problem = file_problem(text, f"name the PNG file, e.g. {path / 'recall.png'}")
     if problem is not None:
         return problem
@@ -475,6 +482,8 @@ def _fit_adapter(args: argparse.Namespace) -> int:
     from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder, default_cache_path
 
     out = Path(args.out)
+    from ..core._paths import file_problem
+
     problem = file_problem(args.out, "name the .npy file to write in it")
     if problem is not None:
         return _fail(f"--out: {problem}")

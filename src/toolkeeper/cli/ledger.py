@@ -17,7 +17,7 @@ import json
 import sys
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -25,9 +25,6 @@ from .._console import count, render_table
 from ..core._visible import visible, visible_json
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
-from ..ledger.base import EVERY, CallRecord, LedgerStore
-from ..ledger.pages import MAX_PAGE, CallCursor, CallQuery, moment
-from ..ledger.recovery import recover_abandoned
 from ._common import (
     LIST_LIMIT,
     add_ledger_option,
@@ -36,7 +33,13 @@ from ._common import (
     ledger_url,
 )
 
+if TYPE_CHECKING:
+    from ..ledger.base import CallRecord, LedgerStore
+    from ..ledger.pages import CallCursor, CallQuery
+
 __all__ = ["register"]
+
+# The ledger's modules are imported in the functions that use them: `--help` needs none.
 
 
 def _when(ts: float) -> str:
@@ -71,6 +74,10 @@ def _args(record: CallRecord) -> str:
 
 
 async def _records(args: argparse.Namespace) -> list[CallRecord]:
+    from ..ledger.base import EVERY
+    from ..ledger.pages import CallQuery
+    from ..ledger.recovery import recover_abandoned
+
     store = existing_ledger(args)
     await store.open()
     try:
@@ -95,6 +102,8 @@ async def _records(args: argparse.Namespace) -> list[CallRecord]:
 
 async def _newest(store: LedgerStore, query: CallQuery, count: int) -> list[CallRecord]:
     """The newest `count` calls `query` selects, read a page at a time."""
+    from ..ledger.pages import MAX_PAGE, CallCursor
+
     found: list[CallRecord] = []
     while len(found) < count:
         want = min(MAX_PAGE, count - len(found))
@@ -107,6 +116,8 @@ async def _newest(store: LedgerStore, query: CallQuery, count: int) -> list[Call
 
 
 def _print(args: argparse.Namespace, records: list[CallRecord]) -> None:
+    from ..ledger.pages import CallCursor
+
     if args.action == "list" and len(records) > args.limit:
         records = records[: args.limit]
         print(
@@ -170,6 +181,8 @@ async def _settle(args: argparse.Namespace) -> CallRecord:
 
 
 def _moment(text: str) -> float:
+    from ..ledger.pages import moment
+
     try:
         return moment(text, time.time())
     except ValueError as exc:
@@ -177,6 +190,8 @@ def _moment(text: str) -> float:
 
 
 def _cursor(text: str) -> CallCursor:
+    from ..ledger.pages import CallCursor
+
     try:
         return CallCursor.decode(text)
     except ValueError as exc:

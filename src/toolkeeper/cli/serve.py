@@ -177,67 +177,51 @@ def _probe(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         print("toolkeeper list-tools: --args must be a JSON object", file=sys.stderr)
         return 2
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        print(
-            'toolkeeper list-tools: needs the MCP SDK: pip install "toolkeeper[mcp]"',
-            file=sys.stderr,
-        )
-        return 2
+    from ..core.extras import require
+
+    require("httpx2", "mcp", "the MCP client")  # else one line (`main`), not a traceback
     try:
         return anyio.run(_probe_async, args.url, args.token, args.call, arguments)
     except Exception as exc:  # one line for a person, not a traceback
-        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-            exc = exc.exceptions[0]  # type: ignore[assignment]
-        if _refused_token(args.url, args.token):
-            print(
-                "toolkeeper list-tools: the gateway answered 401: the token is missing or "
-                "not one of its principals' tokens",
-                file=sys.stderr,
-            )
-            return 1
-        if "Not Found" in str(exc):  # (the MCP SDK's words for an HTTP 404)
-            print(
-                f"toolkeeper list-tools: {args.url} answered 404: name the gateway's MCP "
-                "endpoint, its URL with the path of [server] path (default /mcp), as "
-                "`toolkeeper serve` prints it",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"toolkeeper list-tools: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"toolkeeper list-tools: {_probe_failure(exc, args.url)}", file=sys.stderr)
         return 1
 
 
-def _refused_token(url: str, token: str | None) -> bool:
-    """Whether the gateway at `url` answers 401 to this token (for a clear error message)."""
+def _probe_failure(exc: BaseException, url: str) -> str:
+    """What went wrong, in one line that names `url`."""
     import httpx2
 
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    try:
-        return httpx2.post(url, headers=headers, json={}, timeout=5.0).status_code == 401
-    except Exception:
-        return False
+    from ._probe import ProbeError
+
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, ProbeError) and exc.status == 401:
+        return f"{url} answered 401: the token is missing or not one of its principals' tokens"
+    if isinstance(exc, ProbeError) and exc.status == 404:
+        return (
+            f"{url} answered 404: name the gateway's MCP endpoint, its URL with the path of "
+            "[server] path (default /mcp), as `toolkeeper serve` prints it"
+        )
+    if isinstance(exc, ProbeError):
+        close = exc.data.get("did_you_mean") if isinstance(exc.data, dict) else None
+        hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+        return f"{url} answered: {exc}{hint}"
+    if isinstance(exc, httpx2.TransportError):
+        return f"cannot reach {url}: {type(exc).__name__}: {exc}"
+    if isinstance(exc, json.JSONDecodeError | httpx2.DecodingError):
+        return f"{url} answered something that is not MCP (not JSON: {exc})"
+    return f"{url}: {type(exc).__name__}: {exc}"
 
 
 async def _probe_async(url: str, token: str | None, call: str | None, arguments: Any) -> int:
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
+    from ._probe import session
 
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,
-    ):
+    async with session(url, token) as client:
         if call is None:
-            listed = await client.list_tools()
-            for tool in listed.tools:
-                summary = (tool.description or "").strip().splitlines()
-                print(f"{tool.name}\t{summary[0] if summary else ''}")
+            for tool in await client.tools():
+                summary = str(tool.get("description") or "").strip().splitlines()
+                print(f"{tool.get('name')}\t{summary[0] if summary else ''}")
             return 0
-        result = await client.call_tool(call, arguments)
-        print(
-            json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2)
-        )
-        return 1 if result.is_error else 0
+        result = await client.request("tools/call", {"name": call, "arguments": arguments})
+        print(json.dumps(result, indent=2))
+        return 1 if result.get("isError") else 0

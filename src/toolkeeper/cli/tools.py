@@ -11,18 +11,19 @@ import argparse
 import datetime as dt
 import getpass
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .._console import render_table
-from ..core._visible import visible, visible_json
-from ..core.errors import ToolkeeperError
-from ..ledger.pins import PinRecord
-from ..policy.pins import Pins
 from ._common import add_ledger_option, existing_ledger, ledger_hint
 
+if TYPE_CHECKING:
+    from ..ledger.pins import PinRecord
+
 __all__ = ["register"]
+
+# The runtime's modules are imported in the functions that use them: `--help` needs none.
 
 
 def _when(ts: float) -> str:
@@ -44,6 +45,8 @@ def _as_dict(record: PinRecord) -> dict[str, Any]:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from ..core.errors import ToolkeeperError
+
     try:
         return anyio.run(_run, args)
     except (ToolkeeperError, ImportError) as exc:
@@ -52,6 +55,9 @@ def _main(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from ..core._visible import visible, visible_json
+    from ..policy.pins import Pins
+
     store = existing_ledger(args)
     await store.open()
     try:

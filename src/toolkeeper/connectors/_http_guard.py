@@ -22,11 +22,13 @@ from typing import Any
 
 import anyio
 
+from ..core.extras import MissingExtra
+
 try:
     import httpcore2
     import httpx2
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError('HTTP tools need the http extra: pip install "toolkeeper[http]"') from exc
+    raise MissingExtra("http", "an HTTP tool") from exc
 
 __all__ = ["AddressPolicy", "AddressRefused", "HostList", "guarded_transport"]
 

@@ -28,10 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from ..core.extras import MissingExtra
+
 try:
     import httpx2
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError('HTTP tools need the http extra: pip install "toolkeeper[http]"') from exc
+    raise MissingExtra("http", "an HTTP tool") from exc
 
 from ..catalog.registry import Tool
 from ..core.connector import ToolOutput, UnrecordableResult

@@ -43,6 +43,18 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from ..core.extras import MissingExtra
+
+# before the `_mcp_*` modules beside this one, which import the SDK too
+try:
+    import mcp_types
+    from mcp import Client
+    from mcp.client.subscriptions import SubscriptionLost
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise MissingExtra("mcp", "an MCP upstream") from exc
+
 from ..catalog.registry import Catalog, Tool
 from ..core.errors import sole_cause
 from ..core.retry import RetryPolicy
@@ -56,15 +68,6 @@ from ._mcp_streams import WatchedTransport
 from ._mcp_tools import IDEMPOTENCY_META_KEY, call_result, error_text, result_data, spec_from_mcp
 from ._mcp_transports import http_client, http_transport, stdio_transport
 from .base import ToolOutput, UpstreamUnavailable
-
-try:
-    import mcp_types
-    from mcp import Client
-    from mcp.client.subscriptions import SubscriptionLost
-    from mcp.shared.exceptions import MCPError
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError('MCP upstreams need the mcp extra: pip install "toolkeeper[mcp]"') from exc
 
 __all__ = [
     "IDEMPOTENCY_META_KEY",

@@ -18,7 +18,8 @@ traces or other tenants' data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -36,6 +37,7 @@ __all__ = [
     "ToolError",
     "ToolkeeperError",
     "sole_cause",
+    "suggested",
 ]
 
 
@@ -226,3 +228,13 @@ def sole_cause(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc
+
+
+def suggested(name: object, visible: Iterable[str]) -> dict[str, list[str]]:
+    """The `did_you_mean` details of an UNKNOWN_TOOL refusal of `name`: up to three names
+    close to it among `visible`, the names the caller may see (so that a hidden tool is never
+    named); empty when none is close, or `name` is not text."""
+    if not isinstance(name, str):
+        return {}
+    close = difflib.get_close_matches(name, list(visible), n=3, cutoff=0.6)
+    return {"did_you_mean": close} if close else {}

@@ -9,13 +9,13 @@ error, which each integration hands to the model the way its framework expects.
 from __future__ import annotations
 
 import copy
-import importlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..core import extras
 from ..core.errors import ErrorCode
 from ..core.values import Principal, ToolCall, ToolResult, ToolSpec
 from ..dialects.openai_chat import OpenAIChat
@@ -78,12 +78,7 @@ def require(module: str, extra: str) -> Any:
         ImportError: the framework is not installed; the message names
             `pip install "toolkeeper[EXTRA]"`.
     """
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(
-            f'toolkeeper.integrations needs {module!r} here: pip install "toolkeeper[{extra}]"'
-        ) from exc
+    return extras.require(module, extra, f"toolkeeper.integrations ({module})")
 
 
 def tools_for(keeper: Keeper, principal: Principal | None) -> list[Exported]:

@@ -25,15 +25,15 @@ from typing import Any, Self, TypeVar
 
 import anyio
 
+from ..core.extras import MissingExtra
+
 try:
     import psycopg
     from psycopg import errors as pg_errors
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        'PostgresStore needs psycopg and psycopg-pool: pip install "toolkeeper[postgres]"'
-    ) from exc
+    raise MissingExtra("postgres", "PostgresStore (a postgresql:// ledger)") from exc
 
 from ..core.errors import ConfigurationError, StoreError
 from ..core.states import CallStatus

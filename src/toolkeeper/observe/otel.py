@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import Token
 from typing import Any, ParamSpec, TypeVar
 
+from ..core.extras import MissingExtra
+
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import metrics, trace
@@ -30,9 +32,7 @@ try:
     from opentelemetry.propagators.textmap import TextMapPropagator
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover (the extra is installed in tests)
-    raise ImportError(
-        'toolkeeper.observe.otel needs OpenTelemetry: pip install "toolkeeper[otel]"'
-    ) from exc
+    raise MissingExtra("otel", "OpenTelemetry (toolkeeper.observe.otel)") from exc
 
 from ..core.errors import ErrorCode, ToolError
 from ..core.states import CallStatus

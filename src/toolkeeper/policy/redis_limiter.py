@@ -13,6 +13,7 @@ import math
 import secrets
 from typing import Any
 
+from ..core.extras import MissingExtra
 from ..core.values import is_positive
 from .budgets import window_of
 
@@ -22,9 +23,7 @@ try:
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError(
-        'the Redis rate limiter needs redis-py: pip install "toolkeeper[redis]"'
-    ) from exc
+    raise MissingExtra("redis", "the Redis rate limiter") from exc
 
 __all__ = ["RedisRateLimiter"]
 

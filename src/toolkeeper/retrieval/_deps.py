@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
+
+from ..core import extras
 
 __all__ = ["require"]
 
@@ -21,11 +22,5 @@ _EXTRA = {
 
 
 def require(module: str) -> ModuleType:
-    """Import `module`, or raise an ImportError that names the extra which installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        extra = _EXTRA.get(module.split(".")[0], "retrieval")
-        raise ImportError(
-            f'{module} is needed here; install it with: pip install "toolkeeper[{extra}]"'
-        ) from exc
+    """Import `module`, or raise a `MissingExtra` that names the extra which installs it."""
+    return extras.require(module, _EXTRA.get(module.split(".")[0], "retrieval"), "tool retrieval")

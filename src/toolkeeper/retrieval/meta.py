@@ -22,7 +22,7 @@ from typing import Any
 import anyio.to_thread
 
 from ..catalog.registry import Catalog, Tool
-from ..core.errors import ErrorCode, ToolError
+from ..core.errors import ErrorCode, ToolError, suggested
 from ..core.signals import PIPELINE_CODES, ToolFailed
 from ..core.values import CallContext, Effect, Principal, ToolCall, ToolResult, ToolSpec
 from ..schema.validate import compile_validator, violations_text
@@ -146,9 +146,12 @@ def call_target(selector: Selector, principal: Principal, arguments: Mapping[str
     name = str(arguments["name"])
     if name in META_TOOL_NAMES:
         raise ToolFailed("call_tool cannot call a discovery tool", details={"name": name})
-    if name not in selector.allowed(principal):
+    allowed = selector.allowed(principal)
+    if name not in allowed:
         raise ToolFailed(
-            f"no tool named {name!r}", details={"name": name}, code=ErrorCode.UNKNOWN_TOOL
+            f"no tool named {name!r}",
+            details={"name": name, **suggested(name, sorted(allowed))},
+            code=ErrorCode.UNKNOWN_TOOL,
         )
     return name
 
@@ -196,7 +199,7 @@ def call_tool_target(
             selector if isinstance(selector, Selector) else selector(), principal, arguments
         )
     except ToolFailed as exc:
-        return ToolError.of(exc.code or ErrorCode.TOOL_ERROR, exc.message)
+        return ToolError.of(exc.code or ErrorCode.TOOL_ERROR, exc.message, details=exc.details)
     tool = catalog.get(name)
     if tool is None:  # (removed since the selector last saw it)
         return ToolError.of(ErrorCode.UNKNOWN_TOOL, f"no tool named {name!r}")

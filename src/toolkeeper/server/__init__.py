@@ -6,21 +6,17 @@ HTTP API and web console when the configuration names operators (`operator_app` 
 beside a library `Keeper`).
 """
 
+from ..core.extras import MissingExtra, missing
+
 try:
     from .build import Deployment, build
     from .gateway import Gateway, GatewayPrincipal
     from .operator_app import OperatorFace, operator_app
     from .transports import http_app, mcp_server, serve_http, serve_stdio
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    if exc.name is not None and exc.name.split(".")[0] in {
-        "mcp",
-        "mcp_types",
-        "starlette",
-        "uvicorn",
-    }:
-        raise ImportError(
-            'the MCP gateway needs the server extra: pip install "toolkeeper[server]"'
-        ) from exc
+    # (a guard below, an MCP upstream's say, names its own part of the server extra)
+    if isinstance(exc, MissingExtra) or missing(exc, "mcp", "mcp_types", "starlette", "uvicorn"):
+        raise MissingExtra("server", "the MCP gateway") from exc
     raise
 
 __all__ = [

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from ..catalog.registry import CatalogEvent, Tool
 from ..core._visible import visible
-from ..core.errors import ErrorCode, ToolError
+from ..core.errors import ErrorCode, ToolError, suggested
 from ..core.ids import id_problem
 from ..core.states import CallStatus
 from ..core.values import Fence, Principal, ToolCall, ToolResult, ToolSpec
@@ -289,7 +289,7 @@ class Gateway:
             return self._wire(_task_refused(params.name), None)
         if who.exposure == "progressive":
             if not self._meta_tools.is_meta(params.name):
-                raise MCPError(mcp_types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+                raise self._unknown(who, params.name)
             if params.name == CALL_TOOL:
                 # Run as a direct call of the tool it names: approval questions, the approval
                 # id and the error details come back as they would from that tool.
@@ -305,8 +305,16 @@ class Gateway:
             original = self._dialect.original_name(params.name, self.visible(who.principal))
             tool = self.keeper.catalog.get(original) if original != params.name else None
         if tool is None or not may_use(who.principal, tool.spec):
-            raise MCPError(mcp_types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+            raise self._unknown(who, params.name)
         return await self._direct(who, tool, params.arguments or {}, params, client)
+
+    def _unknown(self, who: GatewayPrincipal, name: str) -> MCPError:
+        """The refusal of a tool `who` cannot see, whether or not it exists: its data
+        suggests close names among those `tools/list` shows `who` (`did_you_mean`)."""
+        listed = [tool.name for tool in self.list_tools(who).tools]
+        return MCPError(
+            mcp_types.INVALID_PARAMS, f"Unknown tool: {name}", suggested(name, listed) or None
+        )
 
     async def _direct(
         self,

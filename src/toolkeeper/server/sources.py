@@ -17,6 +17,7 @@ from ..connectors._mcp_params import ToolOverride
 from ..connectors.command import CommandConnector, CommandParams
 from ..connectors.sandbox import Sandbox, bwrap_path
 from ..core.errors import ConfigurationError, ErrorCode
+from ..core.extras import MissingExtra
 from ..core.values import ToolSpec
 
 if TYPE_CHECKING:
@@ -81,10 +82,8 @@ def http_source(name: str, cfg: HttpSourceConfig, base_dir: str) -> HttpSource:
         from ..connectors._http_guard import AddressPolicy
         from ..connectors._openapi import openapi_operations, plain_operation
         from ..connectors.http import HttpParams, HttpSource
-    except ImportError as exc:
-        raise ConfigurationError(
-            f'[http.{name}] needs the http extra: pip install "toolkeeper[http]"'
-        ) from exc
+    except MissingExtra as exc:
+        raise ConfigurationError(str(exc)) from exc
     operations = []
     if cfg.openapi is not None:
         path = Path(base_dir) / cfg.openapi

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import difflib
-
-from ...core.errors import CallRefused, ErrorCode
+from ...core.errors import CallRefused, ErrorCode, suggested
 from ...core.ids import json_kind
 from ...policy.grants import exists_for, may_use
 from ..runtime import Runtime
@@ -31,10 +29,9 @@ def lookup(rt: Runtime, st: CallState) -> Step:
 
 def no_such_tool(rt: Runtime, st: CallState) -> CallRefused:
     """The refusal of a call to a tool the principal cannot see, whether or not it exists."""
-    visible = [t.spec.name for t in rt.catalog if may_use(st.principal, t.spec)]
-    close = difflib.get_close_matches(st.call.name, visible, n=3, cutoff=0.6)
+    visible = (t.spec.name for t in rt.catalog if may_use(st.principal, t.spec))
     return refuse(
         ErrorCode.UNKNOWN_TOOL,
         f"there is no tool named {st.call.name!r}",
-        **({"did_you_mean": close} if close else {}),
+        **suggested(st.call.name, visible),
     )
