@@ -7,6 +7,9 @@ Not timed (timings are noisy under load; `toolkeeper` start-up is measured by ha
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from toolkeeper.cli import _HELP, _parser
+from toolkeeper.cli._bench_options import BENCHES
 
 HEAVY = frozenset(
     {
@@ -52,17 +56,7 @@ def _commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> 
                 yield from _commands(sub, (*prefix, name))
 
 
-COMMANDS = [
-    pytest.param(
-        command,
-        marks=pytest.mark.xfail(
-            strict=True, reason="a benchmark's options are defined in its (heavy) module"
-        ),
-    )
-    if command.startswith("bench ")
-    else command
-    for command in _commands(_parser(None, every=True))
-]
+COMMANDS = list(_commands(_parser(None, every=True)))
 
 _IMPORTED = (
     "import sys\n"
@@ -115,6 +109,46 @@ def test_the_defaults_help_shows_are_the_runtime_s() -> None:
     assert tuple(DIALECTS) == dialects.DIALECTS
     assert tuple(IMPORTERS) == dialects.IMPORTERS
     assert (eval.EPOCHS, eval.ABSTAIN_WEIGHT) == (adapter.EPOCHS, adapter.ABSTAIN_WEIGHT)
+
+
+def _bench_defaults(what: str) -> dict[str, object]:
+    parser = argparse.ArgumentParser()
+    BENCHES[what][0](parser)
+    return vars(parser.parse_args([]))
+
+
+def test_each_benchmark_s_options_default_to_its_own_defaults() -> None:
+    from toolkeeper.bench import agent, executor, scale
+    from toolkeeper.server import console_bench
+
+    ran = _bench_defaults("executor")
+    assert (ran["calls"], ran["repeats"], ran["warmup"]) == (
+        executor.DEFAULT_CALLS,
+        executor.DEFAULT_REPEATS,
+        executor.DEFAULT_WARMUP,
+    )
+    ran = _bench_defaults("agent")
+    assert (ran["runs"], ran["repeats"]) == (agent.DEFAULT_RUNS, agent.DEFAULT_REPEATS)
+    ran = _bench_defaults("scale")
+    assert (ran["calls"], ran["budget"], ran["budget_calls"], ran["pool_size"]) == (
+        scale.DEFAULT_CALLS,
+        scale.DEFAULT_BUDGET,
+        scale.DEFAULT_BUDGET_CALLS,
+        scale.DEFAULT_POOL_SIZE,
+    )
+    if "TOOLKEEPER_BENCH_POSTGRES" not in os.environ:
+        assert ran["postgres"] == scale.DEFAULT_POSTGRES == console_bench.DEFAULT_POSTGRES
+        assert _bench_defaults("console")["postgres"] == console_bench.DEFAULT_POSTGRES
+    if "TOOLKEEPER_BENCH_REDIS" not in os.environ:
+        assert ran["redis"] == scale.DEFAULT_REDIS
+
+
+@pytest.mark.parametrize("what", sorted(BENCHES))
+def test_each_benchmark_runs_a_command_its_module_has(what: str) -> None:
+    run = _bench_defaults(what)["func"]
+    assert isinstance(run, functools.partial)
+    module, _, function = run.args[0].partition(":")
+    assert callable(getattr(importlib.import_module(module), function))
 
 
 @pytest.mark.parametrize(

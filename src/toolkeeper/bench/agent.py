@@ -23,13 +23,13 @@ from typing import Any
 
 import anyio
 
-from .._console import count, render_table
+from .._console import render_table
 from ..core.values import Principal
 from ..testing.vendor_server import Reply, VendorServer
 from .peers import version_of
 from .stats import Summary, Timing, interleave_async
 
-__all__ = ["bench_agent", "configure_agent"]
+__all__ = ["bench_agent", "command"]
 
 STEPS = 10
 DEFAULT_RUNS = 5
@@ -254,23 +254,8 @@ def render_agent(report: dict[str, Any]) -> str:
     )
 
 
-def configure_agent(parser: argparse.ArgumentParser) -> None:
-    """Options of `toolkeeper bench agent`."""
-    parser.description = (
-        "Per-step time of toolkeeper's agent loop (memory and SQLite ledgers) next to "
-        "pydantic-ai's Agent and the OpenAI Agents SDK's Runner, all through the real openai "
-        "client against a local scripted server, the server's time taken out; and the bytes "
-        'a paused run stores (pip install "toolkeeper[bench]").'
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--runs", type=count(1), default=DEFAULT_RUNS, help="runs per repeat")
-    parser.add_argument(
-        "--repeats", type=count(1), default=DEFAULT_REPEATS, help="interleaved repeats"
-    )
-    parser.set_defaults(func=_command)
-
-
-def _command(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
+    """Run the benchmark `args` (parsed by `toolkeeper bench`) asks for; the exit status."""
     report = bench_agent(runs=args.runs, repeats=args.repeats)
     print(json.dumps(report, indent=2) if args.json else render_agent(report))  # noqa: T201
     return 0

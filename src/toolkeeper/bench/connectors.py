@@ -31,7 +31,7 @@ from typing import Any
 
 import anyio
 
-from .._console import count, render_table
+from .._console import render_table
 from ..catalog.registry import Tool
 from ..connectors.command import CommandConnector, CommandParams
 from ..core.states import CallStatus
@@ -42,7 +42,7 @@ from .peers import version_of
 from .report import CaseReport, Target, paired_ratio
 from .stats import Summary, Timing, interleave_async, time_async_calls
 
-__all__ = ["ConnectorsBench", "configure_connectors", "run_connectors_bench"]
+__all__ = ["ConnectorsBench", "command", "run_connectors_bench"]
 
 TARGETS = {"http": 1.3, "command": 1.2}
 """The most a toolkeeper call may take, as a multiple of the plain call, paired by repeat."""
@@ -339,22 +339,9 @@ def render_connectors(report: ConnectorsBench) -> str:
     )
 
 
-def configure_connectors(parser: argparse.ArgumentParser) -> None:
-    """Options of `toolkeeper bench connectors`."""
-    parser.description = (
-        "Median per-call time of an HTTP read and of a command-line tool through toolkeeper's "
-        "whole pipeline, next to a plain httpx2 request and a bare asyncio subprocess."
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument(
-        "--calls", type=count(1), default=200, help="timed calls per case and repeat"
-    )
-    parser.add_argument("--repeats", type=count(1), default=10, help="interleaved repeats")
-    parser.add_argument("--warmup", type=count(1), default=50, help="untimed calls per case first")
-    parser.set_defaults(func=_command)
+def command(args: argparse.Namespace) -> int:
+    """Run the benchmark `args` (parsed by `toolkeeper bench`) asks for; the exit status."""
 
-
-def _command(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         if not args.json:
             print(f"… {line}", file=sys.stderr, flush=True)  # noqa: T201

@@ -46,14 +46,13 @@ from urllib.parse import quote
 import anyio
 import anyio.abc
 
-from .._console import count
 from ..core.errors import sole_cause
 from ..core.extras import require
 from ..core.states import CallStatus
 from .scale_report import BudgetRun, ScaleBench, ScaleRun, render_scale
 from .stats import cpu_seconds, percentile
 
-__all__ = ["bench_scale", "configure_scale", "run_scale_bench"]
+__all__ = ["bench_scale", "command", "run_scale_bench"]
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
@@ -460,59 +459,6 @@ def bench_scale(**options: Any) -> ScaleBench:
 # -- the command -----------------------------------------------------------------------------
 
 
-def _counts(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected counts of 1 or more like 1,2,4, not {text!r}")
-    return values
-
-
-def configure_scale(parser: argparse.ArgumentParser) -> None:
-    """Options of `toolkeeper bench scale`."""
-    parser.description = (
-        "Throughput, p50/p99 latency, duplicates, lost records and budget overrun of several "
-        "gateway processes on one PostgreSQL ledger (Redis rate limits), loaded by MCP SDK "
-        "clients spread round-robin over them."
-    )
-    parser.add_argument("--processes", type=_counts, default=[1, 2, 4], help="e.g. 1,2,4")
-    parser.add_argument("--clients", type=_counts, default=[8, 32], help="e.g. 8,32")
-    parser.add_argument(
-        "--calls", type=count(1), default=DEFAULT_CALLS, help="calls per configuration"
-    )
-    parser.add_argument(
-        "--budget",
-        type=count(0),
-        default=DEFAULT_BUDGET,
-        help="max_calls_per_task of the budget phase",
-    )
-    parser.add_argument(
-        "--budget-calls",
-        type=count(1),
-        default=DEFAULT_BUDGET_CALLS,
-        help="calls of one task in the budget phase",
-    )
-    parser.add_argument("--no-budget", action="store_true", help="skip the budget phase")
-    parser.add_argument(
-        "--postgres",
-        default=os.environ.get("TOOLKEEPER_BENCH_POSTGRES", DEFAULT_POSTGRES),
-        help="the PostgreSQL database (a schema is made and dropped in it)",
-    )
-    parser.add_argument(
-        "--redis", default=os.environ.get("TOOLKEEPER_BENCH_REDIS", DEFAULT_REDIS), help="Redis"
-    )
-    parser.add_argument(
-        "--pool-size",
-        type=count(1),
-        default=DEFAULT_POOL_SIZE,
-        help="[server] ledger_pool_size: PostgreSQL connections per gateway process",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.set_defaults(func=_command)
-
-
 async def _until_stopped(**options: Any) -> ScaleBench | str:
     """`run_scale_bench`, or the name of the signal (SIGTERM, SIGHUP) that stopped it first:
     its gateways are stopped and its schema dropped then too (Ctrl-C does the same)."""
@@ -535,7 +481,8 @@ def _is_psycopg(exc: BaseException) -> bool:
     return type(exc).__module__.startswith("psycopg")
 
 
-def _command(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
+    """Run the benchmark `args` (parsed by `toolkeeper bench`) asks for; the exit status."""
     options = {
         "processes": args.processes,
         "clients": args.clients,

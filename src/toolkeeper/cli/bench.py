@@ -1,135 +1,43 @@
 """`toolkeeper bench WHAT`: performance benchmarks, one sub-command each.
 
-A benchmark is one entry of `_BENCHES`: its name, the `module:function` that configures its
-parser (adds options and sets `func`), and a one-line help. The module is imported only when
-that benchmark is run or asked for `--help`, so one benchmark's dependencies never slow down or
-break another's.
+A benchmark is one entry of `_bench_options.BENCHES`: its name, the function adding its
+options, and a one-line help. Its module is imported only when that benchmark runs, so
+`--help` is quick and one benchmark's dependencies never slow down or break another's.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._console import count, render_table
+from .._console import render_table
 from . import _Parser
+from ._bench_options import BENCHES
 
 if TYPE_CHECKING:
     from ..bench.report import ExecutorBench
 
-__all__ = ["configure_executor", "register", "render_executor"]
-
-# name → ("module:function" configuring its parser, help)
-_BENCHES: dict[str, tuple[str, str]] = {
-    "executor": (f"{__name__}:configure_executor", "per-call cost of the pipeline vs peers"),
-    "retrieval": (
-        "toolkeeper.eval.bench_retrieval:configure_retrieval",
-        "retrieval latency, index build and context tokens at catalog scale",
-    ),
-    "gateway": (
-        "toolkeeper.server.bench:configure_gateway",
-        "an MCP tool call through the gateway vs direct vs FastMCP's proxy",
-    ),
-    "connectors": (
-        "toolkeeper.bench.connectors:configure_connectors",
-        "an HTTP tool vs plain httpx2, a command-line tool vs a bare subprocess",
-    ),
-    "agent": (
-        "toolkeeper.bench.agent:configure_agent",
-        "the agent loop's time per step vs pydantic-ai and the OpenAI Agents SDK",
-    ),
-    "console": (
-        "toolkeeper.server.console_bench:configure_console",
-        "the operators' API over a ledger of many calls: p50/p99 per endpoint, page sizes",
-    ),
-    "scale": (
-        "toolkeeper.bench.scale:configure_scale",
-        "gateway processes on one PostgreSQL ledger: throughput, duplicates, lost, budgets",
-    ),
-}
-
-
-class _LazyParser(_Parser):
-    """A sub-parser whose options are added by a function imported on first use."""
-
-    def __init__(self, *args: Any, configure: str = "", **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._configure = configure
-
-    def _load(self) -> None:
-        if self._configure:
-            module, _, function = self._configure.partition(":")
-            configure: Callable[[argparse.ArgumentParser], None] = getattr(
-                importlib.import_module(module), function
-            )
-            self._configure = ""
-            configure(self)
-
-    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
-        self._load()
-        return super().parse_known_args(*args, **kwargs)
-
-    def format_help(self) -> str:
-        self._load()
-        return super().format_help()
+__all__ = ["register", "render_executor", "run_executor"]
 
 
 def register(subparsers: Any) -> None:
-    """Add `bench` and one sub-command per entry of `_BENCHES`."""
+    """Add `bench` and one sub-command per entry of `BENCHES`."""
     parser = subparsers.add_parser(
         "bench",
         help="time the executor, gateway, agent, connectors, console and retrieval next to "
         "peers, and scale over processes",
     )
     sub = parser.add_subparsers(
-        dest="bench_command", metavar="WHAT", required=True, parser_class=_LazyParser
+        dest="bench_command", metavar="WHAT", required=True, parser_class=_Parser
     )
-    for name, (configure, help_text) in _BENCHES.items():
-        sub.add_parser(name, help=help_text, description=help_text, configure=configure)
+    for name, (configure, help_text) in BENCHES.items():
+        configure(sub.add_parser(name, help=help_text, description=help_text))
 
 
-def configure_executor(parser: argparse.ArgumentParser) -> None:
-    """Options of `toolkeeper bench executor`."""
-    from ..bench.executor import DEFAULT_CALLS, DEFAULT_REPEATS, DEFAULT_WARMUP
-
-    parser.description = (
-        "Median per-call time of toolkeeper's whole pipeline for a trivial async tool: "
-        "(a) read_only on the in-memory ledger, (b) read_only on SQLite, (c) a write tool on "
-        "SQLite; next to pydantic-ai, openai-agents and langchain-core calling the same "
-        'function (pip install "toolkeeper[bench]"), in the same process.'
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument(
-        "--calls", type=count(1), default=DEFAULT_CALLS, help="timed calls per case and repeat"
-    )
-    parser.add_argument(
-        "--repeats", type=count(1), default=DEFAULT_REPEATS, help="interleaved repeats"
-    )
-    parser.add_argument(
-        "--warmup", type=count(1), default=DEFAULT_WARMUP, help="untimed calls per case first"
-    )
-    parser.add_argument(
-        "--dir",
-        default=None,
-        type=_folder,
-        metavar="PATH",
-        help="the folder the SQLite ledgers go in, made if missing (default: a temporary one)",
-    )
-    parser.set_defaults(func=_executor)
-
-
-def _folder(text: str) -> str:
-    if Path(text).exists() and not Path(text).is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
-    return text
-
-
-def _executor(args: argparse.Namespace) -> int:
+def run_executor(args: argparse.Namespace) -> int:
+    """Run `toolkeeper bench executor` as `args` say; the exit status."""
     from ..bench.executor import bench_executor
 
     def progress(line: str) -> None:

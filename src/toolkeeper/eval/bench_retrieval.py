@@ -23,7 +23,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .._console import count
 from ..core.values import ToolSpec
 from ..retrieval.embed import EmbeddingCache, MiniLMEmbedder
 from ..retrieval.meta import meta_specs
@@ -34,7 +33,7 @@ from .metrics import percentile
 from .progress import progress
 from .retrieval import EVALUATOR, adapter_id
 
-__all__ = ["bench_root", "build_catalog", "configure_retrieval", "run_bench"]
+__all__ = ["bench_root", "build_catalog", "command", "run_bench"]
 
 _POOLS = ("bfcl", "metatool", "sealtools")
 _CHANGES = 21
@@ -190,19 +189,8 @@ def run_bench(
     }
 
 
-def configure_retrieval(parser: argparse.ArgumentParser) -> None:
-    """Options of `toolkeeper bench retrieval` (see `toolkeeper.cli.bench._BENCHES`)."""
-    parser.description = __doc__.split("\n\n")[1] if __doc__ else None
-    parser.add_argument("--tools", type=count(1), default=10_000, help="catalog size")
-    parser.add_argument("--queries", type=count(1), default=300, help="queries per benchmark set")
-    parser.add_argument("--k", type=count(1), default=8, help="tools per selection")
-    parser.add_argument("--bench-root", type=Path, help="folder holding bfcl/, metatool/, ...")
-    parser.add_argument("--json", action="store_true", help="print the JSON report")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.set_defaults(func=_main)
-
-
-def _main(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
+    """Run the benchmark `args` (parsed by `toolkeeper bench`) asks for; the exit status."""
     try:
         report = run_bench(
             size=args.tools,

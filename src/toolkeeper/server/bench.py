@@ -37,10 +37,9 @@ import anyio
 import anyio.abc
 from mcp import Client, StdioServerParameters
 
-from .._console import count
 from ..bench.stats import Summary, Timing, cpu_seconds, interleave_async, time_async_calls
 
-__all__ = ["GatewayBench", "bench_gateway", "configure_gateway"]
+__all__ = ["GatewayBench", "bench_gateway", "command"]
 
 _TOOL_ARGS = {"timezone": "UTC"}
 
@@ -285,20 +284,8 @@ def bench_gateway(
     )
 
 
-def configure_gateway(parser: argparse.ArgumentParser) -> None:
-    """Options of `toolkeeper bench gateway`."""
-    first = (__doc__ or "").split("\n\n")[0].removeprefix("`toolkeeper bench gateway`: ")
-    parser.description = first[:1].upper() + first[1:] or None
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument(
-        "--calls", type=count(1), default=300, help="timed calls per case and repeat"
-    )
-    parser.add_argument("--repeats", type=count(1), default=5, help="interleaved repeats")
-    parser.add_argument("--warmup", type=count(0), default=30, help="untimed calls per case first")
-    parser.set_defaults(func=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
+    """Run the benchmark `args` (parsed by `toolkeeper bench`) asks for; the exit status."""
     report = bench_gateway(calls=args.calls, repeats=args.repeats, warmup=args.warmup)
     data = report.to_dict()
     if args.json:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
@@ -27,14 +26,14 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from .._console import count, render_table
+from .._console import render_table
 from ..bench.stats import percentile
 from ..config_operators import OperatorConfig
 from ..keeper import Keeper
 from ..ledger.base import LedgerStore
 from .console_bench_fill import Shape, fill_postgres, fill_sqlite
 
-__all__ = ["ConsoleBench", "EndpointFigure", "StoreRun", "configure_console", "run"]
+__all__ = ["ConsoleBench", "EndpointFigure", "StoreRun", "command", "run"]
 
 P50_TARGET_MS = 20.0
 P99_TARGET_MS = 100.0
@@ -340,48 +339,9 @@ def render(report: ConsoleBench) -> str:
     return "\n\n".join(out)
 
 
-def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: sizes like 10000,1000000") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError("each size is at least 1")
-    return sorted(sizes)
+def command(args: argparse.Namespace) -> int:
+    """Run the benchmark `args` (parsed by `toolkeeper bench`) asks for; the exit status."""
 
-
-def _stores(text: str) -> list[str]:
-    stores = [part.strip() for part in text.split(",") if part.strip()]
-    if not stores or not set(stores) <= {"sqlite", "postgres"}:
-        raise argparse.ArgumentTypeError("sqlite, postgres or both (sqlite,postgres)")
-    return stores
-
-
-def configure_console(parser: argparse.ArgumentParser) -> None:
-    """Options of `toolkeeper bench console`."""
-    parser.add_argument(
-        "--calls",
-        type=_sizes,
-        default=[10_000, 1_000_000],
-        help="ledger sizes to fill, e.g. 10000 or 10000,1000000 (default)",
-    )
-    parser.add_argument(
-        "--approvals", type=count(0), default=10_000, help="approvals in each ledger"
-    )
-    parser.add_argument("--requests", type=count(1), default=200, help="timed per endpoint")
-    parser.add_argument(
-        "--stores", type=_stores, default=["sqlite", "postgres"], help="sqlite,postgres"
-    )
-    parser.add_argument(
-        "--postgres",
-        default=os.environ.get("TOOLKEEPER_BENCH_POSTGRES", DEFAULT_POSTGRES),
-        help="the PostgreSQL database (a schema is made and dropped in it)",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.set_defaults(func=_command)
-
-
-def _command(args: argparse.Namespace) -> int:
     def progress(text: str) -> None:
         print(f"filling {text}...", file=sys.stderr, flush=True)  # noqa: T201 - the command's output
 
