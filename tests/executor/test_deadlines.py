@@ -89,19 +89,20 @@ async def test_a_retry_has_a_deadline_of_its_own() -> None:
 
 
 async def test_a_sync_tool_past_its_deadline_times_out_and_is_left_to_finish() -> None:
-    finished = threading.Event()
+    go, finished = threading.Event(), threading.Event()
     async with Keeper(principal=APP, ledger=MemoryStore()) as keeper:
 
         @keeper.tool(effect="read_only", timeout=0.05, retry=RetryPolicy(max_attempts=1))
         def blocking() -> str:
-            time.sleep(0.3)
+            go.wait(10)
             finished.set()
             return "late"
 
         result = await keeper.execute(ToolCall(call_id="c1", name="blocking"))
         assert result.status is CallStatus.TIMED_OUT
         assert not finished.is_set()  # (the call did not wait for the thread)
-        await anyio.to_thread.run_sync(finished.wait, 5)
+        go.set()
+        assert await anyio.to_thread.run_sync(finished.wait, 10)
 
 
 def _cancelled_at(deadlines: Deadlines, seconds: float, let_go_first: bool) -> bool:
