@@ -40,6 +40,7 @@ from .executor.runtime import (
     DEFAULT_MAX_ARGUMENT_BYTES,
     Runtime,
     event_loop_clock,
+    event_loop_deadlines,
     idempotency_key,
 )
 from .ledger.base import CallRecord, LedgerStore
@@ -192,6 +193,7 @@ class Keeper(Toolbox):
         self.runtime.digest_key = digest_key(self.store)
         self.runtime.cancel_scope = type(anyio.CancelScope())
         self.runtime.loop_clock = event_loop_clock()
+        self.runtime.deadlines = event_loop_deadlines()
         await self._recover()
 
     async def _open_and_recover(self) -> None:

@@ -1,9 +1,10 @@
 """Steps 8-11 of the pipeline: run an admitted call's attempts and have the journal record them.
 
 A call with side effects is written RUNNING (committed) before its connector is invoked; a
-read-only call is written once, when it ends. Each attempt runs in one anyio cancel scope whose
-deadline is the tool's timeout. A failed attempt is retried only if its error is retryable AND
-the tool is read-only or idempotent (or nothing was sent at all), as the `RetryPolicy` allows.
+read-only call is written once, when it ends. Each attempt runs in one anyio cancel scope,
+cancelled when the tool's timeout has passed (`deadlines`). A failed attempt is retried only
+if its error is retryable AND the tool is read-only or idempotent (or nothing was sent at
+all), as the `RetryPolicy` allows.
 A call whose effect may or may not have happened ends UNKNOWN_OUTCOME and is never replayed
 blindly.
 """
@@ -140,10 +141,14 @@ async def attempt(rt: Runtime, st: CallState, number: int) -> Outcome:
         trace=headers,
         requests=trace,
     )
-    scope = rt.cancel_scope(deadline=rt.loop_clock() + spec.timeout)
+    scope = rt.cancel_scope()
     try:
         with scope:
-            value = await st.tool.connector.invoke(spec, st.validated, ctx)
+            watched = rt.deadlines.watch(scope, rt.loop_clock() + spec.timeout)
+            try:
+                value = await st.tool.connector.invoke(spec, st.validated, ctx)
+            finally:
+                rt.deadlines.let_go(watched)
         if scope.cancelled_caught:
             return _timed_out(spec.name, spec.timeout, number)
     except TimeoutError:

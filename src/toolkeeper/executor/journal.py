@@ -14,8 +14,6 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-import anyio
-
 from ..core.errors import ErrorCode, NotJSON, StoreError, ToolError
 from ..core.states import CallStatus
 from ..core.values import MCP_CONTENT, ToolResult
@@ -74,7 +72,7 @@ async def claim_running(rt: Runtime, st: CallState, run: Attempts) -> None:
     key = (st.call.task_id, st.call.call_id)
     deadline = run.started_at + st.tool.spec.timeout
     approval_id = st.approval.id if st.approval is not None else None
-    with anyio.CancelScope(shield=True):
+    with rt.cancel_scope(shield=True):
         try:
             if st.record is None:
                 running = new_record(
@@ -133,7 +131,7 @@ def end(
 
 
 async def _end_running(rt: Runtime, st: CallState, run: Attempts, outcome: Outcome) -> ToolResult:
-    with anyio.CancelScope(shield=True):
+    with rt.cancel_scope(shield=True):
         try:
             return await _record_end(rt, st, _final(st, outcome), run)
         except StoreError:
@@ -153,7 +151,7 @@ async def end_interrupted(
     """Record the end of a call an exception (a cancellation, a `SystemExit`) is taking away,
     shielded, before it goes on up. A call written RUNNING whose end fails with `failing`
     stays RUNNING, given up; one never written lets the failure go on up."""
-    with anyio.CancelScope(shield=True):
+    with rt.cancel_scope(shield=True):
         try:
             await _record_end(rt, st, _final(st, outcome), run)
         except failing:
@@ -217,7 +215,7 @@ async def hold(rt: Runtime, st: CallState, reason: str, run: Attempts | None = N
     first, or the ledger failed), the request is withdrawn.
     """
     try:
-        with anyio.CancelScope(shield=True):
+        with rt.cancel_scope(shield=True):
             if run is not None and run.recorded is not None:
                 st.record = await rt.store().get_call(st.call.task_id, st.call.call_id)
             requested = await rt.approvals.request(

@@ -23,9 +23,16 @@ from ..observe.telemetry import Telemetry
 from ..policy.approvals import Approvals
 from ..policy.budgets import Budgets, RateLimiter
 from ..schema.validate import compile_validator
+from .deadlines import Deadlines, LoopDeadlines
 from .state import Prepared
 
-__all__ = ["DEFAULT_MAX_ARGUMENT_BYTES", "Runtime", "event_loop_clock", "idempotency_key"]
+__all__ = [
+    "DEFAULT_MAX_ARGUMENT_BYTES",
+    "Runtime",
+    "event_loop_clock",
+    "event_loop_deadlines",
+    "idempotency_key",
+]
 
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
 """Arguments larger than this (1 MiB) are refused as PAYLOAD_TOO_LARGE."""
@@ -46,6 +53,14 @@ def event_loop_clock() -> Callable[[], float]:
     if sniffio.current_async_library() == "asyncio":
         return time.monotonic
     return anyio.current_time
+
+
+def event_loop_deadlines() -> Deadlines:
+    """What cancels attempts at their deadline on the running event loop: on asyncio, one
+    timer per loop (`LoopDeadlines`); on another backend, each attempt's scope's own."""
+    if sniffio.current_async_library() == "asyncio":
+        return LoopDeadlines()
+    return Deadlines()
 
 
 def _has_defaults(node: Any, depth: int = 0) -> bool:
@@ -99,6 +114,9 @@ class Runtime:
     loop_clock: Callable[[], float] = anyio.current_time
     """The event loop's clock, which cancel scopes' deadlines are on (`Keeper.open` binds
     the running backend's: `event_loop_clock`)."""
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    """Cancels each attempt's scope at its deadline (`Keeper.open` binds the running
+    backend's: `event_loop_deadlines`)."""
     draining: bool = False
     """Set when the process is stopping (`Keeper.drain`): calls in flight end after their
     current attempt, without retries."""
