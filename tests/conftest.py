@@ -71,6 +71,21 @@ def pg_schema() -> Iterator[str]:
             admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
+@pytest.fixture
+def model_cache(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """`$TOOLKEEPER_CACHE` in `tmp_path`: vectors of this test's own, but the bundled model's
+    int8 graph shared by the whole run (`models/`, a link), as building it takes seconds of
+    CPU each time. Returns the cache folder."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "models"
+    shared.mkdir(exist_ok=True)
+    (tmp_path / "models").symlink_to(shared, target_is_directory=True)
+    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
+    return tmp_path
+
+
 def redis_url() -> str:
     return os.environ.get("TOOLKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
@@ -92,3 +107,4 @@ def redis_server() -> Iterator[object]:
         pytest.skip(f"Redis is not reachable at {url}")
     yield client
     client.close()
+
