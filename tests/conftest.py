@@ -108,3 +108,36 @@ def redis_server() -> Iterator[object]:
     yield client
     client.close()
 
+
+SLOW_MODULES = (
+    "tests/adversarial/",
+    "tests/bench/",
+    "tests/cli/test_bench.py",
+    "tests/cli/test_eval.py",
+    "tests/cli/test_main.py",
+    "tests/cli/test_serve.py",
+    "tests/connectors/test_mcp.py",
+    "tests/connectors/test_sandbox.py",
+    "tests/eval/",
+    "tests/executor/test_race_postgres.py",
+    "tests/ledger/test_race.py",
+    "tests/observe/test_otel.py",
+    "tests/policy/test_budgets_across_processes.py",
+    "tests/retrieval/test_adapter.py",
+    "tests/retrieval/test_embed.py",
+    "tests/retrieval/test_mcp_pool.py",
+    "tests/retrieval/test_meta.py",
+    "tests/server/",
+    "tests/test_deploy_example.py",
+    "tests/test_readme.py",
+    "tests/test_toolbox.py",
+)
+"""Modules whose tests are all `slow`, left out of `make check`: they start gateways, upstream
+servers, sandboxes, browsers, the CLI or racing processes of their own, load the bundled model,
+or run the benchmarks (2.5 to 30 s of CPU a test, where the others take milliseconds)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)
