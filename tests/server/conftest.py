@@ -144,7 +144,7 @@ async def serving(deployment: Deployment, **options: Any) -> AsyncIterator[str]:
     async with anyio.create_task_group() as tg:
         options.setdefault("operators", deployment.operators)
         tg.start_soon(partial(serve_http, deployment.gateway, port=0, started=started, **options))
-        with anyio.fail_after(10):
+        with anyio.fail_after(60):  # (seconds on a busy machine)
             await ready.wait()
         yield f"http://127.0.0.1:{ports[0]}/mcp"
         tg.cancel_scope.cancel()
