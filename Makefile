@@ -8,7 +8,7 @@ BWRAP := /usr/bin/bwrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint typecheck unit clean docs
+.PHONY: run test lint typecheck unit check clean docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,10 +48,23 @@ $(BWRAP):
 $(CHROMIUM):
 	$(SUDO) apt-get install -y chromium || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
 
-unit: $(STAMP_TEST) $(INSPECTOR) $(BWRAP) $(CHROMIUM)
-	$(BIN)/pytest
+# The suite on one worker per core (pytest-xdist; `make unit WORKERS=0` runs it in one process):
+# its tests keep to their own tmp_path, port 0, PostgreSQL schema and Redis key prefix.
+# `worksteal` evens out the long tests (a few take 10 s or more) across the workers.
+WORKERS ?= auto
+PYTEST := $(BIN)/pytest -n $(WORKERS) --dist worksteal
 
-test: lint typecheck unit
+unit: $(STAMP_TEST) $(INSPECTOR) $(BWRAP) $(CHROMIUM)
+	$(PYTEST)
+
+# Lint first (seconds), then the type check beside the tests: they spend much of their time
+# waiting on the processes and servers they start, and a cold mypy takes ~50 s of CPU.
+test: lint
+	$(MAKE) --no-print-directory -j2 typecheck unit
+
+# Lint, types and the fast tests (not `slow`: no gateway, upstream, browser or CLI processes).
+check: lint typecheck $(STAMP_TEST) $(INSPECTOR) $(BWRAP) $(CHROMIUM)
+	$(PYTEST) -m "not slow"
 
 # The docs site with its API reference from the docstrings, into site/ (no network at build time:
 # the theme's assets ship in the mkdocs package; nothing is fetched).

@@ -71,6 +71,21 @@ def pg_schema() -> Iterator[str]:
             admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
+@pytest.fixture
+def model_cache(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """`$TOOLKEEPER_CACHE` in `tmp_path`: vectors of this test's own, but the bundled model's
+    int8 graph shared by the whole run (`models/`, a link), as building it takes seconds of
+    CPU each time. Returns the cache folder."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "models"
+    shared.mkdir(exist_ok=True)
+    (tmp_path / "models").symlink_to(shared, target_is_directory=True)
+    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
+    return tmp_path
+
+
 def redis_url() -> str:
     return os.environ.get("TOOLKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
@@ -92,3 +107,37 @@ def redis_server() -> Iterator[object]:
         pytest.skip(f"Redis is not reachable at {url}")
     yield client
     client.close()
+
+
+SLOW_MODULES = (
+    "tests/adversarial/",
+    "tests/bench/",
+    "tests/cli/test_bench.py",
+    "tests/cli/test_eval.py",
+    "tests/cli/test_main.py",
+    "tests/cli/test_serve.py",
+    "tests/connectors/test_mcp.py",
+    "tests/connectors/test_sandbox.py",
+    "tests/eval/",
+    "tests/executor/test_race_postgres.py",
+    "tests/ledger/test_race.py",
+    "tests/observe/test_otel.py",
+    "tests/policy/test_budgets_across_processes.py",
+    "tests/retrieval/test_adapter.py",
+    "tests/retrieval/test_embed.py",
+    "tests/retrieval/test_mcp_pool.py",
+    "tests/retrieval/test_meta.py",
+    "tests/server/",
+    "tests/test_deploy_example.py",
+    "tests/test_readme.py",
+    "tests/test_toolbox.py",
+)
+"""Modules whose tests are all `slow`, left out of `make check`: they start gateways, upstream
+servers, sandboxes, browsers, the CLI or racing processes of their own, load the bundled model,
+or run the benchmarks (2.5 to 30 s of CPU a test, where the others take milliseconds)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)

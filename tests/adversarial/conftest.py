@@ -64,7 +64,9 @@ file = "{TOOLS}"
 [upstreams.t]
 command = "{sys.executable}"
 args = ["{UPSTREAM}"]
-timeout = 10
+# (generous: a call waits for the server to be back, which on a busy machine takes seconds)
+timeout = 60
+connect_timeout = 60
 
 # The operator's facts about the writes (sneaky_delete has only its server's word).
 [upstreams.t.tools.slow_append]

@@ -21,6 +21,7 @@ from toolkeeper import CallStatus, ErrorCode, Keeper, ToolCall
 from toolkeeper.server import Deployment
 
 from ..conftest import postgres_url
+from ..server.conftest import upstreams_back
 from .conftest import (
     CLI,
     TOKENS,
@@ -118,6 +119,7 @@ async def test_a_write_settled_as_not_done_runs_once_when_proposed_again_at_once
         assert code_of(await mallory.call_tool("t.die_midway", args)) == "UNKNOWN_OUTCOME"
         [record] = await deployment.keeper.store.list_calls()
         settle(tmp_path, record.task_id, record.call_id, "--failed", "--note", "not done")
+        await upstreams_back(deployment)
         results = []
 
         async def one() -> None:

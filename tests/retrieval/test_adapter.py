@@ -149,13 +149,9 @@ def test_an_adapter_of_another_dimension_is_refused_when_the_embedder_is_made() 
         MiniLMEmbedder(query_adapter=QueryAdapter(np.zeros((16, 16))))
 
 
-def test_a_keeper_selects_with_the_query_adapter_it_was_given(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_keeper_selects_with_the_query_adapter_it_was_given(model_cache: Path) -> None:
     pytest.importorskip("onnxruntime")
     from toolkeeper import Keeper
-
-    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
 
     adapter = QueryAdapter(np.zeros((384, 384)))
     keeper = Keeper(principal=APP, ledger="memory://", query_adapter=adapter)

@@ -163,11 +163,8 @@ def test_summaries_keep_the_first_sentence() -> None:
 
 
 @pytest.mark.anyio
-async def test_keeper_selects_and_discovers_with_the_bundled_model(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_keeper_selects_and_discovers_with_the_bundled_model(model_cache: Path) -> None:
     pytest.importorskip("onnxruntime")
-    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
     keeper = Keeper(principal=APP, ledger="memory://")
 
     def get_weather(city: str) -> str:
@@ -192,7 +189,7 @@ async def test_keeper_selects_and_discovers_with_the_bundled_model(
             _call("call_tool", {"name": "get_weather", "arguments": {"city": "Lisbon"}}, 2)
         )
         assert result.data == "sunny in Lisbon"
-    assert (tmp_path / "embeddings.sqlite").exists()
+    assert (model_cache / "embeddings.sqlite").exists()
 
 
 @pytest.mark.anyio
@@ -261,11 +258,10 @@ def get_weather(city: str) -> str:
 
 
 @pytest.fixture
-def weather_keepers(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def weather_keepers(model_cache: Path) -> Any:
     """Makes keepers with `get_weather`, whose selectors use the bundled model (vectors
     cached under `tmp_path`); closes them after the test."""
     pytest.importorskip("onnxruntime")
-    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
     made: list[Keeper] = []
 
     def make(**options: Any) -> Keeper:

@@ -63,7 +63,9 @@ file = "{ROOT / "examples" / "demo_tools.py"}"
 [upstreams.t]
 command = "{sys.executable}"
 args = ["{UPSTREAM}"]
-timeout = 10
+# (generous: a call waits for the server to be back, which on a busy machine takes seconds)
+timeout = 60
+connect_timeout = 60
 trust_hints = {str(trust_hints).lower()}
 
 [principals.alice]
@@ -142,7 +144,7 @@ async def serving(deployment: Deployment, **options: Any) -> AsyncIterator[str]:
     async with anyio.create_task_group() as tg:
         options.setdefault("operators", deployment.operators)
         tg.start_soon(partial(serve_http, deployment.gateway, port=0, started=started, **options))
-        with anyio.fail_after(10):
+        with anyio.fail_after(60):  # (seconds on a busy machine)
             await ready.wait()
         yield f"http://127.0.0.1:{ports[0]}/mcp"
         tg.cancel_scope.cancel()
@@ -157,6 +159,15 @@ async def connected(url: str, token: str | None, **options: object) -> AsyncIter
         Client(streamable_http_client(url, http_client=http), **options) as client,  # type: ignore[arg-type]
     ):
         yield client
+
+
+async def upstreams_back(deployment: Deployment) -> None:
+    """Return once every upstream of `deployment` is connected again: one that died restarts
+    in a second or two on a quiet machine, ten or more on a busy one, and a call proposed
+    meanwhile fails as unavailable once the connector's short wait for it is over."""
+    with anyio.fail_after(120):
+        for upstream in deployment.upstreams:
+            await upstream.wait_connected()
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from toolkeeper.server import Deployment, build
 from toolkeeper.server.call_ids import REPEAT_WINDOW
 from toolkeeper.server.gateway import Gateway
 
-from .conftest import TOKENS, ClientFactory, config_text, connected, serving
+from .conftest import TOKENS, ClientFactory, config_text, connected, serving, upstreams_back
 from .test_gateway import code_of
 from .test_stdio_calls import calls_in
 from .test_transports import CLI, stdio_server
@@ -253,6 +253,7 @@ async def test_a_write_of_unknown_outcome_is_answered_again_until_settled_not_ru
         [record] = await deployment.keeper.store.list_calls()
         settle(tmp_path, record.task_id, record.call_id, "--failed", "--note", "checked")
         # Found not to have taken effect: the next proposal is a new call, which runs.
+        await upstreams_back(deployment)
         rerun = await alice.call_tool("t.die_midway", args)
     assert code_of(rerun) == "UNKNOWN_OUTCOME"
     assert marker.read_text() == "started\nstarted\n"
@@ -284,6 +285,7 @@ async def test_a_write_settled_as_done_is_answered_with_what_was_found_then_runs
         assert settled.structured_content == {"result": "done, by hand"}
         assert marker.read_text() == "started\n"
         # Its outcome answered, the same proposal again is a new call.
+        await upstreams_back(deployment)
         assert code_of(await alice.call_tool("t.die_midway", args)) == "UNKNOWN_OUTCOME"
     assert marker.read_text() == "started\nstarted\n"
 

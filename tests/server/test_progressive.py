@@ -19,9 +19,8 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def keeper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Keeper:
+def keeper(model_cache: Path) -> Keeper:
     """A keeper with one weather tool, its tool vectors cached under `tmp_path`."""
-    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
     keeper = Keeper(principal=APP, ledger="memory://")
 
     @keeper.tool(effect="read_only")
@@ -68,13 +67,12 @@ async def test_discovery_never_offers_a_tool_of_a_source_that_is_down(keeper: Ke
 
 
 async def test_search_tools_ranks_and_abstains_as_the_keepers_own_select(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    model_cache: Path,
 ) -> None:
     # The gateway's search ignored `Keeper(selection=...)`: a keeper told never to abstain
     # still answered no_tool_fits=true, and a `query_adapter` of its own went unused.
     from toolkeeper.retrieval.fusion import FusionConfig
 
-    monkeypatch.setenv("TOOLKEEPER_CACHE", str(tmp_path))
     keeper = Keeper(principal=APP, ledger="memory://", selection=FusionConfig(abstain_below=None))
 
     @keeper.tool(effect="read_only")
