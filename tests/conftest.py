@@ -116,6 +116,7 @@ SLOW_MODULES = (
     "tests/cli/test_eval.py",
     "tests/cli/test_main.py",
     "tests/cli/test_serve.py",
+    "tests/cli/test_startup.py",
     "tests/connectors/test_mcp.py",
     "tests/connectors/test_sandbox.py",
     "tests/eval/",
@@ -129,6 +130,9 @@ SLOW_MODULES = (
     "tests/retrieval/test_meta.py",
     "tests/server/",
     "tests/test_deploy_example.py",
+    "tests/test_docs_code.py",
+    "tests/test_docs_reference.py",
+    "tests/test_examples.py",
     "tests/test_readme.py",
     "tests/test_toolbox.py",
 )
