@@ -123,14 +123,18 @@ def _agent(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=_later("toolkeeper.bench.agent:command"))
 
 
-def _sizes(text: str) -> list[int]:
+def _counts(text: str, what: str = "counts like 1,2,4") -> list[int]:
     try:
-        sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+        values = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: sizes like 10000,1000000") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError("each size is at least 1")
-    return sorted(sizes)
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected {what}, each 1 or more, not {text!r}")
+    return values
+
+
+def _sizes(text: str) -> list[int]:
+    return sorted(_counts(text, "sizes like 10000,1000000"))
 
 
 def _stores(text: str) -> list[str]:
@@ -165,16 +169,6 @@ def _console(parser: argparse.ArgumentParser) -> None:
     _postgres(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=_later("toolkeeper.server.console_bench:command"))
-
-
-def _counts(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected counts of 1 or more like 1,2,4, not {text!r}")
-    return values
 
 
 def _scale(parser: argparse.ArgumentParser) -> None:
