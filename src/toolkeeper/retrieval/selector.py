@@ -395,29 +395,39 @@ class Selector:
             embed = getattr(self._embedder, "embed_queries", self._embedder.embed)
             embedding = self._embedding_pool().submit(embed, [dense_text])
         keyword = self._search_words(text, depth, allowed, restrict)
-        clause_hits = [self._search_words(p, depth, allowed, restrict) for p in parts]
+        # Whatever needs no query vector is done before waiting for it: the clauses' rankings
+        # and the whole query's words and their coverage by the keyword hits.
+        clause_tools = [
+            self._clause_tools(part, self._search_words(part, depth, allowed, restrict), allowed)
+            for part in parts
+        ]
+        query_words = content_words(text)
+        coverage = self._coverage(query_words, keyword, [])
         vector = embedding.result()[0] if embedding is not None else None
-        whole = self._rank_one(text, keyword, vector, allowed, restrict, depth)
+        whole = self._rank_one(
+            text, keyword, vector, allowed, restrict, depth, words=query_words, coverage=coverage
+        )
         hedge = [name for name, _ in whole.dense] if self.config.dense_hedge else []
         if not parts and not hedge:
             return whole
-        # A clause is ranked by its words alone; its tools that cover too little of it are left
-        # out before they join the request's ranking.
-        clause_tools = []
-        for part, hits in zip(parts, clause_hits, strict=True):
-            ranked = self._rank_one(part, hits, None, allowed, restrict, depth)
-            kept = [
-                f
-                for i, f in enumerate(ranked.fused)
-                if ranked.coverage[f.name].query
-                >= (_CLAUSE_FIRST_COVERAGE if i == 0 else _CLAUSE_COVERAGE)
-            ]
-            clause_tools.append(kept)
         return dataclasses.replace(
             whole,
             fused=interleave(whole.fused, clause_tools, hedge),
             clauses=tuple(parts),
         )
+
+    def _clause_tools(
+        self, part: str, hits: list[tuple[str, float]], allowed: AbstractSet[str]
+    ) -> list[Fused]:
+        """A clause's ranking by its words alone, without the tools that cover too little of
+        it (they would join the request's ranking for a word or two)."""
+        ranked = self._rank_one(part, hits, None, allowed, None, 0)
+        return [
+            f
+            for i, f in enumerate(ranked.fused)
+            if ranked.coverage[f.name].query
+            >= (_CLAUSE_FIRST_COVERAGE if i == 0 else _CLAUSE_COVERAGE)
+        ]
 
     def _search_words(
         self, text: str, depth: int, allowed: AbstractSet[str], restrict: AbstractSet[str] | None
@@ -435,8 +445,12 @@ class Selector:
         allowed: AbstractSet[str],
         restrict: AbstractSet[str] | None,
         depth: int,
+        *,
+        words: frozenset[str] | None = None,
+        coverage: dict[str, Coverage] | None = None,
     ) -> Ranking:
-        """The rankings of one text: its keyword hits, and the dense search of its vector."""
+        """The rankings of one text: its keyword hits, and the dense search of its vector
+        (`words`, `coverage`: its content words and their coverage so far, if known)."""
         dense: list[tuple[str, float]] = []
         similarity: dict[str, float] = {}
         if self._dense is not None and vector is not None:
@@ -447,8 +461,8 @@ class Selector:
             for name, _ in keyword:
                 if name not in reached and name in self._dense:
                     similarity[name] = float(self._dense.vector(name) @ vector)
-        query_words = content_words(text)
-        coverage = self._coverage(query_words, keyword, dense)
+        query_words = content_words(text) if words is None else words
+        coverage = self._coverage(query_words, keyword, dense, coverage)
         fused = fuse(keyword, dense, self.config, similarity, coverage)
         return Ranking(
             keyword=keyword,
@@ -465,9 +479,12 @@ class Selector:
         query_words: frozenset[str],
         keyword: list[tuple[str, float]],
         dense: list[tuple[str, float]],
+        known: dict[str, Coverage] | None = None,
     ) -> dict[str, Coverage]:
+        """How much of `query_words` each candidate covers (`known`: some already counted;
+        extended in place)."""
         size = max(len(query_words), 1)
-        out: dict[str, Coverage] = {}
+        out: dict[str, Coverage] = {} if known is None else known
         for name, _ in (*keyword, *dense):
             if name not in out:
                 words = self._name_words.get(name, frozenset())
