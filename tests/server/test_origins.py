@@ -148,3 +148,14 @@ async def test_a_page_of_an_allowed_origin_may_send_its_token_and_read_the_sessi
     assert answer.status_code == 200
     assert answer.headers["access-control-allow-origin"] == page
     assert "mcp-session-id" in answer.headers["access-control-expose-headers"]
+
+
+async def test_the_operators_api_refuses_in_its_own_error_shape_and_mcp_in_json_rpc() -> None:
+    async with serving("127.0.0.1") as port, httpx2.AsyncClient(timeout=30) as http:
+        base = f"http://127.0.0.1:{port}"
+        page = await http.get(f"{base}/api/v1/approvals", headers={"Origin": "http://evil.example"})
+        named = await http.get(f"{base}/api/v1/approvals", headers={"Host": "evil.example"})
+        mcp = await initialize(port, Origin="http://evil.example")
+    assert (page.status_code, page.json()["error"]["code"]) == (403, "FORBIDDEN")
+    assert (named.status_code, named.json()["error"]["code"]) == (421, "HOST_NOT_ALLOWED")
+    assert mcp.json()["error"]["code"] == -32600 and mcp.json()["id"] is None

@@ -18,7 +18,9 @@ __all__ = ["ERROR_CODES", "document"]
 
 ERROR_CODES = {
     "UNAUTHENTICATED": "no operator token, or one no operator holds (401)",
-    "FORBIDDEN": "the operator's role does not allow it (403)",
+    "FORBIDDEN": "the operator's role does not allow it, or a browser's Origin is not the "
+    "gateway's (403)",
+    "HOST_NOT_ALLOWED": "the request's Host is not a name the gateway answers to (421)",
     "FOUR_EYES": "the call was proposed by one of the operator's own principals (403)",
     "NOT_FOUND": "no such approval, call or principal (404)",
     "NOT_PENDING": "the approval was decided, withdrawn or has expired (409)",

@@ -87,9 +87,9 @@ class HostGuard:
         refusal = None
         host_text = host.decode("latin-1").lower()
         if not self._host_allowed(host_text):
-            refusal = 421, "Misdirected Request: Host not allowed", "host", host
+            refusal = 421, "HOST_NOT_ALLOWED", "Misdirected Request: Host not allowed", host
         elif origin and not self._origin_allowed(origin.decode("latin-1"), host_text):
-            refusal = 403, "Forbidden: Origin not allowed", "origin", origin
+            refusal = 403, "FORBIDDEN", "Forbidden: Origin not allowed", origin
         if refusal is None:
             if not origin:
                 await self._app(scope, receive, send)
@@ -98,12 +98,17 @@ class HostGuard:
             else:
                 await self._app(scope, receive, _with_cors(send, origin))
             return
-        status, message, header, value = refusal
+        status, code, message, value = refusal
+        header = "host" if status == 421 else "origin"
         logger.warning("refused an HTTP request for its %s header %r", header, value)
-        # A JSON-RPC error without an id, as the SDK answers the requests it refuses.
-        error = {"code": mcp_types.INVALID_REQUEST, "message": message}
-        answer = JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=status)
-        await answer(scope, receive, send)
+        if scope["path"].startswith("/api/"):
+            # The operators' API answers in its own shape (`openapi.ERROR_CODES`).
+            body: dict[str, object] = {"error": {"code": code, "message": message}}
+        else:
+            # A JSON-RPC error without an id, as the SDK answers the requests it refuses.
+            error = {"code": mcp_types.INVALID_REQUEST, "message": message}
+            body = {"jsonrpc": "2.0", "id": None, "error": error}
+        await JSONResponse(body, status_code=status)(scope, receive, send)
 
     def _host_allowed(self, host: str) -> bool:
         name, _ = _split(host)
