@@ -39,7 +39,7 @@ _COMMANDS: dict[str, tuple[str, ...]] = {
     "chat": ("chat",),
 }
 
-# each top-level command's one line in `toolkeeper --help` (a test checks each module agrees)
+# each top-level command's one line in `toolkeeper --help`, which its module's `register` uses too
 _HELP: dict[str, str] = {
     "demo": "run the end-to-end demo scenario",
     "approvals": "list, show, approve or deny approval requests",

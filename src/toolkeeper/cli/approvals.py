@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._console import CELL_WIDTH, count, render_table
+from . import _HELP
 from ._common import LIST_LIMIT, add_ledger_option, cut, existing_ledger, ledger_hint
 
 if TYPE_CHECKING:
@@ -182,9 +183,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add `approvals` to the command line."""
-    parser = subparsers.add_parser(
-        "approvals", help="list, show, approve or deny approval requests"
-    )
+    parser = subparsers.add_parser("approvals", help=_HELP["approvals"])
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="pending requests (or all with --all)")
     listing.add_argument("--all", action="store_true", help="include decided requests")

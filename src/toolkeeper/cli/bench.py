@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .._console import render_table
-from . import _Parser
+from . import _HELP, _Parser
 from ._bench_options import BENCHES
 
 if TYPE_CHECKING:
@@ -26,8 +26,7 @@ def register(subparsers: Any) -> None:
     """Add `bench` and one sub-command per entry of `BENCHES`."""
     parser = subparsers.add_parser(
         "bench",
-        help="time the executor, gateway, agent, connectors, console and retrieval next to "
-        "peers, and scale over processes",
+        help=_HELP["bench"],
     )
     sub = parser.add_subparsers(
         dest="bench_command", metavar="WHAT", required=True, parser_class=_Parser

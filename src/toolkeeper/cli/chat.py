@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
+from . import _HELP
+
 if TYPE_CHECKING:
     from ..agent import Agent, RunResult
 
@@ -30,7 +32,7 @@ def register(subparsers: Any) -> None:
     """Add `chat`."""
     chat = subparsers.add_parser(
         "chat",
-        help="chat with a model using a configuration's tools, approving calls at the terminal",
+        help=_HELP["chat"],
         description="An interactive agent loop on the tools of a gateway configuration: the "
         "model's calls go through the keeper, and a call that needs approval is shown with "
         "its exact arguments for you to approve or deny.",

@@ -9,6 +9,8 @@ from typing import Any
 
 import anyio
 
+from . import _HELP
+
 __all__ = ["register"]
 
 
@@ -43,7 +45,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add `demo` to the command line."""
-    parser = subparsers.add_parser("demo", help="run the end-to-end demo scenario")
+    parser = subparsers.add_parser("demo", help=_HELP["demo"])
     parser.add_argument(
         "--dir", default=None, help="keep the ledger and files here (default: a temp dir)"
     )

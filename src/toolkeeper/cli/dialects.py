@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import _HELP
+
 if TYPE_CHECKING:
     from ..dialects import Loss
 
@@ -36,9 +38,7 @@ IMPORTERS = (*DIALECTS, "bfcl", "sealtools")
 
 def register(subparsers: Any) -> None:
     """Add `dialects convert` and `dialects check-args`."""
-    parser = subparsers.add_parser(
-        "dialects", help="convert tool definitions between formats, or check-args against them"
-    )
+    parser = subparsers.add_parser("dialects", help=_HELP["dialects"])
     sub = parser.add_subparsers(dest="dialects_command", metavar="SUBCOMMAND", required=True)
     conv = sub.add_parser("convert", help="convert tool definitions, reporting every loss")
     _add_source(conv, "the format of the definitions read")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._console import count, render_table
+from . import _HELP
 from ._eval_agent import register_agent
 from ._eval_safety import safety as run_safety
 
@@ -43,8 +44,7 @@ def register(subparsers: Any) -> None:
     """Add `eval retrieval`, `abstain`, `fit-adapter`, `safety` and `agent`."""
     parser = subparsers.add_parser(
         "eval",
-        help="measure retrieval and when to abstain on benchmark files, fit-adapter, the "
-        "safety rates of fault-injected runs, or an agent on a task file",
+        help=_HELP["eval"],
     )
     sub = parser.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
 

@@ -25,6 +25,7 @@ from .._console import count, render_table
 from ..core._visible import visible, visible_json
 from ..core.errors import ToolkeeperError
 from ..core.states import CallStatus
+from . import _HELP
 from ._common import (
     LIST_LIMIT,
     add_ledger_option,
@@ -242,7 +243,7 @@ def register(subparsers: Any) -> None:
     """Add `toolkeeper ledger`."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "ledger",
-        help="list the calls in a ledger, and the unknown ones a person must settle",
+        help=_HELP["ledger"],
         description="List the calls in a ledger, or those whose outcome a person must decide.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -19,6 +19,8 @@ from typing import Any
 
 import anyio
 
+from . import _HELP
+
 __all__ = ["register"]
 
 
@@ -26,7 +28,7 @@ def register(subparsers: Any) -> None:
     """Add `serve` and `list-tools`."""
     serve = subparsers.add_parser(
         "serve",
-        help="run the MCP gateway (streamable HTTP, or --stdio)",
+        help=_HELP["serve"],
         description="Serve the tools of a configuration over MCP, every call through the "
         "executor, for the principals and tokens the configuration names.",
     )
@@ -40,9 +42,7 @@ def register(subparsers: Any) -> None:
     )
     serve.set_defaults(func=_serve)
 
-    probe = subparsers.add_parser(
-        "list-tools", help="list (or call) the tools of an MCP server over streamable HTTP"
-    )
+    probe = subparsers.add_parser("list-tools", help=_HELP["list-tools"])
     probe.add_argument(
         "--url", required=True, help="the MCP endpoint, e.g. http://127.0.0.1:8765/mcp"
     )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._console import render_table
+from . import _HELP
 from ._common import add_ledger_option, existing_ledger, ledger_hint
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def register(subparsers: Any) -> None:
     """Add `tools` to the command line."""
     parser = subparsers.add_parser(
         "tools",
-        help="pending, diff, accept or reject upstream tools' changed definitions (pins)",
+        help=_HELP["tools"],
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     pending = actions.add_parser("pending", help="tools whose definition waits for a decision")
