@@ -87,9 +87,9 @@ class HostGuard:
         refusal = None
         host_text = host.decode("latin-1").lower()
         if not self._host_allowed(host_text):
-            refusal = 421, "HOST_NOT_ALLOWED", "Misdirected Request: Host not allowed", host
+            refusal = 421, "HOST_NOT_ALLOWED", "Misdirected Request: Host not allowed", "host", host
         elif origin and not self._origin_allowed(origin.decode("latin-1"), host_text):
-            refusal = 403, "FORBIDDEN", "Forbidden: Origin not allowed", origin
+            refusal = 403, "FORBIDDEN", "Forbidden: Origin not allowed", "origin", origin
         if refusal is None:
             if not origin:
                 await self._app(scope, receive, send)
@@ -98,8 +98,7 @@ class HostGuard:
             else:
                 await self._app(scope, receive, _with_cors(send, origin))
             return
-        status, code, message, value = refusal
-        header = "host" if status == 421 else "origin"
+        status, code, message, header, value = refusal
         logger.warning("refused an HTTP request for its %s header %r", header, value)
         if scope["path"].startswith("/api/"):
             # The operators' API answers in its own shape (`openapi.ERROR_CODES`).
