@@ -14,6 +14,7 @@ from toolkeeper import Keeper
 from toolkeeper.core.errors import StoreError
 from toolkeeper.core.states import CallStatus
 from toolkeeper.ledger import LedgerStore, SQLiteStore
+from toolkeeper.ledger import _sql as q
 from toolkeeper.ledger.migrations import (
     INSERT_VERSION,
     LATEST,
@@ -134,6 +135,9 @@ async def test_a_ledger_written_before_content_blocks_were_kept_opens_and_keeps_
         conn.execute("DROP TABLE tool_pins")
         for index in ("newest", "by_tool", "by_principal", "by_status", "by_call_id"):
             conn.execute(f"DROP INDEX calls_{index}")
+        conn.execute(
+            "CREATE INDEX calls_unsettled ON calls (status, created_at) WHERE status <> 'SUCCEEDED'"
+        )
         conn.execute("DELETE FROM schema_version WHERE version > 1")
     blocks = ({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},)
     async with SQLiteStore(path) as store:
@@ -143,6 +147,24 @@ async def test_a_ledger_written_before_content_blocks_were_kept_opens_and_keeps_
         )
         assert await store.get_call("task-1", "new") == new
     assert new.content == blocks
+
+
+async def test_lists_by_state_search_an_index_and_a_call_writes_no_redundant_one(
+    tmp_path: Path,
+) -> None:
+    # Recovery lists the unsettled calls of a ledger of millions: by an index, never a scan.
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path):
+        pass
+    with sqlite3.connect(path) as conn:
+        for statuses in ([CallStatus.RUNNING], [CallStatus.RUNNING, CallStatus.CANCELLED]):
+            sql, params = q.list_calls_query(statuses, None, 100)
+            plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+            assert "SEARCH c USING INDEX calls_by_status" in plan, plan
+        indexes = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+        }
+    assert "calls_unsettled" not in indexes  # (calls_by_status covers it; each write paid twice)
 
 
 async def test_a_closed_store_refuses_work(tmp_path: Path) -> None:

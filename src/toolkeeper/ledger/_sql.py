@@ -77,11 +77,6 @@ def result_params(apart: tuple[str, str]) -> tuple[Any, ...]:
     return (sha, text, len(text.encode()))
 
 
-# Repeats the predicate of the partial index `calls_unsettled` word for word, so that the
-# query planners (SQLite's matches terms literally) may use it.
-_UNSETTLED = "c.status <> 'SUCCEEDED'"
-
-
 def _in(column: str, values: Sequence[str]) -> str:
     return f"{column} IN ({', '.join('?' * len(values))})"
 
@@ -105,8 +100,6 @@ def list_calls_query(
         else:
             where.append(_in("c.status", statuses))
             params.extend(s.value for s in statuses)
-            if CallStatus.SUCCEEDED not in statuses:
-                where.append(_UNSETTLED)
     if task_id is not None:
         where.append("c.task_id = ?")
         params.append(task_id)

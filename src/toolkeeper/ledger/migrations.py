@@ -176,6 +176,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX calls_by_call_id ON calls (call_id)",
         ),
     ),
+    Migration(
+        version=7,
+        name="drop calls_unsettled: calls_by_status serves every list by state",
+        # (every write call paid for both: an entry added when RUNNING, removed when ended)
+        statements=("DROP INDEX calls_unsettled",),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version
