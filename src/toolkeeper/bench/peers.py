@@ -8,7 +8,11 @@ function's result is in hand":
   (`dataclasses.replace`, as `_build_tool_context`), JSON validation by the tool's
   `args_validator.validate_json` (as `_validate_tool_args`), then `FunctionToolset.call_tool`.
 - openai-agents: `function_tool(func)`, then `FunctionTool.on_invoke_tool(ToolContext, json)`,
-  which parses and validates the JSON itself.
+  which parses and validates the JSON itself. It enforces no deadline there (a tool's
+  `timeout` applies in its runner, which wraps the call in a task and `asyncio.wait_for`).
+- openai-agents with a deadline: the same call inside `anyio.fail_after(ToolSpec.timeout)`,
+  the per-call deadline every toolkeeper attempt has. For reference, not a target: it tells
+  what the deadline alone costs next to the peer's call.
 - langchain-core: `StructuredTool.from_function(coroutine=func)`, then `ainvoke` of a
   `tool_call` dict whose `args` were parsed from the JSON (as a chat model's tool-call parser
   does), returning a `ToolMessage`.
@@ -137,6 +141,27 @@ async def _openai_agents(func: Callable[..., Awaitable[int]]) -> Case:
     )
 
 
+async def _openai_agents_deadline(func: Callable[..., Awaitable[int]]) -> Case:
+    import anyio
+
+    from ..core.values import ToolSpec
+
+    bare = await _openai_agents(func)
+    invoke_bare = bare.invoke
+    timeout = ToolSpec(name=func.__name__).timeout  # (the default a toolkeeper tool gets)
+
+    async def invoke(call_id: str, arguments: str) -> Any:
+        with anyio.fail_after(timeout):
+            return await invoke_bare(call_id, arguments)
+
+    return dataclasses.replace(
+        bare,
+        key="openai_agents_deadline",
+        label="openai-agents+deadline: on_invoke_tool in anyio.fail_after",
+        invoke=invoke,
+    )
+
+
 async def _langchain_core(func: Callable[..., Awaitable[int]]) -> Case:
     structured_tool = _load("langchain_core.tools", "langchain-core").StructuredTool
     name = func.__name__
@@ -183,6 +208,12 @@ PEERS: tuple[Peer, ...] = (
         name="openai-agents",
         distribution="openai-agents",
         build=_openai_agents,
+    ),
+    Peer(
+        key="openai_agents_deadline",
+        name="openai-agents + deadline",
+        distribution="openai-agents",
+        build=_openai_agents_deadline,
     ),
     Peer(
         key="langchain_core",

@@ -58,7 +58,8 @@ def _executor(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Median per-call time of toolkeeper's whole pipeline for a trivial async tool: "
         "(a) read_only on the in-memory ledger, (b) read_only on SQLite, (c) a write tool on "
-        "SQLite; next to pydantic-ai, openai-agents and langchain-core calling the same "
+        "SQLite; next to pydantic-ai, openai-agents (bare, and inside anyio.fail_after: the "
+        "deadline every toolkeeper attempt has) and langchain-core calling the same "
         'function (pip install "toolkeeper[bench]"), in the same process.'
     )
     _timing(parser, calls=500, repeats=20, warmup=200)
