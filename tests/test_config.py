@@ -157,6 +157,14 @@ def test_an_endpoint_path_must_start_with_a_slash() -> None:
     assert (error.value.line, error.value.key) == (2, "server.path")
 
 
+def test_an_openapi_document_named_by_url_is_refused_with_what_to_do() -> None:
+    text = '[http.pets]\nbase_url = "https://api.example.com"\nopenapi = "https://api.example.com/openapi.json"\n'
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, file="gw.toml")
+    assert (error.value.line, error.value.key) == (3, "http.pets.openapi")
+    assert "curl -o" in str(error.value) and "not a URL" in str(error.value)
+
+
 def test_a_file_that_is_not_utf8_is_a_config_error_and_a_bom_is_fine(tmp_path: Path) -> None:
     binary = tmp_path / "bin.toml"
     binary.write_bytes(b"\xff\xfe[server]\n")

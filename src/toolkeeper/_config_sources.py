@@ -99,6 +99,17 @@ def _host_pattern(text: str) -> str:
     return text.lower()
 
 
+def _document_file(path: str) -> str:
+    # A document fetched at each start could change the tools under the operator's feet
+    # (pinning covers MCP upstreams only): the operator reviews a file.
+    if urlsplit(path).scheme in ("http", "https"):
+        raise ValueError(
+            "names a file beside this configuration, not a URL: download the document "
+            "(curl -o api.json URL), review it, and name the file"
+        )
+    return path
+
+
 _HTTP_METHOD = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
 
 
@@ -118,7 +129,7 @@ class HttpSourceConfig(Model):
 
     base_url: Annotated[str, AfterValidator(http_url)]
     """The URL the operations' paths are below."""
-    openapi: Annotated[str, Field(min_length=1)] | None = None
+    openapi: Annotated[str, Field(min_length=1), AfterValidator(_document_file)] | None = None
     """An OpenAPI 3.0/3.1 document (JSON, or YAML with pyyaml), relative to this file."""
     endpoints: dict[ToolName, HttpEndpointConfig] = {}
     """Endpoints written out here, by tool name."""
