@@ -3,9 +3,9 @@
 One span per call (`execute_tool {tool}`, after the GenAI semantic conventions) with the gates'
 decisions as events, one child span per attempt (current while the connector runs, so a tool's
 own spans nest under it), its W3C trace context handed to connectors that call a service
-(`CallContext.trace`), and under it one CLIENT span per HTTP request a connector sends
-(`CallContext.requests`: `GET /pets/{petId}`, after the HTTP semantic conventions), whose
-context the request carries. Metrics: `toolkeeper.calls` (a counter
+(`CallContext.trace`), and under it one CLIENT span per request a connector sends
+(`CallContext.requests`: `GET /pets/{petId}` after the HTTP semantic conventions, `tools/call
+echo` after MCP's), whose context the request carries. Metrics: `toolkeeper.calls` (a counter
 by tool, status and error code) and `toolkeeper.call.duration` (a histogram, seconds).
 Attributes name the call, its tool, task and principal, a request's method, server and route,
 never argument values or results.
@@ -131,7 +131,9 @@ class OpenTelemetry:
             self._tools[name] = tool
         return tool
 
-    def _client_span(self, parent: Span, name: str, attributes: dict[str, Any]) -> RequestTrace:
+    def _client_span(
+        self, parent: Span, name: str, attributes: dict[str, Any], status: str
+    ) -> RequestTrace:
         try:
             span = self._tracer.start_span(
                 name,
@@ -142,8 +144,8 @@ class OpenTelemetry:
             headers = self._inject(trace.set_span_in_context(span))
         except Exception:  # (telemetry must not fail a call)
             _log.exception("OpenTelemetry failed to start the span of a request")
-            return _RequestSpan(trace.INVALID_SPAN, {})
-        return _RequestSpan(span, headers)
+            return _RequestSpan(trace.INVALID_SPAN, {}, status)
+        return _RequestSpan(span, headers, status)
 
     def _inject(self, context: Context) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -195,7 +197,31 @@ class _CallSpan:
         if template is not None:
             attributes["url.template"] = template
         name = f"{method} {template}" if template else method
-        return self._owner._client_span(self._parent(), name, attributes)
+        return self._owner._client_span(self._parent(), name, attributes, _HTTP_STATUS)
+
+    def mcp_request(
+        self,
+        method: str,
+        tool: str | None,
+        *,
+        transport: str,
+        server: str | None,
+        port: int | None,
+        protocol_version: str | None,
+    ) -> RequestTrace:
+        attributes: dict[str, Any] = {"mcp.method.name": method, "network.transport": transport}
+        name = method
+        if tool is not None:
+            attributes["gen_ai.tool.name"] = tool = _text(tool)
+            attributes["gen_ai.operation.name"] = "execute_tool"
+            name = f"{method} {tool}"
+        if server is not None:
+            attributes["server.address"] = server
+        if port is not None:
+            attributes["server.port"] = port
+        if protocol_version is not None:
+            attributes["mcp.protocol.version"] = protocol_version
+        return self._owner._client_span(self._parent(), name, attributes, _RPC_STATUS)
 
     def _parent(self) -> Span:
         return self._attempt if self._attempt is not None else self._span
@@ -282,22 +308,31 @@ class _CallSpan:
         owner.duration.record(time.perf_counter() - self._began, series)
 
 
+_HTTP_STATUS = "http.response.status_code"
+_RPC_STATUS = "rpc.response.status_code"
+
+
 class _RequestSpan:
-    """The `RequestTrace` of one HTTP request: its CLIENT span."""
+    """The `RequestTrace` of one request: its CLIENT span."""
 
-    __slots__ = ("_span", "headers")
+    __slots__ = ("_span", "_status", "headers")
 
-    def __init__(self, span: Span, headers: Mapping[str, str]) -> None:
+    def __init__(self, span: Span, headers: Mapping[str, str], status: str) -> None:
         self._span = span
+        self._status = status
         self.headers = headers
 
     def ended(self, status_code: int | None, error_type: str | None) -> None:
         try:
             span = self._span
             if status_code is not None:
-                span.set_attribute("http.response.status_code", status_code)
-                if status_code >= 400 and error_type is None:
-                    error_type = str(status_code)
+                if self._status == _HTTP_STATUS:
+                    span.set_attribute(_HTTP_STATUS, status_code)
+                    if status_code >= 400 and error_type is None:
+                        error_type = str(status_code)
+                else:  # (a JSON-RPC error's code: a string, after MCP's conventions)
+                    span.set_attribute(_RPC_STATUS, str(status_code))
+                    error_type = error_type or str(status_code)
             if error_type is not None:
                 span.set_attribute("error.type", error_type)
                 span.set_status(_ERROR)
