@@ -288,7 +288,7 @@ async def test_an_http_request_that_gets_no_answer_names_the_error(captured: Cap
 
 
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
-async def test_an_mcp_upstream_receives_the_attempts_traceparent_in_meta(
+async def test_an_mcp_request_is_a_client_span_whose_context_the_upstream_receives(
     keeper: Keeper, captured: Captured, protocol: Literal["auto", "legacy"]
 ) -> None:
     # auto: the connector's own lane; legacy: the SDK's session (as over streamable HTTP)
@@ -296,15 +296,79 @@ async def test_an_mcp_upstream_receives_the_attempts_traceparent_in_meta(
         trust_hints=True, name="t", command=sys.executable, args=(UPSTREAM,), protocol=protocol
     )
     with anyio.fail_after(30):
+        async with McpUpstream(params, keeper.catalog) as upstream:
+            result = await keeper.execute(
+                ToolCall(call_id="c1", name="t.echo", arguments={"text": SECRET})
+            )
+            version = upstream.protocol_version
+    assert result.status is CallStatus.SUCCEEDED
+    spans = captured.finished()
+    attempt = _only(spans, "execute_tool t.echo attempt")
+    request = _only(spans, "tools/call echo")
+    assert request.kind is SpanKind.CLIENT
+    assert request.parent is not None and attempt.context is not None
+    assert request.parent.span_id == attempt.context.span_id
+    assert dict(request.attributes or {}) == {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": "echo",
+        "gen_ai.operation.name": "execute_tool",
+        "network.transport": "pipe",
+        "mcp.protocol.version": version,
+    }
+    assert request.status.status_code is StatusCode.UNSET
+    _version, trace_id, parent_id, _flags = result.data["traceparent"].split("-")
+    assert request.context is not None and trace_id == f"{request.context.trace_id:032x}"
+    if protocol == "auto":  # (the SDK's session may add its own span, when one is global)
+        assert parent_id == f"{request.context.span_id:016x}"
+    everything = repr([(s.name, s.attributes, [e.attributes for e in s.events]) for s in spans])
+    assert SECRET not in everything
+
+
+async def test_an_mcp_request_over_streamable_http_names_its_server(
+    keeper: Keeper, captured: Captured, tmp_path: Path
+) -> None:
+    # the upstream: the tests' gateway, over streamable HTTP
+    config = parse_config(config_text(tmp_path, upstream=False), file="t.toml")
+    async with build(config) as deployment, serving(deployment) as url:
+        params = UpstreamParams(
+            trust_hints=True,
+            name="gw",
+            url=url,
+            headers={"Authorization": f"Bearer {TOKENS['bob']}"},
+        )
+        with anyio.fail_after(30):
+            async with McpUpstream(params, keeper.catalog):
+                result = await keeper.execute(ToolCall(call_id="c1", name="gw.demo.list_notes"))
+    assert result.status is CallStatus.SUCCEEDED
+    spans = captured.finished()
+    attempt = _only(spans, "execute_tool gw.demo.list_notes attempt")
+    request = _only(spans, "tools/call demo.list_notes")
+    assert request.parent is not None and attempt.context is not None
+    assert request.parent.span_id == attempt.context.span_id
+    attributes = request.attributes or {}
+    assert attributes["network.transport"] == "tcp"
+    assert attributes["server.address"] == "127.0.0.1"
+    assert f":{attributes['server.port']}/" in url
+
+
+async def test_an_mcp_request_that_gets_no_answer_is_an_error_span(
+    keeper: Keeper, captured: Captured, tmp_path: Path
+) -> None:
+    params = UpstreamParams(trust_hints=True, name="t", command=sys.executable, args=(UPSTREAM,))
+    with anyio.fail_after(30):
         async with McpUpstream(params, keeper.catalog):
             result = await keeper.execute(
-                ToolCall(call_id="c1", name="t.echo", arguments={"text": "hi"})
+                ToolCall(
+                    call_id="c1",
+                    name="t.die_midway",
+                    arguments={"path": str(tmp_path / "marker")},
+                )
             )
-    assert result.status is CallStatus.SUCCEEDED
-    attempt = _only(captured.finished(), "execute_tool t.echo attempt")
-    assert attempt.context is not None
-    _version, trace_id, _parent, _flags = result.data["traceparent"].split("-")
-    assert trace_id == f"{attempt.context.trace_id:032x}"
+    assert result.status is CallStatus.UNKNOWN_OUTCOME
+    (request,) = [s for s in captured.finished() if s.name == "tools/call die_midway"]
+    assert request.status.status_code is StatusCode.ERROR
+    attributes = request.attributes or {}
+    assert attributes.get("error.type") and "rpc.response.status_code" not in attributes
 
 
 async def test_a_keeper_without_telemetry_sends_no_traceparent(pets: Any) -> None:

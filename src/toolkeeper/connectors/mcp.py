@@ -66,6 +66,7 @@ from ._mcp_params import ToolOverride, UpstreamParams
 from ._mcp_pipe import CallLane, PipeTransport
 from ._mcp_streams import WatchedTransport
 from ._mcp_tools import IDEMPOTENCY_META_KEY, call_result, error_text, result_data, spec_from_mcp
+from ._mcp_trace import request_span, until_answered
 from ._mcp_transports import http_client, http_transport, stdio_transport
 from .base import ToolOutput, UpstreamUnavailable
 
@@ -209,13 +210,18 @@ class McpUpstream:
         remaining = ctx.remaining()
         timeout = remaining if math.isfinite(remaining) else None
         meta: Any = {IDEMPOTENCY_META_KEY: ctx.idempotency_key}
-        if ctx.trace:  # W3C trace context in `_meta` (MCP SEP-414)
-            meta.update(ctx.trace)
-        with map_mcp_errors(
-            self.params.name,
-            lost=self._wake_supervisor,
-            unsent=partial(self._take_unsent, ctx.idempotency_key),
-            forgotten=partial(self._take_session_gone, watch),
+        observed = request_span(self.params, name, ctx, client.protocol_version)
+        headers = observed.headers if observed is not None else ctx.trace
+        if headers:  # W3C trace context in `_meta` (MCP SEP-414)
+            meta.update(headers)
+        with (
+            map_mcp_errors(
+                self.params.name,
+                lost=self._wake_supervisor,
+                unsent=partial(self._take_unsent, ctx.idempotency_key),
+                forgotten=partial(self._take_session_gone, watch),
+            ),
+            until_answered(observed),
         ):
             lane = self._lane
             if lane is not None and lane.ready(client.protocol_version):
@@ -226,6 +232,8 @@ class McpUpstream:
                 result = call_result(raw)
             else:
                 result = await self._call_on_session(client, name, arguments, meta, timeout)
+        if observed is not None:
+            observed.ended(None, "tool_error" if result.is_error else None)
         if result.is_error:
             raise ToolFailed(error_text(result))
         data = result_data(result)

@@ -3,23 +3,23 @@
 One span per call (`execute_tool {tool}`, after the GenAI semantic conventions) with the gates'
 decisions as events, one child span per attempt (current while the connector runs, so a tool's
 own spans nest under it), its W3C trace context handed to connectors that call a service
-(`CallContext.trace`), and under it one CLIENT span per HTTP request a connector sends
-(`CallContext.requests`: `GET /pets/{petId}`, after the HTTP semantic conventions), whose
-context the request carries. Metrics: `toolkeeper.calls` (a counter by tool, status and error
-code) and `toolkeeper.call.duration` (a histogram, seconds). Attributes name the call, its tool,
-task and principal, a request's method, server and route, never argument values or results.
+(`CallContext.trace`), and under it one CLIENT span per request a connector sends
+(`CallContext.requests`: `GET /pets/{petId}` after the HTTP semantic conventions, `tools/call
+echo` after MCP's), whose context the request carries. Metrics: `toolkeeper.calls` (a counter
+by tool, status and error code) and `toolkeeper.call.duration` (a histogram, seconds).
+Attributes name the call, its tool, task and principal, a request's method, server and route,
+never argument values or results.
 
     keeper = Keeper(telemetry=OpenTelemetry())  # the global providers, or pass your own
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextvars import Token
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from ..core.extras import MissingExtra
 
@@ -54,6 +54,10 @@ are counted under the tool `(other)` (a refused call's name is the model's: it m
 the series without bound)."""
 _OK = frozenset({CallStatus.SUCCEEDED, CallStatus.AWAITING_APPROVAL})
 _OK_VALUES = frozenset(s.value for s in _OK)
+_STATUS = {s: s.value for s in CallStatus}
+_CODE = {c: c.value for c in ErrorCode}
+"""Each status's and code's text (an enum's `.value` costs a descriptor call)."""
+_UNKNOWN_TOOL_CODE = ErrorCode.UNKNOWN_TOOL.value
 
 
 def _text(value: object) -> str:
@@ -81,6 +85,8 @@ class OpenTelemetry:
     ) -> None:
         self._tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(_SCOPE, meter_provider=meter_provider)
+        self._tools: dict[str, _Tool] = {}
+        """What each tool's spans and series are named, made once (at most `MAX_SERIES`)."""
         self._series: dict[tuple[str, str, str], dict[str, str]] = {}
         """The metric attributes of each (tool, status, code), made once."""
         self._counts: dict[tuple[str, str, str], int] = {}
@@ -99,10 +105,13 @@ class OpenTelemetry:
 
     def start(self, call: ToolCall, principal: Principal | None) -> _CallSpan:
         """Open the span of one call."""
-        tool = _text(call.name)
+        name = call.name
+        tool = self._tools.get(name) if type(name) is str else None
+        if tool is None:
+            tool = self._tool(name)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": tool,
+            "gen_ai.tool.name": tool.name,
             "gen_ai.tool.call.id": _text(call.call_id),
             "toolkeeper.task.id": _text(call.task_id),
         }
@@ -110,35 +119,24 @@ class OpenTelemetry:
             attributes["toolkeeper.principal.id"] = _text(principal.id)
             attributes["toolkeeper.tenant"] = _text(principal.tenant)
         try:
-            span = self._tracer.start_span(
-                f"execute_tool {tool}", kind=SpanKind.INTERNAL, attributes=attributes
-            )
+            span = self._tracer.start_span(tool.span, attributes=attributes)
         except Exception:  # (telemetry must not fail a call)
             _log.exception("OpenTelemetry failed to start the span of a call")
             span = trace.INVALID_SPAN
         return _CallSpan(self, span, tool)
 
-    def _request(
-        self,
-        parent: Span,
-        method: str,
-        url: str,
-        server: str,
-        port: int | None,
-        template: str | None,
+    def _tool(self, name: object) -> _Tool:
+        tool = _Tool(_text(name))
+        if type(name) is str and len(name) <= _MAX_TEXT and len(self._tools) < MAX_SERIES:
+            self._tools[name] = tool
+        return tool
+
+    def _client_span(
+        self, parent: Span, name: str, attributes: dict[str, Any], status: str
     ) -> RequestTrace:
-        attributes: dict[str, Any] = {
-            "http.request.method": method,
-            "server.address": server,
-            "url.full": url,
-        }
-        if port is not None:
-            attributes["server.port"] = port
-        if template is not None:
-            attributes["url.template"] = template
         try:
             span = self._tracer.start_span(
-                f"{method} {template}" if template else method,
+                name,
                 context=trace.set_span_in_context(parent),
                 kind=SpanKind.CLIENT,
                 attributes=attributes,
@@ -146,8 +144,8 @@ class OpenTelemetry:
             headers = self._inject(trace.set_span_in_context(span))
         except Exception:  # (telemetry must not fail a call)
             _log.exception("OpenTelemetry failed to start the span of a request")
-            return _RequestSpan(trace.INVALID_SPAN, {})
-        return _RequestSpan(span, headers)
+            return _RequestSpan(trace.INVALID_SPAN, {}, status)
+        return _RequestSpan(span, headers, status)
 
     def _inject(self, context: Context) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -160,30 +158,25 @@ class OpenTelemetry:
             yield Observation(n, _metric_attributes(tool, status, code))
 
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
+class _Tool:
+    """A tool's name as attributes hold it and its spans' names."""
 
+    __slots__ = ("attempt", "name", "span")
 
-def _safe(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
-    """`method`, logging what it raises instead: telemetry must not fail a call."""
-
-    @functools.wraps(method)
-    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R | None:
-        try:
-            return method(*args, **kwargs)
-        except Exception:
-            _log.exception("OpenTelemetry failed; the call goes on")
-            return None
-
-    return guarded
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.span = f"execute_tool {name}"
+        self.attempt = f"execute_tool {name} attempt"
 
 
 class _CallSpan:
-    """The `CallTrace` of one call: its span, and the span of the attempt under way."""
+    """The `CallTrace` of one call: its span, and the span of the attempt under way.
+
+    Each method catches what the SDK raises and logs it: telemetry must not fail a call."""
 
     __slots__ = ("_attempt", "_began", "_owner", "_span", "_token", "_tool")
 
-    def __init__(self, owner: OpenTelemetry, span: Span, tool: str) -> None:
+    def __init__(self, owner: OpenTelemetry, span: Span, tool: _Tool) -> None:
         self._owner = owner
         self._span = span
         self._tool = tool
@@ -194,57 +187,105 @@ class _CallSpan:
     def request(
         self, method: str, url: str, *, server: str, port: int | None, template: str | None
     ) -> RequestTrace:
-        parent = self._attempt if self._attempt is not None else self._span
-        return self._owner._request(parent, method, url, server, port, template)
+        attributes: dict[str, Any] = {
+            "http.request.method": method,
+            "server.address": server,
+            "url.full": url,
+        }
+        if port is not None:
+            attributes["server.port"] = port
+        if template is not None:
+            attributes["url.template"] = template
+        name = f"{method} {template}" if template else method
+        return self._owner._client_span(self._parent(), name, attributes, _HTTP_STATUS)
 
-    @_safe
+    def mcp_request(
+        self,
+        method: str,
+        tool: str | None,
+        *,
+        transport: str,
+        server: str | None,
+        port: int | None,
+        protocol_version: str | None,
+    ) -> RequestTrace:
+        attributes: dict[str, Any] = {"mcp.method.name": method, "network.transport": transport}
+        name = method
+        if tool is not None:
+            attributes["gen_ai.tool.name"] = tool = _text(tool)
+            attributes["gen_ai.operation.name"] = "execute_tool"
+            name = f"{method} {tool}"
+        if server is not None:
+            attributes["server.address"] = server
+        if port is not None:
+            attributes["server.port"] = port
+        if protocol_version is not None:
+            attributes["mcp.protocol.version"] = protocol_version
+        return self._owner._client_span(self._parent(), name, attributes, _RPC_STATUS)
+
+    def _parent(self) -> Span:
+        return self._attempt if self._attempt is not None else self._span
+
     def decided(self, gate: str, decision: str, error: ToolError | None = None) -> None:
-        attributes: dict[str, str] = {"toolkeeper.gate": gate}
-        if error is not None:
-            attributes["toolkeeper.error.code"] = error.code.value
-        self._span.add_event(_EVENTS.get(decision) or f"toolkeeper.gate.{decision}", attributes)
+        try:
+            code = _CODE[error.code] if error is not None else None
+            event = _EVENTS.get((gate, decision, code)) or _event(gate, decision, code)
+            self._span.add_event(event[0], event[1])
+        except Exception:
+            _log.exception(_SDK_FAILED)
 
-    @_safe
     def attempt_started(self, number: int) -> Mapping[str, str] | None:
         owner = self._owner
-        attempt = owner._tracer.start_span(
-            f"execute_tool {self._tool} attempt",
-            context=trace.set_span_in_context(self._span),
-            kind=SpanKind.INTERNAL,
-            attributes={"toolkeeper.attempt": number},
-        )
-        self._attempt = attempt
-        current = trace.set_span_in_context(attempt)
-        self._token = otel_context.attach(current)
+        try:
+            attempt = owner._tracer.start_span(
+                self._tool.attempt,
+                context=trace.set_span_in_context(self._span),
+                attributes=_ATTEMPTS[number] if number < len(_ATTEMPTS) else _attempt(number),
+            )
+            self._attempt = attempt
+            current = trace.set_span_in_context(attempt)
+            self._token = otel_context.attach(current)
+        except Exception:
+            _log.exception(_SDK_FAILED)
+            return None
         return _TraceHeaders(owner, current)
 
-    @_safe
     def attempt_ended(self, number: int, status: CallStatus, error: ToolError | None) -> None:
         attempt, token = self._attempt, self._token
         if attempt is None:
             return
         self._attempt = self._token = None
-        if token is not None:
-            otel_context.detach(token)
-        if error is None and status in _OK:
-            attempt.set_attribute("toolkeeper.call.status", status.value)
-        else:
-            attempt.set_attributes(_failed(status.value, error.code.value if error else None))
-            if status not in _OK:
-                attempt.set_status(_ERROR)
-        attempt.end()
+        try:
+            if token is not None:
+                otel_context.detach(token)
+            if error is None and status in _OK:
+                attempt.set_attribute("toolkeeper.call.status", _STATUS[status])
+            else:
+                attempt.set_attributes(
+                    _failed(_STATUS[status], _CODE[error.code] if error else None)
+                )
+                if status not in _OK:
+                    attempt.set_status(_ERROR)
+            attempt.end()
+        except Exception:
+            _log.exception(_SDK_FAILED)
 
-    @_safe
     def ended(self, result: ToolResult | None) -> None:
+        try:
+            self._end(result)
+        except Exception:
+            _log.exception(_SDK_FAILED)
+
+    def _end(self, result: ToolResult | None) -> None:
         span = self._span
         if self._attempt is not None:  # (interrupted between its start and end)
             self.attempt_ended(0, CallStatus.CANCELLED, None)
         code: str | None
         if result is None:
-            status, code = CallStatus.CANCELLED.value, ErrorCode.CANCELLED.value
+            status, code = _STATUS[CallStatus.CANCELLED], _CODE[ErrorCode.CANCELLED]
         else:
-            status = result.status.value
-            code = result.error.code.value if result.error is not None else None
+            status = _STATUS[result.status]
+            code = _CODE[result.error.code] if result.error is not None else None
             if result.replayed:
                 span.set_attribute("toolkeeper.call.replayed", True)
         if result is not None and code is None and result.status in _OK:
@@ -255,7 +296,7 @@ class _CallSpan:
                 span.set_status(_ERROR)
         span.end()
         owner = self._owner
-        tool = _UNKNOWN_TOOL if code == ErrorCode.UNKNOWN_TOOL.value else self._tool
+        tool = _UNKNOWN_TOOL if code == _UNKNOWN_TOOL_CODE else self._tool.name
         key = (tool, status, code or "")
         counts = owner._counts
         if key not in counts and len(counts) >= MAX_SERIES:
@@ -267,40 +308,78 @@ class _CallSpan:
         owner.duration.record(time.perf_counter() - self._began, series)
 
 
+_HTTP_STATUS = "http.response.status_code"
+_RPC_STATUS = "rpc.response.status_code"
+
+
 class _RequestSpan:
-    """The `RequestTrace` of one HTTP request: its CLIENT span."""
+    """The `RequestTrace` of one request: its CLIENT span."""
 
-    __slots__ = ("_span", "headers")
+    __slots__ = ("_span", "_status", "headers")
 
-    def __init__(self, span: Span, headers: Mapping[str, str]) -> None:
+    def __init__(self, span: Span, headers: Mapping[str, str], status: str) -> None:
         self._span = span
+        self._status = status
         self.headers = headers
 
-    @_safe
     def ended(self, status_code: int | None, error_type: str | None) -> None:
-        span = self._span
-        if status_code is not None:
-            span.set_attribute("http.response.status_code", status_code)
-            if status_code >= 400 and error_type is None:
-                error_type = str(status_code)
-        if error_type is not None:
-            span.set_attribute("error.type", error_type)
-            span.set_status(Status(StatusCode.ERROR))
-        span.end()
+        try:
+            span = self._span
+            if status_code is not None:
+                if self._status == _HTTP_STATUS:
+                    span.set_attribute(_HTTP_STATUS, status_code)
+                    if status_code >= 400 and error_type is None:
+                        error_type = str(status_code)
+                else:  # (a JSON-RPC error's code: a string, after MCP's conventions)
+                    span.set_attribute(_RPC_STATUS, str(status_code))
+                    error_type = error_type or str(status_code)
+            if error_type is not None:
+                span.set_attribute("error.type", error_type)
+                span.set_status(_ERROR)
+            span.end()
+        except Exception:
+            _log.exception(_SDK_FAILED)
 
 
+_SDK_FAILED = "OpenTelemetry failed; the call goes on"
 _ERROR = Status(StatusCode.ERROR)
-_EVENTS = {d: f"toolkeeper.gate.{d}" for d in ("admitted", "refused", "held", "answered")}
+_NAMES = {d: f"toolkeeper.gate.{d}" for d in ("admitted", "refused", "held", "answered")}
+_EVENTS: dict[tuple[str, str, str | None], tuple[str, dict[str, str]]] = {}
+"""Each (gate, decision, code)'s event name and attributes, made once (bounded: gates and
+codes are the pipeline's, not the model's)."""
+_ATTEMPTS = [{"toolkeeper.attempt": n} for n in range(16)]
+"""The attributes of attempt n, made once (the SDK copies what it is given)."""
+
+
+def _event(gate: str, decision: str, code: str | None) -> tuple[str, dict[str, str]]:
+    attributes = {"toolkeeper.gate": gate}
+    if code is not None:
+        attributes["toolkeeper.error.code"] = code
+    event = (_NAMES.get(decision) or f"toolkeeper.gate.{decision}", attributes)
+    if len(_EVENTS) < 1024:
+        _EVENTS[gate, decision, code] = event
+    return event
+
+
+def _attempt(number: int) -> dict[str, int]:
+    return {"toolkeeper.attempt": number}
 
 
 def _failed(status: str, code: str | None) -> dict[str, str]:
-    """The attributes of a call or attempt that did not succeed (or succeeded with an error)."""
-    attributes = {"toolkeeper.call.status": status}
-    if code is not None:
-        attributes["toolkeeper.error.code"] = code
-    if status not in _OK_VALUES:
-        attributes["error.type"] = code or status
+    """The attributes of a call or attempt that did not succeed (or succeeded with an error),
+    made once per (status, code) (the SDK copies what it is given)."""
+    attributes = _FAILED_ATTRIBUTES.get((status, code))
+    if attributes is None:
+        attributes = {"toolkeeper.call.status": status}
+        if code is not None:
+            attributes["toolkeeper.error.code"] = code
+        if status not in _OK_VALUES:
+            attributes["error.type"] = code or status
+        _FAILED_ATTRIBUTES[status, code] = attributes  # (statuses and codes are enums)
     return attributes
+
+
+_FAILED_ATTRIBUTES: dict[tuple[str, str | None], dict[str, str]] = {}
 
 
 class _TraceHeaders(Mapping[str, str]):
