@@ -157,8 +157,11 @@ def test_an_endpoint_path_must_start_with_a_slash() -> None:
     assert (error.value.line, error.value.key) == (2, "server.path")
 
 
-def test_an_openapi_document_named_by_url_is_refused_with_what_to_do() -> None:
-    text = '[http.pets]\nbase_url = "https://api.example.com"\nopenapi = "https://api.example.com/openapi.json"\n'
+@pytest.mark.parametrize(
+    "url", ["https://api.example.com/openapi.json", "HTTP://api/o.json", "file:///etc/o.json"]
+)
+def test_an_openapi_document_named_by_url_is_refused_with_what_to_do(url: str) -> None:
+    text = f'[http.pets]\nbase_url = "https://api.example.com"\nopenapi = "{url}"\n'
     with pytest.raises(ConfigError) as error:
         parse_config(text, file="gw.toml")
     assert (error.value.line, error.value.key) == (3, "http.pets.openapi")

@@ -102,7 +102,7 @@ def _host_pattern(text: str) -> str:
 def _document_file(path: str) -> str:
     # A document fetched at each start could change the tools under the operator's feet
     # (pinning covers MCP upstreams only): the operator reviews a file.
-    if urlsplit(path).scheme in ("http", "https"):
+    if "://" in path:  # (http, https, file, ftp...: a URL of any kind)
         raise ValueError(
             "names a file beside this configuration, not a URL: download the document "
             "(curl -o api.json URL), review it, and name the file"
