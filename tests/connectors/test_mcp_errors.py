@@ -7,8 +7,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
-from toolkeeper.connectors._mcp_errors import map_mcp_errors
+from toolkeeper.connectors._mcp_errors import Failure, _failure, map_mcp_errors
 from toolkeeper.connectors._mcp_pipe import AnswerTooLarge, LaneClosed, PeerError
+from toolkeeper.connectors._mcp_trace import until_answered
 from toolkeeper.connectors.base import UnrecordableResult, UpstreamUnavailable
 from toolkeeper.core import OutcomeUnknown, ToolFailed
 
@@ -77,3 +78,36 @@ def test_an_error_is_mapped_by_whether_the_request_reached_the_server(
 def test_an_error_that_is_no_call_error_passes_unchanged(make: Callable[[], Exception]) -> None:
     exc = make()
     assert _Edge().map(exc) is exc
+
+
+class _Span:
+    """A request's span as `until_answered` ends it (the `RequestTrace` protocol)."""
+
+    def __init__(self) -> None:
+        self.headers: dict[str, str] = {}
+        self.ends: list[tuple[int | None, str | None]] = []
+
+    def ended(self, status_code: int | None, error_type: str | None) -> None:
+        self.ends.append((status_code, error_type))
+
+
+@pytest.mark.parametrize(
+    ("exc", "end"),
+    [
+        (PeerError(mcp_types.CONNECTION_CLOSED, "the server's own"), (-32000, None)),
+        (_sdk(mcp_types.INVALID_PARAMS), (mcp_types.INVALID_PARAMS, None)),
+        (_sdk(mcp_types.CONNECTION_CLOSED), (None, "connection_closed")),
+        (_sdk(mcp_types.REQUEST_TIMEOUT), (None, "timeout")),
+        (LaneClosed("gone", sent=True), (None, "LaneClosed")),
+    ],
+)
+def test_a_request_span_says_an_answer_came_only_when_the_server_gave_one(
+    exc: Exception, end: tuple[int | None, str | None]
+) -> None:
+    span = _Span()
+    with pytest.raises(type(exc)), until_answered(span):
+        raise exc
+    assert span.ends == [end]
+    # (the same reading as the call's: no answer is no server error)
+    failure = _failure(exc, lost=lambda: None, unsent=lambda: False, forgotten=lambda: False)
+    assert (failure is Failure.SERVER_ERROR) == (end[0] is not None)

@@ -31,7 +31,7 @@ from ._lines import LINE_LIMIT
 from ._mcp_pipe import AnswerTooLarge, LaneClosed, PeerError
 from .base import UnrecordableResult, UpstreamUnavailable
 
-__all__ = ["Failure", "malformed_result", "map_mcp_errors"]
+__all__ = ["Failure", "malformed_result", "map_mcp_errors", "no_answer"]
 
 
 class Failure(enum.Enum):
@@ -139,6 +139,20 @@ def _failure(
         # nothing. The spec's answer: a new session.
         return Failure.SESSION_FORGOTTEN if forgotten() else Failure.SERVER_ERROR
     return None
+
+
+def no_answer(exc: MCPError) -> str | None:
+    """What the SDK's own error says came instead of an answer (`connection_closed`,
+    `timeout`), as `_failure` reads it; None for the server's own error."""
+    if isinstance(exc, PeerError):
+        return None
+    return _NO_ANSWER.get(exc.code)
+
+
+_NO_ANSWER = {
+    mcp_types.CONNECTION_CLOSED: "connection_closed",
+    mcp_types.REQUEST_TIMEOUT: "timeout",
+}
 
 
 def malformed_result(exc: ValidationError) -> UnrecordableResult:

@@ -262,7 +262,7 @@ class HttpSource:
                     query += [(k, _text(x)) for x in (v if isinstance(v, list) else [v])]
         if spec.effect is not Effect.READ_ONLY:
             headers["idempotency-key"] = ctx.idempotency_key
-        if ctx.trace and ctx.requests is None:  # (else the request's own span's context)
+        if ctx.requests is None and ctx.trace:  # (else the request's own span's context)
             headers.update(ctx.trace)
         remaining = ctx.remaining()
         # The call's deadline (its tool's timeout) bounds the whole request.

@@ -66,7 +66,7 @@ from ._mcp_params import ToolOverride, UpstreamParams
 from ._mcp_pipe import CallLane, PipeTransport
 from ._mcp_streams import WatchedTransport
 from ._mcp_tools import IDEMPOTENCY_META_KEY, call_result, error_text, result_data, spec_from_mcp
-from ._mcp_trace import request_span, until_answered
+from ._mcp_trace import Endpoint, request_span, until_answered
 from ._mcp_transports import http_client, http_transport, stdio_transport
 from .base import ToolOutput, UpstreamUnavailable
 
@@ -97,6 +97,7 @@ class McpUpstream:
 
     def __init__(self, params: UpstreamParams, catalog: Catalog, pins: Pins | None = None) -> None:
         self.params = params
+        self._endpoint = Endpoint.of(params)
         self._catalog = catalog
         self._pins = pins if params.pins != "off" else None
         self._offered: dict[str, ToolSpec] = {}
@@ -210,7 +211,7 @@ class McpUpstream:
         remaining = ctx.remaining()
         timeout = remaining if math.isfinite(remaining) else None
         meta: Any = {IDEMPOTENCY_META_KEY: ctx.idempotency_key}
-        observed = request_span(self.params, name, ctx, client.protocol_version)
+        observed = request_span(self._endpoint, name, ctx, client.protocol_version)
         headers = observed.headers if observed is not None else ctx.trace
         if headers:  # W3C trace context in `_meta` (MCP SEP-414)
             meta.update(headers)
