@@ -13,9 +13,9 @@ import pytest
 from toolkeeper.core.errors import StoreError
 from toolkeeper.core.values import ToolSpec
 from toolkeeper.ledger.base import LedgerStore
-from toolkeeper.ledger.pins import PinStatus
+from toolkeeper.ledger.pins import PinRecord, PinStatus
 from toolkeeper.ledger.sqlite import SQLiteStore
-from toolkeeper.policy.pins import PinRefused, Pins, definition_digest, definition_of
+from toolkeeper.policy.pins import PinRefused, Pins, _version, definition_digest, definition_of
 from toolkeeper.testing import MemoryAuditSink, MemoryStore
 
 from ..conftest import postgres_url
@@ -281,3 +281,22 @@ async def test_a_definition_with_a_lone_surrogate_is_pinned(tmp_path: Path) -> N
 async def test_a_store_that_keeps_no_pins_is_refused() -> None:
     with pytest.raises(StoreError):
         await Pins(lambda: object()).admit(ADD)
+
+
+@pytest.mark.parametrize(
+    ("offered", "shown"), [("1", "3"), ("2.0", "2.0+2"), ("²", "²+2"), ("v1", "v1+2")]
+)
+def test_each_accepted_change_moves_the_version_on_whatever_the_upstream_calls_it(
+    offered: str, shown: str
+) -> None:
+    # (a superscript two is a digit to str.isdigit, but no int: it once failed the pin)
+    history = [{"event": "pinned"}, {"event": "accepted"}, {"event": "accepted"}]
+    record = PinRecord(
+        name="t.x",
+        source="t",
+        status=PinStatus.PINNED,
+        digest="d",
+        definition={},
+        history=tuple(history),
+    )
+    assert _version(offered, record) == shown

@@ -191,10 +191,10 @@ def _probe_failure(exc: BaseException, url: str) -> str:
     """What went wrong, in one line that names `url`."""
     import httpx2
 
+    from ..core.errors import sole_cause
     from ._probe import ProbeError
 
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
+    exc = sole_cause(exc)
     if isinstance(exc, ProbeError) and exc.status == 401:
         return f"{url} answered 401: the token is missing or not one of its principals' tokens"
     if isinstance(exc, ProbeError) and exc.status == 404:

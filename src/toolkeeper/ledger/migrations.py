@@ -180,7 +180,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         version=7,
         name="drop calls_unsettled: calls_by_status serves every list by state",
         # (every write call paid for both: an entry added when RUNNING, removed when ended)
-        statements=("DROP INDEX calls_unsettled",),
+        statements=("DROP INDEX IF EXISTS calls_unsettled",),
     ),
 )
 

@@ -151,7 +151,8 @@ class MemoryRateLimiter:
         limit, seconds = window_of(per_minute)
         if limit == 0:
             return math.inf
-        calls, _ = self._windows.get(key, (deque[float](), seconds))
+        window = self._windows.get(key)
+        calls: deque[float] = window[0] if window is not None else deque()
         if calls and calls[-1] > now:
             # A clock that stepped back: the calls "to come" count as made now, not for as
             # long as the clock went back.

@@ -106,7 +106,7 @@ def _version(offered: str, record: PinRecord) -> str:
         pinned = pinned or event in ("pinned", "accepted")
     if not accepted:
         return offered
-    return str(int(offered) + accepted) if offered.isdigit() else f"{offered}+{accepted}"
+    return str(int(offered) + accepted) if offered.isdecimal() else f"{offered}+{accepted}"
 
 
 def _event(event: str, digest: str | None, at: float, by: str | None = None) -> dict[str, Any]:
