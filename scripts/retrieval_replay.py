@@ -27,9 +27,10 @@ from typing import Any
 
 from toolkeeper.eval.metrics import complete_at, recall_at
 from toolkeeper.retrieval.fusion import Fused, FusionConfig, fuse, interleave
+from toolkeeper.retrieval.selector import _CLAUSE_COVERAGE, _CLAUSE_FIRST_COVERAGE
 
 CONFIG = FusionConfig(abstain_below=None)
-FIRST, REST = 0.2, 0.5  # selector._CLAUSE_FIRST_COVERAGE, _CLAUSE_COVERAGE
+FIRST, REST = _CLAUSE_FIRST_COVERAGE, _CLAUSE_COVERAGE  # (the shipped ones: edit to try)
 
 
 def dump(path: Path, root: Path, metatool: int) -> None:

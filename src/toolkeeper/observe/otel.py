@@ -240,7 +240,9 @@ class _CallSpan:
             attempt = owner._tracer.start_span(
                 self._tool.attempt,
                 context=trace.set_span_in_context(self._span),
-                attributes=_ATTEMPTS[number] if number < len(_ATTEMPTS) else _attempt(number),
+                attributes=(
+                    _ATTEMPTS[number] if number < len(_ATTEMPTS) else {"toolkeeper.attempt": number}
+                ),
             )
             self._attempt = attempt
             current = trace.set_span_in_context(attempt)
@@ -343,7 +345,6 @@ class _RequestSpan:
 
 _SDK_FAILED = "OpenTelemetry failed; the call goes on"
 _ERROR = Status(StatusCode.ERROR)
-_NAMES = {d: f"toolkeeper.gate.{d}" for d in ("admitted", "refused", "held", "answered")}
 _EVENTS: dict[tuple[str, str, str | None], tuple[str, dict[str, str]]] = {}
 """Each (gate, decision, code)'s event name and attributes, made once (bounded: gates and
 codes are the pipeline's, not the model's)."""
@@ -355,14 +356,10 @@ def _event(gate: str, decision: str, code: str | None) -> tuple[str, dict[str, s
     attributes = {"toolkeeper.gate": gate}
     if code is not None:
         attributes["toolkeeper.error.code"] = code
-    event = (_NAMES.get(decision) or f"toolkeeper.gate.{decision}", attributes)
+    event = (f"toolkeeper.gate.{decision}", attributes)
     if len(_EVENTS) < 1024:
         _EVENTS[gate, decision, code] = event
     return event
-
-
-def _attempt(number: int) -> dict[str, int]:
-    return {"toolkeeper.attempt": number}
 
 
 def _failed(status: str, code: str | None) -> dict[str, str]:
