@@ -18,24 +18,34 @@ import asyncio
 import math
 import threading
 import time
-from typing import cast
+from typing import TypeAlias
 
 import anyio
 
-__all__ = ["Deadlines", "LoopDeadlines"]
+__all__ = ["Deadlines", "LoopDeadlines", "Watch"]
+
+_Watched: TypeAlias = dict[anyio.CancelScope | None, float]
+Watch: TypeAlias = tuple[_Watched, anyio.CancelScope | None]
+"""What `Deadlines.watch` returns and `let_go` takes: where the scope is watched, and it."""
+
+_NOT_WATCHED: Watch = ({}, None)
+"""An attempt nothing watches (its scope has its own deadline, or was cancelled at once);
+its dict is never written."""
 
 
 class Deadlines:
     """Cancels each attempt's scope at its deadline (any anyio backend)."""
 
-    def watch(self, scope: anyio.CancelScope, deadline: float) -> object:
+    def watch(self, scope: anyio.CancelScope, deadline: float) -> Watch:
         """Cancel `scope` (entered) at `deadline` (the event loop's clock) unless it is let
         go first; returns what `let_go` takes."""
         scope.deadline = deadline
-        return scope
+        return _NOT_WATCHED
 
-    def let_go(self, token: object) -> None:
-        """The attempt `token` stands for ended: its deadline no longer applies."""
+    def let_go(self, watch: Watch) -> None:
+        """The attempt `watch` stands for ended: its deadline no longer applies."""
+        watched, scope = watch
+        watched.pop(scope, None)
 
 
 class _Timer:
@@ -48,16 +58,8 @@ class _Timer:
         self.at = math.inf
         """When the timer fires; infinity: it is not armed."""
         self.handle: asyncio.TimerHandle | None = None
-        self.watched: dict[_Ticket, tuple[float, anyio.CancelScope]] = {}
-
-
-class _Ticket:
-    """One attempt a timer watches."""
-
-    __slots__ = ("timer",)
-
-    def __init__(self, timer: _Timer) -> None:
-        self.timer = timer
+        self.watched: _Watched = {}
+        """The scopes of the attempts in flight, each with its deadline."""
 
 
 class LoopDeadlines(Deadlines):
@@ -66,22 +68,17 @@ class LoopDeadlines(Deadlines):
     def __init__(self) -> None:
         self._timers: dict[int, _Timer] = {}
 
-    def watch(self, scope: anyio.CancelScope, deadline: float) -> object:
+    def watch(self, scope: anyio.CancelScope, deadline: float) -> Watch:
         timer = self._timers.get(threading.get_ident())
         if timer is None or not timer.loop.is_running():
             timer = self._timer()
-        ticket = _Ticket(timer)
         if deadline < timer.at:
             if deadline <= time.monotonic():  # (asyncio's clock, as `event_loop_clock` says)
                 scope.cancel()
-                return ticket
+                return _NOT_WATCHED
             self._arm(timer, deadline)
-        timer.watched[ticket] = (deadline, scope)
-        return ticket
-
-    def let_go(self, token: object) -> None:
-        ticket = cast(_Ticket, token)
-        ticket.timer.watched.pop(ticket, None)
+        timer.watched[scope] = deadline
+        return timer.watched, scope
 
     def _timer(self) -> _Timer:
         """A timer on the running loop of this thread (a loop that stopped leaves its own,
@@ -104,13 +101,15 @@ class LoopDeadlines(Deadlines):
         timer.at = math.inf
         now = time.monotonic()
         following = math.inf
-        overdue: list[_Ticket] = []
-        for key, (deadline, _scope) in timer.watched.items():
+        overdue: list[anyio.CancelScope] = []
+        for scope, deadline in timer.watched.items():
             if deadline <= now:
-                overdue.append(key)
+                assert scope is not None  # (only `_NOT_WATCHED` holds None, never written)
+                overdue.append(scope)
             elif deadline < following:
                 following = deadline
-        for key in overdue:
-            timer.watched.pop(key)[1].cancel()
+        for scope in overdue:
+            del timer.watched[scope]
+            scope.cancel()
         if following < math.inf:
             self._arm(timer, following)
