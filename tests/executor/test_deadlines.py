@@ -112,11 +112,11 @@ def _cancelled_at(deadlines: Deadlines, seconds: float, let_go_first: bool) -> b
         with anyio.CancelScope() as scope:
             watched = deadlines.watch(scope, time.monotonic() + seconds)
             if let_go_first:
-                deadlines.let_go(watched)
+                deadlines.let_go(watched, scope)
             try:
                 await anyio.sleep(max(seconds, 0) + 0.1)
             finally:
-                deadlines.let_go(watched)
+                deadlines.let_go(watched, scope)
         return scope.cancelled_caught
 
     return anyio.run(main, backend="asyncio")

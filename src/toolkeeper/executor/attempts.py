@@ -148,7 +148,7 @@ async def attempt(rt: Runtime, st: CallState, number: int) -> Outcome:
             try:
                 value = await st.tool.connector.invoke(spec, st.validated, ctx)
             finally:
-                rt.deadlines.let_go(watched)
+                rt.deadlines.let_go(watched, scope)
         if scope.cancelled_caught:
             return _timed_out(spec.name, spec.timeout, number)
     except TimeoutError:

@@ -22,29 +22,28 @@ from typing import TypeAlias
 
 import anyio
 
-__all__ = ["Deadlines", "LoopDeadlines", "Watch"]
+__all__ = ["Deadlines", "LoopDeadlines", "Watched"]
 
-_Watched: TypeAlias = dict[anyio.CancelScope | None, float]
-Watch: TypeAlias = tuple[_Watched, anyio.CancelScope | None]
-"""What `Deadlines.watch` returns and `let_go` takes: where the scope is watched, and it."""
+Watched: TypeAlias = dict[anyio.CancelScope, float]
+"""The scopes of the attempts in flight that a timer watches, each with its deadline: what
+`Deadlines.watch` returns and `let_go` takes."""
 
-_NOT_WATCHED: Watch = ({}, None)
-"""An attempt nothing watches (its scope has its own deadline, or was cancelled at once);
-its dict is never written."""
+_NOT_WATCHED: Watched = {}
+"""Where an attempt nothing watches is (its scope has its own deadline, or was cancelled at
+once): never written."""
 
 
 class Deadlines:
     """Cancels each attempt's scope at its deadline (any anyio backend)."""
 
-    def watch(self, scope: anyio.CancelScope, deadline: float) -> Watch:
+    def watch(self, scope: anyio.CancelScope, deadline: float) -> Watched:
         """Cancel `scope` (entered) at `deadline` (the event loop's clock) unless it is let
-        go first; returns what `let_go` takes."""
+        go first; returns where it is watched, for `let_go`."""
         scope.deadline = deadline
         return _NOT_WATCHED
 
-    def let_go(self, watch: Watch) -> None:
-        """The attempt `watch` stands for ended: its deadline no longer applies."""
-        watched, scope = watch
+    def let_go(self, watched: Watched, scope: anyio.CancelScope) -> None:
+        """The attempt of `scope` ended: its deadline no longer applies."""
         watched.pop(scope, None)
 
 
@@ -58,8 +57,7 @@ class _Timer:
         self.at = math.inf
         """When the timer fires; infinity: it is not armed."""
         self.handle: asyncio.TimerHandle | None = None
-        self.watched: _Watched = {}
-        """The scopes of the attempts in flight, each with its deadline."""
+        self.watched: Watched = {}
 
 
 class LoopDeadlines(Deadlines):
@@ -68,7 +66,7 @@ class LoopDeadlines(Deadlines):
     def __init__(self) -> None:
         self._timers: dict[int, _Timer] = {}
 
-    def watch(self, scope: anyio.CancelScope, deadline: float) -> Watch:
+    def watch(self, scope: anyio.CancelScope, deadline: float) -> Watched:
         timer = self._timers.get(threading.get_ident())
         if timer is None or not timer.loop.is_running():
             timer = self._timer()
@@ -78,7 +76,7 @@ class LoopDeadlines(Deadlines):
                 return _NOT_WATCHED
             self._arm(timer, deadline)
         timer.watched[scope] = deadline
-        return timer.watched, scope
+        return timer.watched
 
     def _timer(self) -> _Timer:
         """A timer on the running loop of this thread (a loop that stopped leaves its own,
@@ -104,7 +102,6 @@ class LoopDeadlines(Deadlines):
         overdue: list[anyio.CancelScope] = []
         for scope, deadline in timer.watched.items():
             if deadline <= now:
-                assert scope is not None  # (only `_NOT_WATCHED` holds None, never written)
                 overdue.append(scope)
             elif deadline < following:
                 following = deadline
