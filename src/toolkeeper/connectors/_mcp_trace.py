@@ -64,9 +64,14 @@ def until_answered(observed: RequestTrace | None) -> Iterator[None]:
         yield
     except BaseException as exc:
         if observed is not None:
-            unanswered = no_answer(exc) if isinstance(exc, MCPError) else None
-            if isinstance(exc, MCPError) and unanswered is None:
-                observed.ended(exc.code, None)
-            else:
-                observed.ended(None, unanswered or type(exc).__name__)
+            _failed(observed, exc)
         raise
+
+
+def _failed(observed: RequestTrace, exc: BaseException) -> None:
+    if not isinstance(exc, MCPError):
+        observed.ended(None, type(exc).__name__)
+    elif (unanswered := no_answer(exc)) is not None:
+        observed.ended(None, unanswered)
+    else:
+        observed.ended(exc.code, None)
