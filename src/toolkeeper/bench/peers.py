@@ -33,6 +33,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+import anyio
+
+from ..core.values import ToolSpec
+
 __all__ = [
     "INSTALL_HINT",
     "PEERS",
@@ -142,10 +146,6 @@ async def _openai_agents(func: Callable[..., Awaitable[int]]) -> Case:
 
 
 async def _openai_agents_deadline(func: Callable[..., Awaitable[int]]) -> Case:
-    import anyio
-
-    from ..core.values import ToolSpec
-
     bare = await _openai_agents(func)
     invoke_bare = bare.invoke
     timeout = ToolSpec(name=func.__name__).timeout  # (the default a toolkeeper tool gets)
