@@ -101,6 +101,15 @@ def _only(spans: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
     return span
 
 
+def _started_under(span: ReadableSpan, parent: ReadableSpan) -> bool:
+    """Whether `span` is a child of `parent`."""
+    return (
+        span.parent is not None
+        and parent.context is not None
+        and span.parent.span_id == parent.context.span_id
+    )
+
+
 async def test_a_read_call_is_a_span_with_genai_attributes_and_no_argument_values(
     keeper: Keeper, captured: Captured
 ) -> None:
@@ -125,7 +134,7 @@ async def test_a_read_call_is_a_span_with_genai_attributes_and_no_argument_value
         "toolkeeper.call.status": "SUCCEEDED",
     }
     assert span.status.status_code is StatusCode.UNSET
-    assert attempt.parent is not None and attempt.parent.span_id == span.context.span_id
+    assert _started_under(attempt, span)
     assert [e.name for e in span.events] == ["toolkeeper.gate.admitted"]
     everything = repr([(s.attributes, [e.attributes for e in s.events]) for s in spans])
     assert SECRET not in everything
@@ -230,8 +239,7 @@ async def test_an_http_request_is_a_client_span_whose_context_the_upstream_recei
     attempt = _only(spans, "execute_tool pets.getPet attempt")
     request = _only(spans, "GET /pets/{petId}")
     assert request.kind is SpanKind.CLIENT
-    assert request.parent is not None and attempt.context is not None
-    assert request.parent.span_id == attempt.context.span_id
+    assert _started_under(request, attempt)
     assert dict(request.attributes or {}) == {
         "http.request.method": "GET",
         "server.address": "127.0.0.1",
@@ -271,8 +279,7 @@ async def test_an_http_request_answered_with_an_error_status_is_an_error_span(
     assert [(s.attributes or {}).get("error.type") for s in requests] == ["503", "404"]
     assert all(s.status.status_code is StatusCode.ERROR for s in requests)
     for request, attempt in zip(requests, attempts, strict=True):
-        assert request.parent is not None and attempt.context is not None
-        assert request.parent.span_id == attempt.context.span_id
+        assert _started_under(request, attempt)
 
 
 async def test_an_http_request_that_gets_no_answer_names_the_error(captured: Captured) -> None:
@@ -306,8 +313,7 @@ async def test_an_mcp_request_is_a_client_span_whose_context_the_upstream_receiv
     attempt = _only(spans, "execute_tool t.echo attempt")
     request = _only(spans, "tools/call echo")
     assert request.kind is SpanKind.CLIENT
-    assert request.parent is not None and attempt.context is not None
-    assert request.parent.span_id == attempt.context.span_id
+    assert _started_under(request, attempt)
     assert dict(request.attributes or {}) == {
         "mcp.method.name": "tools/call",
         "gen_ai.tool.name": "echo",
@@ -343,8 +349,7 @@ async def test_an_mcp_request_over_streamable_http_names_its_server(
     spans = captured.finished()
     attempt = _only(spans, "execute_tool gw.demo.list_notes attempt")
     request = _only(spans, "tools/call demo.list_notes")
-    assert request.parent is not None and attempt.context is not None
-    assert request.parent.span_id == attempt.context.span_id
+    assert _started_under(request, attempt)
     attributes = request.attributes or {}
     assert attributes["network.transport"] == "tcp"
     assert attributes["server.address"] == "127.0.0.1"
@@ -416,8 +421,7 @@ async def test_a_call_through_the_gateway_is_traced(tmp_path: Path) -> None:
     finished = tuple(spans.get_finished_spans())
     span = _only(finished, "execute_tool demo.list_notes")
     attempt = _only(finished, "execute_tool demo.list_notes attempt")
-    assert attempt.parent is not None and span.context is not None
-    assert attempt.parent.span_id == span.context.span_id
+    assert _started_under(attempt, span)
     assert [e.name for e in span.events][-1] == "toolkeeper.gate.admitted"
     assert span.attributes is not None
     assert span.attributes["toolkeeper.principal.id"] == "bob"
